@@ -1,0 +1,66 @@
+"""What every agent receives and returns, whatever drives it (model, script, policy, person)."""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from assay.agent.messages import ImagePart, Usage
+from assay.agent.tools import ToolBox
+from assay.agent.transcript import Transcript
+from assay.env.sandbox import Sandbox
+from assay.task.model import Task
+
+
+@dataclass
+class RunLimits:
+    max_turns: int = 200
+    max_minutes: float = 150.0
+    max_usd: float = 8.0
+
+
+@dataclass
+class AgentEnv:
+    task: Task
+    level: str | None
+    prompt: str
+    system_prompt: str | None
+    images: list[ImagePart]
+    workspace: Path | None
+    sandbox: Sandbox | None
+    tools: ToolBox
+    limits: RunLimits
+    transcript: Transcript
+    started: float = field(default_factory=time.monotonic)
+
+    def elapsed_minutes(self) -> float:
+        return (time.monotonic() - self.started) / 60.0
+
+
+@dataclass
+class AgentOutcome:
+    end_reason: str
+    final_message: str = ""
+    usage: Usage = field(default_factory=Usage)
+    cost_usd: float | None = 0.0
+    turns: int = 0
+    error: str | None = None
+    model: str | None = None
+
+
+class Agent(ABC):
+    """An agent spec resolved for one task: `run` does the work inside `env`."""
+
+    spec: str
+    model: str | None = None
+    prices: dict[str, float] | None = None
+    needs_sandbox: bool = True
+
+    def binds(self) -> list[tuple[Path, str]]:
+        """Extra read-only folders this agent needs inside the sandbox (host path, mount point)."""
+        return []
+
+    @abstractmethod
+    async def run(self, env: AgentEnv) -> AgentOutcome: ...

@@ -1,0 +1,228 @@
+"""The provider-neutral model client interface and its retry policy.
+
+Subclasses implement one attempt (``_complete_once``) through the provider's official SDK, with
+the SDK's own retries disabled; ``complete`` owns retries: exponential backoff with jitter on
+429, 5xx, timeouts, connection errors and malformed (non-JSON) reply bodies, then ProviderError.
+Any other 4xx fails at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlparse
+
+import anthropic
+import openai
+
+from assay.agent.messages import Citation, Message, ModelReply, ToolCall, ToolSpec
+from assay.errors import ProviderError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CONTEXT_TOKENS = 128_000
+DEFAULT_MAX_REPLY_TOKENS = 32_000
+
+
+class MalformedReply(Exception):
+    """The provider answered 200 but the body was not the JSON shape we expected."""
+
+
+@dataclass
+class Fault:
+    retriable: bool
+    reason: str
+    status: int | None = None
+    retry_after: float | None = None
+
+
+def is_loopback(url: str | None) -> bool:
+    if not url:
+        return False
+    host = (urlparse(url).hostname or "").lower()
+    return host in {"localhost", "::1"} or host.startswith("127.")
+
+
+def _retry_after(response: Any) -> float | None:
+    try:
+        value = response.headers.get("retry-after")
+        return float(value) if value is not None else None
+    except (AttributeError, TypeError, ValueError):
+        return None
+
+
+def classify(exc: BaseException) -> Fault | None:
+    """Map an SDK or decoding exception to a Fault; None for exceptions that are not provider faults."""
+    # Timeouts are connection errors in both SDKs: check them first for a clearer reason.
+    if isinstance(exc, openai.APITimeoutError | anthropic.APITimeoutError):
+        return Fault(True, "request timed out")
+    if isinstance(exc, openai.APIConnectionError | anthropic.APIConnectionError):
+        return Fault(True, f"connection error: {exc}")
+    if isinstance(exc, openai.APIStatusError | anthropic.APIStatusError):
+        status = exc.status_code
+        message = getattr(exc, "message", None) or str(exc)
+        reason = f"HTTP {status}: {message}"
+        # 408 is a server-side timeout; we retry timeouts.
+        retriable = status == 429 or status == 408 or status >= 500
+        return Fault(retriable, reason, status, _retry_after(exc.response))
+    if isinstance(exc, openai.APIResponseValidationError | anthropic.APIResponseValidationError):
+        return Fault(True, f"malformed reply: {exc}", getattr(exc, "status_code", None))
+    if isinstance(exc, json.JSONDecodeError | UnicodeDecodeError | MalformedReply):
+        return Fault(True, f"malformed reply: {exc}")
+    return None
+
+
+def parse_arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
+    """Tool-call arguments as a dict, plus an error text when they are not a JSON object."""
+    if isinstance(raw, dict):
+        return raw, None
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return {}, None  # a call with no arguments
+    if not isinstance(raw, str):
+        return {}, f"arguments must be a JSON object, got {type(raw).__name__}"
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        return {}, f"arguments are not valid JSON: {exc.msg} at position {exc.pos}"
+    if not isinstance(value, dict):
+        return {}, f"arguments must be a JSON object, got {type(value).__name__}"
+    return value, None
+
+
+def make_tool_call(call_id: str, name: str, raw: Any) -> ToolCall:
+    args, error = parse_arguments(raw)
+    raw_text = raw if isinstance(raw, str) else json.dumps(raw)
+    return ToolCall(id=call_id, name=name, arguments=args, arguments_error=error, raw_arguments=raw_text)
+
+
+def get_field(obj: Any, name: str, default: Any = None) -> Any:
+    """Attribute or key access: SDK models keep unknown fields as attributes or dict extras."""
+    if obj is None:
+        return default
+    if isinstance(obj, dict):
+        return obj.get(name, default)
+    value = getattr(obj, name, None)
+    if value is None:
+        extra = getattr(obj, "model_extra", None) or {}
+        value = extra.get(name)
+    return default if value is None else value
+
+
+def add_citation(citations: list[Citation], url: str | None, title: str | None) -> None:
+    if url and all(c.url != url for c in citations):
+        citations.append(Citation(url=url, title=title or None))
+
+
+class ModelClient(ABC):
+    """One model of one provider. ``complete`` is safe to call concurrently."""
+
+    provider: str = ""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        context_tokens: int | None = None,
+        max_reply_tokens: int | None = None,
+        temperature: float | None = None,
+        max_retries: int = 5,
+        retry_base_delay: float = 1.0,
+        retry_max_delay: float = 30.0,
+        timeout_s: float = 600.0,
+    ) -> None:
+        self.model = model
+        self.context_tokens = context_tokens or DEFAULT_CONTEXT_TOKENS
+        self._max_reply_explicit = max_reply_tokens is not None
+        # Default 32k; never more than half the context window.
+        self.max_reply_tokens = max(1, min(max_reply_tokens or DEFAULT_MAX_REPLY_TOKENS,
+                                           self.context_tokens // 2))
+        self.temperature = temperature
+        self.max_retries = max(0, max_retries)
+        self.retry_base_delay = retry_base_delay
+        self.retry_max_delay = retry_max_delay
+        self.timeout_s = timeout_s
+        # Counters over the client's life (for reports and tests).
+        self.attempts = 0
+        self.retries = 0
+
+    async def complete(
+        self,
+        messages: list[Message],
+        tools: list[ToolSpec] | None = None,
+        *,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        json_mode: bool = False,
+        web_search: bool = False,
+    ) -> ModelReply:
+        """One model turn. Retries provider faults; raises ProviderError when they persist."""
+        if max_tokens is not None:
+            max_tokens = max(1, min(max_tokens, self.max_reply_tokens))
+        if temperature is None:
+            temperature = self.temperature
+        attempt = 0
+        while True:
+            self.attempts += 1
+            try:
+                return await self._complete_once(
+                    messages,
+                    tools or [],
+                    max_tokens=max_tokens,
+                    temperature=temperature,
+                    json_mode=json_mode,
+                    web_search=web_search,
+                )
+            except Exception as exc:
+                fault = classify(exc)
+                if fault is None:
+                    raise
+                where = f"{self.provider}/{self.model}"
+                if not fault.retriable:
+                    raise ProviderError(f"{where}: {fault.reason}", fault.status) from exc
+                if attempt >= self.max_retries:
+                    raise ProviderError(
+                        f"{where}: {fault.reason} (gave up after {attempt + 1} attempts)", fault.status
+                    ) from exc
+                delay = self._backoff(attempt, fault.retry_after)
+                log.warning("%s: %s; retry %d/%d in %.2fs", where, fault.reason, attempt + 1,
+                            self.max_retries, delay)
+                attempt += 1
+                self.retries += 1
+                await asyncio.sleep(delay)
+
+    def _backoff(self, attempt: int, retry_after: float | None) -> float:
+        base = min(self.retry_max_delay, self.retry_base_delay * (2**attempt))
+        delay = base * random.uniform(0.5, 1.0)
+        if retry_after is not None and retry_after > 0:
+            delay = max(delay, min(retry_after, self.retry_max_delay))
+        return delay
+
+    @abstractmethod
+    async def _complete_once(
+        self,
+        messages: list[Message],
+        tools: list[ToolSpec],
+        *,
+        max_tokens: int | None,
+        temperature: float | None,
+        json_mode: bool,
+        web_search: bool,
+    ) -> ModelReply:
+        """One attempt; SDK exceptions propagate and are classified by ``complete``."""
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook
+        """Release the HTTP connections."""
+
+    async def __aenter__(self) -> ModelClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.provider}/{self.model})"

@@ -1,0 +1,138 @@
+"""The one agent loop every model shares (FDE-Gym's and DAREBench's harness discipline).
+
+Limits on turns, minutes and dollars end a run as `max_turns`/`max_time`/`max_usd` (graded as
+the workspace stands); a provider failure ends it as `api_error` (void).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from assay.agent.base import Agent, AgentEnv, AgentOutcome
+from assay.agent.clients.base import ModelClient
+from assay.agent.messages import Message, ModelReply, Usage
+from assay.agent.prices import Price, cost_usd
+from assay.errors import ProviderError
+
+NUDGE = ("You replied without calling a tool. If the work is not finished, continue using the tools. "
+         "If it is finished, reply once more with your final summary and no tool call.")
+CUT_NOTICE = "[older tool output cut to save context]"
+CONTEXT_FRACTION = 0.8
+MAX_NUDGES = 2
+
+
+def estimate_tokens(messages: list[Message]) -> int:
+    chars = 0
+    for m in messages:
+        chars += len(m.content) + 16
+        for tc in m.tool_calls:
+            chars += len(tc.name) + len(json.dumps(tc.arguments, ensure_ascii=False))
+        chars += sum(1000 * 4 for _ in m.images)
+    return chars // 4
+
+
+def trim_context(messages: list[Message], budget_tokens: int) -> int:
+    """Cut the oldest tool outputs until the conversation fits; returns how many were cut."""
+    cut = 0
+    if estimate_tokens(messages) <= budget_tokens:
+        return 0
+    for m in messages:
+        if m.role == "tool" and m.content != CUT_NOTICE:
+            m.content = CUT_NOTICE
+            cut += 1
+            if estimate_tokens(messages) <= budget_tokens:
+                break
+    return cut
+
+
+class ModelAgent(Agent):
+    """A chat model driven through the shared loop."""
+
+    def __init__(self, spec: str, client: ModelClient, price: Price | None, *, max_reply_tokens: int = 32_000,
+                 temperature: float | None = None, web_search: bool = False) -> None:
+        self.spec = spec
+        self.client = client
+        self.price = price
+        self.model = f"{client.provider}/{client.model}"
+        self.prices = price.model_dump() if price is not None else None
+        self.max_reply_tokens = max_reply_tokens
+        self.temperature = temperature
+        self.web_search = web_search
+
+    async def _call(self, env: AgentEnv, messages: list[Message], tools: bool) -> ModelReply:
+        timeout = max(1.0, env.limits.max_minutes * 60 - (env.elapsed_minutes() * 60))
+        return await asyncio.wait_for(
+            self.client.complete(messages, env.tools.specs() if tools else None,
+                                 max_tokens=min(self.max_reply_tokens, self.client.max_reply_tokens),
+                                 temperature=self.temperature, web_search=self.web_search),
+            timeout=timeout,
+        )
+
+    async def run(self, env: AgentEnv) -> AgentOutcome:
+        out = AgentOutcome(end_reason="finished", model=self.model)
+        messages: list[Message] = []
+        if env.system_prompt:
+            messages.append(Message(role="system", content=env.system_prompt))
+            env.transcript.emit("system", content=env.system_prompt)
+        messages.append(Message(role="user", content=env.prompt, images=env.images))
+        env.transcript.emit("user", content=env.prompt, images=len(env.images))
+        agentic = bool(env.tools.names)
+        budget = int(self.client.context_tokens * CONTEXT_FRACTION) - self.max_reply_tokens // 4
+        nudges = 0
+        last_was_nudge = False
+        usage = Usage()
+        try:
+            while True:
+                if out.turns >= env.limits.max_turns:
+                    out.end_reason = "max_turns"
+                    break
+                if env.elapsed_minutes() >= env.limits.max_minutes:
+                    out.end_reason = "max_time"
+                    break
+                if out.cost_usd is not None and out.cost_usd >= env.limits.max_usd:
+                    out.end_reason = "max_usd"
+                    break
+                cut = trim_context(messages, max(budget, 1024))
+                if cut:
+                    env.transcript.emit("harness", note=f"cut {cut} older tool outputs to fit the context")
+                try:
+                    reply = await self._call(env, messages, agentic)
+                except TimeoutError:
+                    out.end_reason = "max_time"
+                    break
+                out.turns += 1
+                usage = usage + reply.usage
+                out.cost_usd = cost_usd(usage, self.price)
+                env.transcript.emit(
+                    "assistant", content=reply.text,
+                    tool_calls=[tc.model_dump(exclude_none=True) for tc in reply.tool_calls],
+                    usage=reply.usage.model_dump(), stop_reason=reply.stop_reason,
+                    citations=[c.model_dump() for c in reply.citations],
+                )
+                messages.append(Message(role="assistant", content=reply.text, tool_calls=reply.tool_calls))
+                if not agentic:
+                    out.final_message = reply.text
+                    break
+                if not reply.tool_calls:
+                    out.final_message = reply.text
+                    if last_was_nudge or nudges >= MAX_NUDGES:
+                        break
+                    nudges += 1
+                    last_was_nudge = True
+                    messages.append(Message(role="user", content=NUDGE))
+                    env.transcript.emit("user", content=NUDGE, nudge=nudges)
+                    continue
+                last_was_nudge = False
+                for call in reply.tool_calls:
+                    env.transcript.emit("tool_call", id=call.id, name=call.name, arguments=call.arguments,
+                                        arguments_error=call.arguments_error)
+                    result = await env.tools.execute(call)
+                    env.transcript.emit("tool_result", id=call.id, name=call.name, output=result)
+                    messages.append(Message(role="tool", content=result, tool_call_id=call.id, name=call.name))
+        except ProviderError as e:
+            out.end_reason = "api_error"
+            out.error = e.reason
+            env.transcript.emit("error", source="provider", reason=e.reason, status=e.status)
+        out.usage = usage
+        return out

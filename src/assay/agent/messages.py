@@ -1,0 +1,75 @@
+"""Provider-neutral chat messages, tool calls and usage.
+
+Model clients translate these to and from each provider's wire format, so the shared loop,
+the transcript and the judge never see provider-specific shapes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+
+class Usage(BaseModel):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+        )
+
+    @property
+    def total(self) -> int:
+        return self.input_tokens + self.output_tokens + self.cache_read_tokens + self.cache_write_tokens
+
+
+class ToolCall(BaseModel):
+    id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    # Set when the model's arguments were not a JSON object; the loop reports it back.
+    arguments_error: str | None = None
+    raw_arguments: str | None = None
+
+
+class ImagePart(BaseModel):
+    media_type: str  # e.g. "image/png"
+    data_b64: str
+
+
+class Message(BaseModel):
+    """One conversation message. `content` is text; `images` ride along on user messages."""
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str = ""
+    images: list[ImagePart] = Field(default_factory=list)
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    tool_call_id: str | None = None
+    name: str | None = None  # tool name on role=tool
+
+
+class ToolSpec(BaseModel):
+    name: str
+    description: str
+    parameters: dict[str, Any]  # JSON Schema of the arguments object
+
+
+class Citation(BaseModel):
+    url: str
+    title: str | None = None
+
+
+class ModelReply(BaseModel):
+    text: str = ""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    stop_reason: str | None = None
+    model: str | None = None
+    citations: list[Citation] = Field(default_factory=list)

@@ -1,0 +1,145 @@
+"""Deterministic agents: no-op, a task's own policies, and scripted tool-call replays.
+
+They go through the same workspace, tools and sandbox as a model, which is how tests and
+task authors exercise the harness end to end.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from assay.agent.base import Agent, AgentEnv, AgentOutcome
+from assay.agent.messages import ToolCall
+from assay.errors import InputError
+from assay.task.model import PolicySpec
+
+POLICY_MOUNT = "/run/assay/policy"
+
+
+class NoopAgent(Agent):
+    spec = "noop"
+
+    async def run(self, env: AgentEnv) -> AgentOutcome:
+        env.transcript.emit("harness", note="noop: submitted without doing anything")
+        return AgentOutcome(end_reason="finished", final_message="")
+
+
+def copy_tree_into(src: Path, dest: Path) -> list[str]:
+    """Copy a folder's files over the workspace (never following symlinks out of `src`)."""
+    written: list[str] = []
+    for p in sorted(src.rglob("*")):
+        rel = p.relative_to(src)
+        target = dest / rel
+        if p.is_symlink():
+            continue
+        if p.is_dir():
+            target.mkdir(parents=True, exist_ok=True)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if target.is_symlink():
+                target.unlink()
+            shutil.copyfile(p, target)
+            written.append(rel.as_posix())
+    return written
+
+
+class PolicyAgent(Agent):
+    """Runs a task's reference/literal/shortcut/bypass/alternate policy."""
+
+    def __init__(self, spec: str, policy: PolicySpec) -> None:
+        self.spec = spec
+        self.policy = policy
+
+    def binds(self) -> list[tuple[Path, str]]:
+        return [(self.policy.script.parent, POLICY_MOUNT)] if self.policy.script is not None else []
+
+    async def run(self, env: AgentEnv) -> AgentOutcome:
+        out = AgentOutcome(end_reason="finished")
+        pol = self.policy
+        if pol.artifacts is not None:
+            if env.workspace is None:
+                raise InputError(pol.artifacts, self.spec, "artifacts need a task workspace")
+            written = copy_tree_into(pol.artifacts, env.workspace)
+            env.transcript.emit("harness", note=f"{self.spec}: copied artifacts", files=written)
+            if env.sandbox is not None:
+                env.sandbox.prepare()
+        if pol.script is not None:
+            if env.sandbox is None or env.workspace is None:
+                raise InputError(pol.script, self.spec, "a policy script needs a workspace and a sandbox")
+            inside = f"{POLICY_MOUNT}/{pol.script.name}"
+            cmd = ["python3", inside, env.sandbox.inside_root] if env.sandbox.isolated else \
+                ["python3", str(pol.script), str(env.workspace)]
+            env.transcript.emit("tool_call", id="policy", name="run_command", arguments={"command": " ".join(cmd)})
+            r = await env.sandbox.run(cmd, timeout_s=min(1800.0, env.limits.max_minutes * 60))
+            env.transcript.emit("tool_result", id="policy", name="run_command",
+                                output=f"[exit code {r.exit_code}]{' [timed out]' if r.timed_out else ''}\n{r.output}")
+            if r.timed_out:
+                out.end_reason = "max_time"
+        if pol.answer is not None:
+            out.final_message = pol.answer
+            env.transcript.emit("assistant", content=pol.answer)
+        return out
+
+
+class ScriptLine(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    tool: str | None = None
+    args: dict[str, Any] = {}
+    say: str | None = None
+
+
+def load_script(path: Path) -> list[ScriptLine]:
+    if not path.is_file():
+        raise InputError(path, None, "script file not found")
+    lines: list[ScriptLine] = []
+    for n, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw)
+        except json.JSONDecodeError as e:
+            raise InputError(path, None, f"not JSON: {e.msg}", line=n, column=e.colno) from None
+        try:
+            line = ScriptLine.model_validate(obj)
+        except ValidationError as e:
+            loc = ".".join(str(x) for x in e.errors()[0]["loc"])
+            raise InputError(path, loc or None, e.errors()[0]["msg"], line=n) from None
+        if (line.tool is None) == (line.say is None):
+            raise InputError(path, None, "each line needs exactly one of 'tool' or 'say'", line=n)
+        lines.append(line)
+    return lines
+
+
+class ScriptAgent(Agent):
+    """Replays tool calls from a JSONL file, one per turn, through the real tools."""
+
+    def __init__(self, spec: str, path: Path) -> None:
+        self.spec = spec
+        self.lines = load_script(path)
+
+    async def run(self, env: AgentEnv) -> AgentOutcome:
+        out = AgentOutcome(end_reason="finished")
+        env.transcript.emit("user", content=env.prompt)
+        for i, line in enumerate(self.lines):
+            if out.turns >= env.limits.max_turns:
+                out.end_reason = "max_turns"
+                break
+            if env.elapsed_minutes() >= env.limits.max_minutes:
+                out.end_reason = "max_time"
+                break
+            out.turns += 1
+            if line.say is not None:
+                out.final_message = line.say
+                env.transcript.emit("assistant", content=line.say)
+                break
+            call = ToolCall(id=f"s{i}", name=line.tool or "", arguments=line.args)
+            env.transcript.emit("assistant", content="", tool_calls=[call.model_dump(exclude_none=True)])
+            env.transcript.emit("tool_call", id=call.id, name=call.name, arguments=call.arguments)
+            result = await env.tools.execute(call)
+            env.transcript.emit("tool_result", id=call.id, name=call.name, output=result)
+        return out

@@ -1,0 +1,140 @@
+"""The tool set every agent shares: five workspace tools, plus search where a task offers it.
+
+File tools run in the harness on the workspace through `assay.env.fs`, which refuses
+absolute paths, '..' and symlinks that lead out; `run_command` runs in the sandbox.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol
+
+from assay.agent.messages import ToolCall, ToolSpec
+from assay.env import fs
+from assay.env.sandbox import Sandbox
+
+TOOL_OUTPUT_LIMIT = 12_000
+DEFAULT_TIMEOUT_S = 300
+MAX_TIMEOUT_S = 1800
+
+
+class SearchBackend(Protocol):
+    def search(self, query: str, k: int = 5) -> str: ...
+
+
+TOOL_SPECS: dict[str, ToolSpec] = {
+    "run_command": ToolSpec(
+        name="run_command",
+        description="Run a shell command in the workspace (no network). Returns exit code and output.",
+        parameters={"type": "object", "properties": {
+            "command": {"type": "string", "description": "shell command"},
+            "cwd": {"type": "string", "description": "working directory relative to the workspace root"},
+            "timeout_s": {"type": "integer", "description": f"seconds (default {DEFAULT_TIMEOUT_S}, max {MAX_TIMEOUT_S})"},
+        }, "required": ["command"]},
+    ),
+    "read_file": ToolSpec(
+        name="read_file",
+        description="Read a text file from the workspace, with line numbers.",
+        parameters={"type": "object", "properties": {
+            "path": {"type": "string"},
+            "offset": {"type": "integer", "description": "first line (0-based)"},
+            "limit": {"type": "integer", "description": "number of lines (default 400)"},
+        }, "required": ["path"]},
+    ),
+    "write_file": ToolSpec(
+        name="write_file",
+        description="Create or overwrite a file in the workspace.",
+        parameters={"type": "object", "properties": {
+            "path": {"type": "string"}, "content": {"type": "string"},
+        }, "required": ["path", "content"]},
+    ),
+    "edit_file": ToolSpec(
+        name="edit_file",
+        description="Replace old_text with new_text in a workspace file (old_text must be unique unless replace_all).",
+        parameters={"type": "object", "properties": {
+            "path": {"type": "string"}, "old_text": {"type": "string"}, "new_text": {"type": "string"},
+            "replace_all": {"type": "boolean"},
+        }, "required": ["path", "old_text", "new_text"]},
+    ),
+    "list_files": ToolSpec(
+        name="list_files",
+        description="List files in the workspace (recursively).",
+        parameters={"type": "object", "properties": {"path": {"type": "string"}}, "required": []},
+    ),
+    "web_search": ToolSpec(
+        name="web_search",
+        description="Search the web (or the task's document collection) and return ranked results.",
+        parameters={"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]},
+    ),
+}
+
+
+def clip(text: str, limit: int = TOOL_OUTPUT_LIMIT) -> str:
+    """Keep the head and the tail of a long output, saying how much was cut."""
+    if len(text) <= limit:
+        return text
+    head = limit * 2 // 3
+    tail = limit - head - 60
+    cut = len(text) - head - tail
+    return f"{text[:head]}\n[... {cut} characters cut ...]\n{text[-tail:]}"
+
+
+class ToolBox:
+    """Executes tool calls for one run; every result is a string, as the model sees it."""
+
+    def __init__(self, workspace: Path | None, sandbox: Sandbox | None, names: list[str],
+                 search: SearchBackend | None = None) -> None:
+        self.workspace = workspace
+        self.sandbox = sandbox
+        self.names = [n for n in names if n != "web_search"]
+        if search is not None:
+            self.names.append("web_search")
+        self.search_backend = search
+        self.commands: list[str] = []
+
+    def specs(self) -> list[ToolSpec]:
+        return [TOOL_SPECS[n] for n in self.names]
+
+    async def execute(self, call: ToolCall) -> str:
+        if call.name not in self.names:
+            return f"error: unknown tool {call.name!r}; available: {', '.join(self.names)}"
+        if call.arguments_error:
+            return f"error: arguments are not a JSON object ({call.arguments_error})"
+        try:
+            return clip(await self._dispatch(call.name, call.arguments))
+        except (fs.PathError, ValueError, KeyError, TypeError, UnicodeError, IsADirectoryError,
+                FileNotFoundError, NotADirectoryError, PermissionError) as e:
+            return f"error: {e}"
+
+    async def _dispatch(self, name: str, a: dict[str, Any]) -> str:
+        ws = self.workspace
+        if name == "web_search":
+            assert self.search_backend is not None
+            return self.search_backend.search(str(a["query"]))
+        if ws is None:
+            return "error: this task has no workspace"
+        owner = self.sandbox.uid if self.sandbox is not None else None
+        if name == "run_command":
+            if self.sandbox is None:
+                return "error: commands are not available"
+            cmd = str(a["command"])
+            self.commands.append(cmd)
+            timeout = min(float(a.get("timeout_s") or DEFAULT_TIMEOUT_S), MAX_TIMEOUT_S)
+            r = await self.sandbox.run(cmd, cwd=str(a.get("cwd") or "."), timeout_s=timeout)
+            if r.timed_out:
+                head = f"[timed out after {timeout:g} s; the command and its children were killed]"
+            else:
+                head = f"[exit code {r.exit_code}]"
+            if r.output_truncated:
+                head += " [output truncated]"
+            return f"{head}\n{r.output}"
+        if name == "read_file":
+            return fs.read_file(ws, str(a["path"]), int(a.get("offset") or 0), int(a.get("limit") or 400))
+        if name == "write_file":
+            return fs.write_file(ws, str(a["path"]), str(a["content"]), owner=owner)
+        if name == "edit_file":
+            return fs.edit_file(ws, str(a["path"]), str(a["old_text"]), str(a["new_text"]),
+                                bool(a.get("replace_all", False)), owner=owner)
+        if name == "list_files":
+            return fs.list_files(ws, str(a.get("path") or "."))
+        raise ValueError(f"unknown tool {name}")

@@ -1,0 +1,236 @@
+"""The command line: parses, calls the library, prints. No logic lives here."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from assay.errors import InputError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="assay: measure what language agents are worth on real professional work.")
+out = Console()
+err = Console(stderr=True)
+
+DEFAULT_AGENTS = ["noop", "literal", "reference"]
+
+
+def _fail(e: InputError) -> None:
+    err.print(f"[bold red]error:[/] {e.message}", highlight=False)
+    raise typer.Exit(2)
+
+
+def _write_json(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str), encoding="utf-8")
+    tmp.replace(path)
+
+
+@app.command()
+def run(
+    paths: Annotated[list[Path], typer.Argument(help="task files or folders (searched recursively)")],
+    agent: Annotated[list[str] | None, typer.Option("--agent", help="agent spec; repeatable (default: noop, literal, reference)")] = None,
+    level: Annotated[str | None, typer.Option(help="L0|L1|L2|L3|all (scenarios default to L3)")] = None,
+    epochs: Annotated[int, typer.Option(help="repeats per task and level")] = 1,
+    concurrency: Annotated[int, typer.Option(help="runs at once")] = 4,
+    campaign: Annotated[str, typer.Option(help="campaign name (resume key)")] = "default",
+    store: Annotated[str | None, typer.Option(help="store URL (default sqlite:///.assay/assay.db, or ASSAY_STORE)")] = None,
+    judge: Annotated[list[str] | None, typer.Option("--judge", help="judge model spec; repeatable")] = None,
+    judge_mode: Annotated[str, typer.Option(help="batched|per-item")] = "batched",
+    judge_repeats: Annotated[int, typer.Option(help="judge each task N times; majority vote")] = 1,
+    values: Annotated[Path | None, typer.Option(help="OneMillion-Bench economic_value.md table")] = None,
+    task: Annotated[list[str] | None, typer.Option("--task", help="task id, or SCENARIO to take all its variants; repeatable")] = None,
+    max_turns: Annotated[int, typer.Option(help="turn limit per run")] = 200,
+    max_minutes: Annotated[float, typer.Option(help="minutes per run (a task's own budget also applies)")] = 150.0,
+    max_usd: Annotated[float, typer.Option(help="model spend per run, USD")] = 8.0,
+    search: Annotated[str, typer.Option(help="off|native|local")] = "off",
+    unsafe_no_sandbox: Annotated[bool, typer.Option("--unsafe-no-sandbox", help="run model/script agents without bubblewrap (recorded on every run)")] = False,
+    json_out: Annotated[Path | None, typer.Option("--json", help="write the report JSON here")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar")] = False,
+) -> None:
+    """Run agents x tasks x levels x epochs; grade, audit, store; print the leaderboard."""
+    from assay.service import RunRequest, prepare_campaign, run_prepared
+
+    req = RunRequest(paths=paths, agents=agent or DEFAULT_AGENTS, level=level, epochs=epochs,
+                     concurrency=concurrency, campaign=campaign, store=store, judges=judge or [],
+                     judge_mode=judge_mode, judge_repeats=judge_repeats, values=values, task_ids=task or [],
+                     max_turns=max_turns, max_minutes=max_minutes, max_usd=max_usd, search=search,
+                     unsafe_no_sandbox=unsafe_no_sandbox)
+    try:
+        prepared = prepare_campaign(req)
+    except InputError as e:
+        _fail(e)
+    for task_id, agent_spec, reason in prepared.plan.skipped:
+        err.print(f"[dim]skip {agent_spec} on {task_id}: {reason}[/]", highlight=False)
+    try:
+        result, report = asyncio.run(run_prepared(prepared, console=err, show_progress=not quiet))
+    except KeyboardInterrupt:
+        err.print("[yellow]interrupted; finished runs are stored, run the same command again to resume[/]")
+        raise typer.Exit(130) from None
+    from assay.report.table import leaderboard
+
+    out.print(leaderboard(report))
+    err.print(f"{len(result.records)} runs this time, {result.already_done} already done; "
+              f"{result.void} void; store {prepared.store.url}", highlight=False)
+    if json_out is not None:
+        _write_json(json_out, report)
+    if result.interrupted:
+        raise typer.Exit(130)
+    if any(r["status"] == "void" for r in report["runs"]):
+        raise typer.Exit(1)
+
+
+@app.command()
+def tasks(
+    paths: Annotated[list[Path], typer.Argument(help="task files or folders")],
+    json_flag: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """List the tasks found under PATHS."""
+    from assay.task.discover import discover
+
+    try:
+        found = discover(paths)
+    except InputError as e:
+        _fail(e)
+    rows = [{"id": t.id, "kinds": t.kinds, "domain": t.domain, "language": t.language, "levels": t.levels,
+             "modality": t.modality, "execution": t.execution,
+             "value": {"amount": t.value.amount, "currency": t.value.currency} if t.value else None,
+             "title": t.title, "source": t.source, "hash": t.content_hash} for t in found]
+    if json_flag:
+        sys.stdout.write(json.dumps({"tasks": rows}, ensure_ascii=False, indent=2) + "\n")
+        return
+    from rich.table import Table
+
+    table = Table(title=f"{len(rows)} tasks")
+    for col in ("id", "kinds", "domain", "lang", "levels", "cell", "value"):
+        table.add_column(col)
+    for r in rows:
+        v = r["value"]
+        table.add_row(r["id"], ",".join(r["kinds"]), r["domain"] or "-", r["language"], ",".join(r["levels"]) or "-",
+                      f"{r['modality']}/{r['execution']}", f"{v['amount']:,.0f} {v['currency']}" if v else "-")
+    out.print(table)
+
+
+@app.command()
+def validate(
+    paths: Annotated[list[Path], typer.Argument(help="task files or folders")],
+    anchors: Annotated[bool, typer.Option("--anchors", help="also run admission anchors (reference must pass, noop must not)")] = False,
+    store: Annotated[str | None, typer.Option(help="store URL for anchor runs (default: a temporary one)")] = None,
+) -> None:
+    """Check every task file; with --anchors, run each task's admission anchors."""
+    from assay.task.discover import discover
+
+    try:
+        found = discover(paths)
+    except InputError as e:
+        _fail(e)
+    out.print(f"[green]ok[/]: {len(found)} tasks valid")
+    if not anchors:
+        return
+    from assay.anchors import run_anchors
+
+    try:
+        verdicts = asyncio.run(run_anchors(found, store_url=store, console=err))
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+    from rich.table import Table
+
+    table = Table(title="admission anchors")
+    for col in ("task", "anchor", "score", "rule", "verdict"):
+        table.add_column(col)
+    failed = False
+    for v in verdicts:
+        failed |= not v.ok
+        table.add_row(v.task_id, v.anchor, "-" if v.score is None else f"{v.score:.3f}", v.rule,
+                      "[green]PASS[/]" if v.ok else "[red]FAIL[/]")
+    out.print(table)
+    if failed:
+        raise typer.Exit(1)
+
+
+@app.command()
+def report(
+    campaign: Annotated[str | None, typer.Option(help="campaign (default: every campaign)")] = None,
+    store: Annotated[str | None, typer.Option(help="store URL")] = None,
+    html: Annotated[Path | None, typer.Option(help="write an HTML report with plots")] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="write the report JSON")] = None,
+    csv_out: Annotated[Path | None, typer.Option("--csv", help="write one CSV row per run")] = None,
+    runs: Annotated[bool, typer.Option("--runs", help="also print every run")] = False,
+) -> None:
+    """Leaderboard and breakdowns from the store."""
+    from assay.config import load_config, store_url
+    from assay.report.build import build_report
+    from assay.report.table import leaderboard, runs_table
+
+    try:
+        url = store_url(store, load_config())
+        st = _open_existing(url)
+    except InputError as e:
+        _fail(e)
+    if campaign is not None and campaign not in st.campaigns():
+        _fail(InputError(None, "--campaign", f"no campaign named {campaign!r} in {url}"))
+    rep = build_report(campaign, st.runs(campaign))
+    out.print(leaderboard(rep))
+    if runs:
+        out.print(runs_table(rep))
+    if json_out is not None:
+        _write_json(json_out, rep)
+    if csv_out is not None:
+        from assay.report.export import write_csv
+
+        write_csv(rep, csv_out)
+    if html is not None:
+        from assay.report.html import write_html
+
+        write_html(rep, html)
+
+
+def _open_existing(url: str):  # noqa: ANN202
+    from assay.store import Store
+
+    if url.startswith("sqlite:///"):
+        path = Path(url.removeprefix("sqlite:///"))
+        if not path.exists():
+            raise InputError(path, None, "no store here yet (run `assay run` first, or pass --store)")
+    return Store(url)
+
+
+@app.command()
+def show(
+    run_id: Annotated[str, typer.Argument(help="run id (or a unique prefix of at least 6 characters)")],
+    store: Annotated[str | None, typer.Option(help="store URL")] = None,
+    json_flag: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """One run: transcript, grade breakdown, audit flags."""
+    from assay.config import load_config, store_url
+    from assay.report.build import run_row
+    from assay.report.show import render_run
+
+    try:
+        st = _open_existing(store_url(store, load_config()))
+    except InputError as e:
+        _fail(e)
+    rec = st.get_run(run_id)
+    if rec is None:
+        _fail(InputError(None, "RUN_ID", f"no run {run_id!r} in the store"))
+    events = st.events(rec.run_id)
+    if json_flag:
+        sys.stdout.write(json.dumps({"run": run_row(rec), "events": [e.model_dump() for e in events]},
+                                    ensure_ascii=False, indent=2, default=str) + "\n")
+        return
+    render_run(out, rec, events)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Where the task is done: workspaces, the sandbox, stakeholders."""

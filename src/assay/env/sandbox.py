@@ -1,0 +1,588 @@
+"""The sandbox every agent command runs in.
+
+Isolated mode starts each command in a fresh bubblewrap container: every namespace
+unshared (no network but its own `lo`, its own pid space), a read-only system (/usr), an
+empty /tmp, and the workspace as the only writable host directory, at /workspace. Nothing
+from the host environment leaks in.
+
+When the harness runs as root, bwrap itself is started as a dedicated unprivileged host uid
+(`allocate_uid`), with the workspace chowned to it. Starting bwrap as root would make the
+sandbox user map to host root: a setuid file written in the workspace would be a real
+setuid-root file on the host, and RLIMIT_NPROC would not apply. The dedicated uid also lets
+`close()` find and kill every process of the run, and makes `kill -9 -1` inside harmless.
+
+Non-isolated mode (`--unsafe-no-sandbox`) is a plain subprocess with the same rlimits and a
+clean environment, still as the dedicated uid when the harness is root. It is not isolation:
+the command can read whatever that uid can read and reach host ports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import functools
+import grp
+import os
+import posixpath
+import pwd
+import resource
+import shutil
+import signal
+import stat
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+import pydantic
+
+from assay.env import fs
+from assay.errors import HarnessError
+
+__all__ = [
+    "GiB", "Limits", "CommandResult", "Sandbox", "bwrap_available", "allocate_uid", "release_uid",
+    "uid_processes",
+]
+
+GiB = 1024**3
+MiB = 1024**2
+
+UID_BASE = 200_000
+"""First host uid handed to sandboxes: far above regular users, below typical subuid ranges' ends."""
+UID_RANGE = 1_000_000
+
+INSIDE_UID = 1000
+"""The uid/gid the command sees inside the isolated sandbox (mapped to the dedicated host uid)."""
+
+SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
+_KILL = "/usr/bin/kill" if os.path.exists("/usr/bin/kill") else "/bin/kill"
+_READ_CHUNK = 65536
+_DRAIN_GRACE_S = 5.0
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of one command, applied with setrlimit before bwrap starts."""
+
+    cpu_seconds: int = 1800
+    memory_bytes: int = 4 * GiB  # RLIMIT_AS
+    file_size_bytes: int = 1 * GiB  # RLIMIT_FSIZE
+    nproc: int = 512  # RLIMIT_NPROC: effective because the process runs as its own unprivileged uid
+    capture_bytes: int = 1_000_000  # output kept in memory per command; the rest is drained and dropped
+    tmp_bytes: int = 1 * GiB  # size of the private /tmp tmpfs (isolated mode), so /tmp cannot eat the RAM
+
+
+class CommandResult(pydantic.BaseModel):
+    """What one command did, as the agent's run_command tool reports it."""
+
+    exit_code: int | None  # None when killed by the timeout
+    output: str  # stdout+stderr interleaved, utf-8 with errors="replace", at most capture_bytes
+    timed_out: bool
+    duration_s: float
+    output_truncated: bool
+
+
+# --------------------------------------------------------------------------- bwrap probe
+
+
+def _system_layout() -> list[str]:
+    """bwrap arguments giving a read-only view of the host system (/usr and friends)."""
+    args = ["--ro-bind", "/usr", "/usr",
+            # /usr/local holds host-specific tools and Python hooks: hide it behind an empty dir.
+            "--tmpfs", "/usr/local", "--remount-ro", "/usr/local"]
+    for d in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        host = "/" + d
+        if os.path.islink(host):
+            args += ["--symlink", os.readlink(host), host]
+        elif os.path.isdir(host):
+            args += ["--ro-bind", host, host]
+    args += ["--ro-bind-try", "/etc/alternatives", "/etc/alternatives",
+             "--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache",
+             "--ro-bind-try", "/etc/nsswitch.conf", "/etc/nsswitch.conf",
+             "--ro-bind-try", "/etc/localtime", "/etc/localtime"]
+    return args
+
+
+def _probe_argv(bwrap: str) -> list[str]:
+    return [bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--cap-drop", "ALL",
+            "--die-with-parent", "--new-session", *_system_layout(),
+            "--proc", "/proc", "--dev", "/dev", "--size", str(MiB), "--tmpfs", "/tmp",
+            "--clearenv", "--", "/usr/bin/true"]
+
+
+@functools.cache
+def bwrap_available() -> bool:
+    """bwrap is installed and can really build our sandbox here (unprivileged user namespaces).
+
+    Probed once per process, as an unprivileged uid when we are root, because that is how
+    every real command starts it.
+    """
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return False
+    kw: dict[str, object] = {}
+    if os.geteuid() == 0:
+        kw = {"user": 65534, "group": 65534, "extra_groups": []}
+    try:
+        r = subprocess.run(_probe_argv(bwrap), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, env={"PATH": "/usr/bin:/bin"}, cwd="/",
+                           timeout=20, **kw)  # type: ignore[call-overload]
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return r.returncode == 0
+
+
+# --------------------------------------------------------------------------- uid allocation
+
+
+def _lease_dir() -> Path:
+    """A directory only we can write, holding the uid counter and one lease file per uid."""
+    euid = os.geteuid()
+    if euid == 0 and os.access("/run", os.W_OK):
+        d = Path("/run/assay-uids")
+    else:
+        d = Path(tempfile.gettempdir()) / f"assay-uids-{euid}"
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(d, 0o700)
+    st = os.lstat(d)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != euid or st.st_mode & 0o022:
+        raise HarnessError(f"uid lease directory {d} is not a private directory of uid {euid}")
+    return d
+
+
+def _proc_start_time(pid: int) -> str | None:
+    """The kernel start time of pid (field 22 of /proc/pid/stat), to tell pid reuse apart."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    return data.rsplit(b")", 1)[1].split()[19].decode()
+
+
+def _lease_alive(text: str) -> bool:
+    try:
+        pid_s, start = text.split()
+        return _proc_start_time(int(pid_s)) == start
+    except ValueError:
+        return False
+
+
+def uid_processes(uid: int) -> list[int]:
+    """Pids of live host processes whose real, effective or saved uid is `uid`.
+
+    Zombies are left out: they run nothing. (bwrap's pid-namespace init is reparented to the
+    host's pid 1 after the command ends and stays a zombie until that init reaps it.)
+    """
+    key = str(uid).encode()
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/status", "rb") as f:
+                for line in f:
+                    if line.startswith(b"State:") and line.split()[1] in (b"Z", b"X"):
+                        break
+                    if line.startswith(b"Uid:"):
+                        if key in line.split()[1:4]:
+                            found.append(int(name))
+                        break
+        except OSError:
+            continue
+    return found
+
+
+def _uid_in_use(uid: int) -> bool:
+    try:
+        pwd.getpwuid(uid)
+        return True
+    except KeyError:
+        pass
+    try:
+        grp.getgrgid(uid)
+        return True
+    except KeyError:
+        pass
+    return bool(uid_processes(uid))
+
+
+def allocate_uid() -> int:
+    """A fresh unprivileged host uid for one run, unique across concurrent assay processes.
+
+    A counter under a flock-ed lock file hands out uids from UID_BASE on; each handed-out uid
+    gets a lease naming the holder process (pid + start time). A uid is skipped while its
+    lease holder lives, while any process still runs as it, or if passwd/group know it.
+    """
+    d = _lease_dir()
+    me = f"{os.getpid()} {_proc_start_time(os.getpid())}"
+    with open(d / "lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            nxt = int((d / "next").read_text().strip())
+        except (OSError, ValueError):
+            nxt = UID_BASE
+        for step in range(UID_RANGE):
+            cand = UID_BASE + (nxt - UID_BASE + step) % UID_RANGE
+            lease = d / str(cand)
+            try:
+                if _lease_alive(lease.read_text()):
+                    continue
+            except OSError:
+                pass
+            if _uid_in_use(cand):
+                continue
+            lease.write_text(me)
+            (d / "next").write_text(str(cand + 1))
+            return cand
+    raise HarnessError("no free sandbox uid left")
+
+
+def release_uid(uid: int) -> None:
+    """Give a uid from allocate_uid back (only a lease this process holds is removed)."""
+    lease = _lease_dir() / str(uid)
+    with contextlib.suppress(OSError):
+        if lease.read_text().split()[0] == str(os.getpid()):
+            lease.unlink()
+
+
+# --------------------------------------------------------------------------- the sandbox
+
+
+def _rlimits(limits: Limits, nproc: bool) -> Callable[[], None]:
+    """preexec_fn: runs in the child after the uid switch, right before exec."""
+    wanted = [(resource.RLIMIT_CPU, limits.cpu_seconds, limits.cpu_seconds + 5),
+              (resource.RLIMIT_AS, limits.memory_bytes, limits.memory_bytes),
+              (resource.RLIMIT_FSIZE, limits.file_size_bytes, limits.file_size_bytes),
+              (resource.RLIMIT_CORE, 0, 0)]
+    if nproc:
+        wanted.append((resource.RLIMIT_NPROC, limits.nproc, limits.nproc))
+
+    def apply() -> None:
+        for res, soft, hard in wanted:
+            _cur_soft, cur_hard = resource.getrlimit(res)
+            if cur_hard != resource.RLIM_INFINITY:
+                hard = min(hard, cur_hard)
+            resource.setrlimit(res, (min(soft, hard), hard))
+
+    return apply
+
+
+def _searchable_by(path: Path, uid: int) -> bool:
+    st = os.stat(path)
+    if st.st_uid == uid:
+        return bool(st.st_mode & stat.S_IXUSR)
+    if st.st_gid == uid:
+        return bool(st.st_mode & stat.S_IXGRP)
+    return bool(st.st_mode & stat.S_IXOTH)
+
+
+_RESERVED_DESTS = ("/workspace", "/usr", "/proc", "/dev", "/etc", "/tmp", "/bin", "/lib", "/lib64", "/sbin")
+
+
+class Sandbox:
+    """Runs the agent's commands against one workspace, contained (or not, if so asked)."""
+
+    def __init__(self, workspace: Path, *, isolated: bool = True, uid: int | None = None,
+                 ro_binds: Sequence[tuple[Path, str]] = (),
+                 env: Mapping[str, str] | None = None,
+                 limits: Limits = Limits()) -> None:
+        self.workspace: Path = Path(os.path.abspath(workspace))
+        self.isolated: bool = isolated
+        self.limits: Limits = limits
+        is_root = os.geteuid() == 0
+        self._owns_uid = False
+        if uid is None:
+            if is_root:
+                uid = allocate_uid()
+                self._owns_uid = True
+            else:
+                uid = os.getuid()
+        elif uid == 0:
+            raise ValueError("uid 0 refused: sandboxed commands must not run as root")
+        elif not is_root and uid != os.getuid():
+            raise ValueError(f"cannot run commands as uid {uid}: switching uid needs root")
+        self.uid: int = uid
+        # True when commands run as a uid of their own that nothing else uses.
+        self._dedicated = is_root
+        self.inside_root: str = "/workspace" if isolated else str(self.workspace)
+        binds = []
+        for host, dest in ro_binds:
+            d = posixpath.normpath(dest)
+            if not d.startswith("/") or d == "/" or any(d == r or d.startswith(r + "/")
+                                                        for r in _RESERVED_DESTS):
+                raise ValueError(f"read-only bind destination {dest!r} refused")
+            binds.append((Path(os.path.abspath(host)), d))
+        self.ro_binds: tuple[tuple[Path, str], ...] = tuple(binds)
+        for k in (env or {}):
+            if not k or "=" in k or "\x00" in k:
+                raise ValueError(f"bad environment variable name {k!r}")
+        self.env: dict[str, str] = dict(env or {})
+        self._procs: set[asyncio.subprocess.Process] = set()
+        self._active = 0
+        self._closed = False
+        if isolated and not bwrap_available():
+            raise HarnessError("bubblewrap (bwrap) is missing or cannot create user namespaces here; "
+                               "install it (apt-get install bubblewrap) or run with --unsafe-no-sandbox")
+
+    # ------------------------------------------------------------------ workspace
+
+    def prepare(self) -> None:
+        """Hand the workspace to the sandbox uid: chown -R uid:uid, mode 0700 on the root.
+
+        Idempotent; call again after the harness wrote files into it as root. Symlinks are
+        chowned themselves, never followed; a multiply-linked file owned by someone else is
+        left alone (it may be a hard link to a file outside the workspace).
+        """
+        if not self.workspace.is_dir():
+            raise HarnessError(f"workspace {self.workspace} is not a directory")
+        if self._dedicated:
+            uid = self.uid
+            root_st = os.lstat(self.workspace)
+            if root_st.st_uid != uid or root_st.st_gid != uid:
+                os.chown(self.workspace, uid, uid, follow_symlinks=False)
+            for _dirpath, dirnames, filenames, dfd in os.fwalk(self.workspace, follow_symlinks=False):
+                for name in (*dirnames, *filenames):
+                    try:
+                        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+                    except FileNotFoundError:
+                        continue
+                    if st.st_uid == uid and st.st_gid == uid:
+                        continue
+                    if not stat.S_ISDIR(st.st_mode) and st.st_nlink > 1 and st.st_uid != uid:
+                        continue
+                    os.chown(name, uid, uid, dir_fd=dfd, follow_symlinks=False)
+            for path in [self.workspace, *(h for h, _ in self.ro_binds)]:
+                for anc in path.parents:
+                    if not _searchable_by(anc, uid):
+                        raise HarnessError(
+                            f"{path} is not reachable by sandbox uid {uid}: {anc} lacks search "
+                            f"permission for it (give it o+x, e.g. chmod 0711 {anc})")
+        os.chmod(self.workspace, 0o700)
+
+    # ------------------------------------------------------------------ commands
+
+    def _inner_cwd(self, cwd: str) -> tuple[str, str]:
+        """(host cwd, cwd as the command sees it); refuses a cwd that leaves the workspace."""
+        if cwd in ("", "."):
+            return str(self.workspace), self.inside_root
+        real = fs.resolve(self.workspace, cwd)
+        if not real.is_dir():
+            raise ValueError(f"cwd {cwd!r} is not a directory in the workspace")
+        parts = PurePosixPath(os.path.relpath(real, os.path.realpath(self.workspace))).parts
+        return str(real), posixpath.join(self.inside_root, *(p for p in parts if p != "."))
+
+    def _inner_env(self, home: str) -> dict[str, str]:
+        return {"PATH": SAFE_PATH, "HOME": home, "LANG": "C.UTF-8", **self.env}
+
+    def _bwrap_argv(self, argv: list[str], inner_cwd: str, data_fds: list[tuple[int, str]]) -> list[str]:
+        bwrap = shutil.which("bwrap") or "bwrap"
+        args = [bwrap, "--unshare-all", "--unshare-user", "--disable-userns",
+                "--uid", str(INSIDE_UID), "--gid", str(INSIDE_UID), "--cap-drop", "ALL",
+                "--hostname", "sandbox", "--die-with-parent", "--new-session",
+                *_system_layout()]
+        for fd, dest in data_fds:
+            args += ["--perms", "0444", "--ro-bind-data", str(fd), dest]
+        args += ["--proc", "/proc", "--dev", "/dev",
+                 "--size", str(self.limits.tmp_bytes), "--tmpfs", "/tmp",  # before any bind under /tmp
+                 "--bind", str(self.workspace), "/workspace"]
+        for host, dest in self.ro_binds:
+            args += ["--ro-bind", str(host), dest]
+        args += ["--chdir", inner_cwd, "--clearenv"]
+        for k, v in self._inner_env("/workspace").items():
+            args += ["--setenv", k, v]
+        return [*args, "--", *argv]
+
+    @staticmethod
+    def _etc_files() -> list[tuple[bytes, str]]:
+        """A minimal passwd/group/hosts: names for the ids inside, nothing from the host."""
+        u = INSIDE_UID
+        return [
+            (f"root:x:0:0:root:/root:/usr/sbin/nologin\nagent:x:{u}:{u}:agent:/workspace:/bin/bash\n"
+             "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n".encode(), "/etc/passwd"),
+            (f"root:x:0:\nagent:x:{u}:\nnogroup:x:65534:\n".encode(), "/etc/group"),
+            (b"127.0.0.1\tlocalhost sandbox\n::1\tlocalhost ip6-localhost ip6-loopback\n", "/etc/hosts"),
+        ]
+
+    async def run(self, command: str | Sequence[str], *, cwd: str = ".", timeout_s: float = 300,
+                  stdin: bytes | None = None) -> CommandResult:
+        """Run one command to completion (or timeout) and collect its interleaved output."""
+        if self._closed:
+            raise RuntimeError("sandbox is closed")
+        if isinstance(command, str):
+            shell = "/usr/bin/bash" if os.path.exists("/usr/bin/bash") else "/bin/sh"
+            argv = [shell, "-c", command]
+        else:
+            argv = [str(a) for a in command]
+            if not argv:
+                raise ValueError("empty command")
+        host_cwd, inner_cwd = self._inner_cwd(cwd)
+
+        pass_fds: list[int] = []
+        if self.isolated:
+            data_fds = []
+            try:
+                for data, dest in self._etc_files():
+                    r, w = os.pipe()
+                    pass_fds.append(r)
+                    os.write(w, data)  # tiny: fits in the pipe buffer
+                    os.close(w)
+                    data_fds.append((r, dest))
+            except BaseException:
+                for fd in pass_fds:
+                    os.close(fd)
+                raise
+            full = self._bwrap_argv(argv, inner_cwd, data_fds)
+            # Hand bwrap its options through a pipe (--args) so that the sandbox's pid 1 does
+            # not show host paths such as the workspace location on its command line.
+            cut = full.index("--")
+            options = b"".join(a.encode() + b"\0" for a in full[1:cut])
+            if len(options) < 60_000:  # must fit in the pipe buffer: we write before bwrap starts
+                r, w = os.pipe()
+                pass_fds.append(r)
+                os.write(w, options)
+                os.close(w)
+                full = [full[0], "--args", str(r), *full[cut:]]
+            proc_env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+            proc_cwd = "/"
+        else:
+            full = argv
+            proc_env = self._inner_env(str(self.workspace))
+            proc_cwd = host_cwd
+        user_kw: dict[str, object] = {}
+        if self._dedicated:
+            user_kw = {"user": self.uid, "group": self.uid, "extra_groups": []}
+
+        start = time.monotonic()
+        self._active += 1
+        try:
+            try:
+                proc = await asyncio.create_subprocess_exec(
+                    *full, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=proc_cwd, env=proc_env,
+                    start_new_session=True, pass_fds=pass_fds, umask=0o022,
+                    preexec_fn=_rlimits(self.limits, nproc=self._dedicated),
+                    **user_kw)  # type: ignore[arg-type]
+            finally:
+                for fd in pass_fds:
+                    os.close(fd)
+            self._procs.add(proc)
+            return await self._collect(proc, start, timeout_s, stdin)
+        finally:
+            self._active -= 1
+
+    async def _collect(self, proc: asyncio.subprocess.Process, start: float, timeout_s: float,
+                       stdin: bytes | None) -> CommandResult:
+        cap = self.limits.capture_bytes
+        buf = bytearray()
+        total = 0
+
+        async def pump() -> None:
+            nonlocal total
+            assert proc.stdout is not None
+            while True:
+                chunk = await proc.stdout.read(_READ_CHUNK)
+                if not chunk:
+                    return
+                total += len(chunk)
+                room = cap - len(buf)
+                if room > 0:
+                    buf.extend(chunk[:room])
+
+        async def feed() -> None:
+            assert proc.stdin is not None
+            try:
+                proc.stdin.write(stdin or b"")
+                await proc.stdin.drain()
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            finally:
+                with contextlib.suppress(OSError):
+                    proc.stdin.close()
+
+        pump_task = asyncio.create_task(pump())
+        feed_task = asyncio.create_task(feed()) if stdin is not None else None
+        timed_out = False
+        try:
+            try:
+                await asyncio.wait_for(proc.wait(), timeout_s)
+            except TimeoutError:
+                timed_out = True
+                self._killpg(proc)
+                await proc.wait()
+            if not self.isolated:
+                # Background children outlive the shell here; the pid namespace does this for bwrap.
+                if self._dedicated and self._active == 1:
+                    await self._kill_uid()
+                else:
+                    self._killpg(proc, reaped=True)
+            elif timed_out and self._dedicated and self._active == 1:
+                await self._kill_uid()
+            try:
+                await asyncio.wait_for(asyncio.shield(pump_task), _DRAIN_GRACE_S)
+            except TimeoutError:
+                pump_task.cancel()
+        finally:
+            for t in (pump_task, feed_task):
+                if t is not None and not t.done():
+                    t.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await t
+            if proc.returncode is None:
+                self._killpg(proc)
+                with contextlib.suppress(Exception):
+                    await proc.wait()
+            self._procs.discard(proc)
+            transport = getattr(proc, "_transport", None)
+            if transport is not None:
+                transport.close()
+        return CommandResult(
+            exit_code=None if timed_out else proc.returncode,
+            output=bytes(buf).decode("utf-8", errors="replace"),
+            timed_out=timed_out,
+            duration_s=round(time.monotonic() - start, 4),
+            output_truncated=total > cap,
+        )
+
+    @staticmethod
+    def _killpg(proc: asyncio.subprocess.Process, reaped: bool = False) -> None:
+        """SIGKILL the process group the command leads (start_new_session made pgid == pid)."""
+        if proc.returncode is not None and not reaped:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+    async def _kill_uid(self) -> None:
+        """Kill every process of the dedicated uid, including ones that left the process group.
+
+        Done as the uid itself with kill(-1): the kernel then signals exactly what the uid
+        could signal, and the harness (root) is out of reach.
+        """
+        if not self._dedicated:
+            return
+        for _ in range(3):
+            if not uid_processes(self.uid):
+                return
+            p = await asyncio.create_subprocess_exec(
+                _KILL, "-s", "KILL", "--", "-1", stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, env={"PATH": "/usr/bin:/bin"}, cwd="/",
+                user=self.uid, group=self.uid, extra_groups=[])
+            await p.wait()
+            await asyncio.sleep(0.01)
+
+    async def close(self) -> None:
+        """Kill whatever this sandbox still runs; give the uid back. Idempotent."""
+        self._closed = True
+        for proc in list(self._procs):
+            self._killpg(proc)
+        if self._dedicated:
+            await self._kill_uid()
+        for proc in list(self._procs):
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(proc.wait(), 10)
+        if self._owns_uid:
+            release_uid(self.uid)
+            self._owns_uid = False

@@ -1,0 +1,50 @@
+"""Error values that cross module boundaries.
+
+`InputError` is the one the CLI turns into exit code 2: it always names the file, the
+field and the reason, so a user can fix bad input without reading a traceback.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class InputError(Exception):
+    """Bad user input: a task file, an option, an agent spec."""
+
+    def __init__(self, file: str | Path | None, field: str | None, reason: str,
+                 line: int | None = None, column: int | None = None) -> None:
+        self.file = str(file) if file is not None else None
+        self.field = field
+        self.reason = reason
+        self.line = line
+        self.column = column
+        super().__init__(self.message)
+
+    @property
+    def message(self) -> str:
+        where = self.file or "<input>"
+        if self.line is not None:
+            where += f":{self.line}"
+            if self.column is not None:
+                where += f":{self.column}"
+        if self.field:
+            return f"{where}: field '{self.field}': {self.reason}"
+        return f"{where}: {self.reason}"
+
+
+class HarnessError(Exception):
+    """A fault of the harness itself; makes a run void with end reason harness_error."""
+
+
+class ProviderError(Exception):
+    """A model provider failed after retries; makes a run void with end reason api_error."""
+
+    def __init__(self, reason: str, status: int | None = None) -> None:
+        self.reason = reason
+        self.status = status
+        super().__init__(reason)
+
+
+class GraderError(Exception):
+    """A grader or check crashed or timed out; makes a run void with end reason grader_error."""

@@ -1,0 +1,177 @@
+"""Artifact contracts: each (path, predicate) pair checked on the delivered workspace.
+
+`Sat` is the product of the per-pair results (DAREBench): every required artifact exists
+and its predicate holds. Each failure carries the reason, so a user sees why.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import struct
+from pathlib import Path
+
+import jsonschema
+from pydantic import BaseModel
+
+from assay.env.fs import PathError, resolve
+from assay.task.model import Predicate
+
+NUMBER = re.compile(r"[-−]?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?|[-−]?\.\d+")
+MAX_READ = 20 * 1024 * 1024
+
+
+class PredicateResult(BaseModel):
+    path: str
+    predicate: str
+    ok: bool
+    reason: str
+
+
+def _flags(spec: str | None) -> int:
+    f = 0
+    for ch in spec or "":
+        f |= {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "x": re.VERBOSE}.get(ch, 0)
+    return f
+
+
+def parse_number(text: str) -> float | None:
+    m = NUMBER.search(text)
+    if not m:
+        return None
+    try:
+        return float(m.group(0).replace(",", "").replace("−", "-"))
+    except ValueError:
+        return None
+
+
+def image_info(data: bytes) -> tuple[str, int, int] | None:
+    """(format, width, height) for PNG, JPEG and GIF, read from the header bytes."""
+    if data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) >= 24:
+        w, h = struct.unpack(">II", data[16:24])
+        return "png", w, h
+    if data[:6] in (b"GIF87a", b"GIF89a") and len(data) >= 10:
+        w, h = struct.unpack("<HH", data[6:10])
+        return "gif", w, h
+    if data[:2] == b"\xff\xd8":
+        i = 2
+        while i + 9 < len(data):
+            if data[i] != 0xFF:
+                i += 1
+                continue
+            marker = data[i + 1]
+            if marker in (0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF):
+                h, w = struct.unpack(">HH", data[i + 5:i + 9])
+                return "jpeg", w, h
+            seg = struct.unpack(">H", data[i + 2:i + 4])[0]
+            i += 2 + seg
+        return "jpeg", 0, 0
+    return None
+
+
+def _within(actual: float, want: float, tol: float, relative: bool) -> bool:
+    if relative:
+        return abs(actual - want) <= tol * max(abs(want), 1e-12)
+    return abs(actual - want) <= tol + 1e-12
+
+
+def check_predicate(workspace: Path, pred: Predicate, python_check=None) -> PredicateResult:
+    """Evaluate one predicate; never raises on bad artifacts (that is a failed predicate)."""
+
+    def res(ok: bool, reason: str) -> PredicateResult:
+        return PredicateResult(path=pred.path, predicate=pred.predicate, ok=ok, reason=reason)
+
+    try:
+        target = resolve(workspace, pred.path)
+    except PathError as e:
+        return res(False, f"path refused: {e}")
+    if not target.exists():
+        return res(False, "missing")
+    if pred.predicate == "exists":
+        return res(True, "exists")
+    if target.is_dir():
+        return res(False, "is a folder, not a file")
+    size = target.stat().st_size
+    if size > MAX_READ:
+        return res(False, f"file too large to check ({size} bytes)")
+    data = target.read_bytes()
+    if pred.predicate == "non_empty":
+        return res(bool(data.strip()), "non-empty" if data.strip() else "empty")
+    if pred.predicate == "image":
+        info = image_info(data)
+        if info is None:
+            return res(False, "not a PNG, JPEG or GIF image")
+        fmt, w, h = info
+        want = (pred.format or "").lower().replace("jpg", "jpeg")
+        if want and fmt != want:
+            return res(False, f"image is {fmt}, expected {want}")
+        for name, val, lo, hi in (("width", w, pred.min_width, pred.max_width),
+                                  ("height", h, pred.min_height, pred.max_height)):
+            if lo is not None and val < lo:
+                return res(False, f"{name} {val} < {lo}")
+            if hi is not None and val > hi:
+                return res(False, f"{name} {val} > {hi}")
+        return res(True, f"{fmt} {w}x{h}")
+    if pred.predicate == "python":
+        if python_check is None:
+            return res(False, "python predicate needs the task's checks file")
+        ok, reason = python_check(pred.function, pred.path)
+        return res(ok, reason)
+    text = data.decode("utf-8", errors="replace")
+    if pred.predicate == "regex":
+        if re.search(pred.pattern or "", text, _flags(pred.flags)):
+            return res(True, "pattern found")
+        return res(False, f"pattern {pred.pattern!r} not found")
+    if pred.predicate == "json":
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as e:
+            return res(False, f"not JSON: {e.msg} at line {e.lineno} column {e.colno}")
+        if pred.json_schema is not None:
+            try:
+                jsonschema.validate(doc, pred.json_schema)
+            except jsonschema.ValidationError as e:
+                where = "/".join(str(p) for p in e.absolute_path) or "(root)"
+                return res(False, f"schema: at {where}: {e.message}")
+        return res(True, "valid JSON")
+    if pred.predicate == "csv":
+        try:
+            rows = list(csv.reader(io.StringIO(text)))
+        except csv.Error as e:
+            return res(False, f"not CSV: {e}")
+        rows = [r for r in rows if any(c.strip() for c in r)]
+        if not rows:
+            return res(False, "empty CSV")
+        header = [c.strip() for c in rows[0]]
+        missing = [c for c in (pred.columns or []) if c not in header]
+        if missing:
+            return res(False, f"missing columns {missing} (header: {header})")
+        n = len(rows) - 1
+        if pred.min_rows is not None and n < pred.min_rows:
+            return res(False, f"{n} data rows < {pred.min_rows}")
+        if pred.max_rows is not None and n > pred.max_rows:
+            return res(False, f"{n} data rows > {pred.max_rows}")
+        return res(True, f"{n} data rows")
+    if pred.predicate == "number":
+        if pred.pattern:
+            m = re.search(pred.pattern, text, _flags(pred.flags))
+            raw = (m.group(1) if m and m.groups() else m.group(0)) if m else None
+            num = parse_number(raw) if raw is not None else None
+        else:
+            num = parse_number(text)
+        if num is None:
+            return res(False, "no number found")
+        if pred.value is None:
+            return res(True, f"number {num:g}")
+        if _within(num, pred.value, pred.tolerance, pred.relative):
+            return res(True, f"{num:g} within {pred.tolerance:g} of {pred.value:g}")
+        return res(False, f"{num:g} is not within {pred.tolerance:g} of {pred.value:g}")
+    return res(False, f"unknown predicate {pred.predicate!r}")
+
+
+def check_contract(workspace: Path, contract: list[Predicate], python_check=None) -> tuple[bool, list[PredicateResult]]:
+    results = [check_predicate(workspace, p, python_check) for p in contract]
+    sat = all(r.ok for r, p in zip(results, contract, strict=True) if p.required)
+    return sat, results

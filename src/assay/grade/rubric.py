@@ -1,0 +1,67 @@
+"""Rubric grading: each item met or not (machine check or judge), then the expert score.
+
+Per-tag scores use the same formula over the items carrying the tag, so a tag breakdown can
+never disagree with the total.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from assay import metrics
+from assay.grade.checks import evaluate_check
+from assay.task.model import RubricItem, Task
+
+
+class ItemVerdict(BaseModel):
+    id: str
+    weight: float
+    tag: str | None
+    hit: bool | None  # None = NA (the judge could not answer)
+    na: bool = False
+    check: bool  # graded by a machine check
+    reason: str = ""
+
+
+def machine_verdicts(task: Task, answer: str) -> dict[str, ItemVerdict]:
+    assert task.rubric is not None
+    out: dict[str, ItemVerdict] = {}
+    for item in task.rubric.items:
+        if item.check is not None:
+            met, reason = evaluate_check(item.check, answer)
+            out[item.id] = ItemVerdict(id=item.id, weight=item.weight, tag=item.tag, hit=met, check=True,
+                                       reason=reason)
+    return out
+
+
+def items_needing_judge(task: Task) -> list[RubricItem]:
+    return [it for it in task.rubric.items if it.check is None] if task.rubric else []
+
+
+def score_items(task: Task, verdicts: dict[str, ItemVerdict]) -> dict[str, Any]:
+    """Expert score (or HealthBench's unclipped per-example score) and per-tag scores."""
+    assert task.rubric is not None
+    items = task.rubric.items
+    awarded = [it.weight if verdicts[it.id].hit else 0.0 for it in items]
+    weights = [it.weight for it in items]
+    if task.rubric.scoring == "unclipped_mean":
+        score = metrics.unclipped_score(awarded, weights)
+    else:
+        score = metrics.expert_score(awarded, weights)
+    tag_rows = []
+    for it, a in zip(items, awarded, strict=True):
+        tags = ([it.tag] if it.tag else []) + list(it.tags)
+        tag_rows.append((a, it.weight, tags))
+    tags = metrics.tag_scores(tag_rows)
+    return {
+        "expert_score": score,
+        "tags": tags,
+        "na": sum(1 for v in verdicts.values() if v.na),
+        "items": [
+            {"id": it.id, "weight": it.weight, "tag": it.tag, "hit": verdicts[it.id].hit,
+             "na": verdicts[it.id].na, "check": verdicts[it.id].check, "reason": verdicts[it.id].reason}
+            for it in items
+        ],
+    }

@@ -1,0 +1,289 @@
+"""The scoring formulas, and nothing else.
+
+Every number assay reports comes from one of these pure functions: rubric scores as in
+GDPval / HealthBench (points awarded over positive points, clipped to [0, 1]), economic value
+(payment summed over passed deliverables), KPI uplift normalised between a baseline and a
+reference policy with the incident penalty, pass@k (Chen et al. 2021, unbiased estimator) and
+pass^k (tau-bench), percentile bootstrap intervals, Pearson correlation and the cost/score
+Pareto front.
+
+They are kept apart from graders, store and reports so that each formula is written once,
+can be checked by hand against the papers and property-tested, and does no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+
+__all__ = [
+    "adjusted_uplift",
+    "bootstrap_ci",
+    "clipped_mean",
+    "economic_value",
+    "expert_score",
+    "mean",
+    "mean_run_score",
+    "pareto_front",
+    "pass_at_k",
+    "pass_hat_k",
+    "passed",
+    "pearson",
+    "run_score",
+    "solved",
+    "tag_scores",
+    "unclipped_score",
+    "uplift",
+]
+
+
+# --- rubric scores -----------------------------------------------------------------------
+
+
+def unclipped_score(points_awarded: Iterable[float], weights: Iterable[float]) -> float | None:
+    """HealthBench per-example score: ``sum(awarded) / sum(positive weights)``, not clipped.
+
+    Negative-weight criteria (penalties) count in the numerator when awarded but never in the
+    denominator, so the result can fall below 0 (or, in principle, above 1). ``None`` when no
+    weight is positive (nothing can be earned).
+    """
+    total = math.fsum(w for w in weights if w > 0)
+    if total <= 0:
+        return None
+    return math.fsum(points_awarded) / total
+
+
+def expert_score(points_awarded: Iterable[float], weights: Iterable[float]) -> float | None:
+    """Rubric score: ``max(0, min(1, sum(awarded) / sum(w for w in weights if w > 0)))``.
+
+    ``None`` when no weight is positive.
+    """
+    raw = unclipped_score(points_awarded, weights)
+    if raw is None:
+        return None
+    return max(0.0, min(1.0, raw))
+
+
+def tag_scores(items: Iterable[tuple[float, float, Sequence[str]]]) -> dict[str, float | None]:
+    """Per-tag rubric scores (HealthBench axes/themes).
+
+    ``items`` are ``(awarded, weight, tags)`` per criterion; each tag is scored with
+    :func:`expert_score` over the criteria carrying that tag, i.e. exactly the formula used for
+    the total. Tags are returned in order of first appearance; a tag whose criteria are all
+    penalties scores ``None``.
+    """
+    awarded: dict[str, list[float]] = {}
+    weights: dict[str, list[float]] = {}
+    for a, w, tags in items:
+        for tag in dict.fromkeys(tags):  # a tag repeated on one criterion counts once
+            awarded.setdefault(tag, []).append(a)
+            weights.setdefault(tag, []).append(w)
+    return {tag: expert_score(awarded[tag], weights[tag]) for tag in awarded}
+
+
+def passed(score: float | None, threshold: float = 0.7) -> bool:
+    """A deliverable passes when its score reaches the threshold (``score >= threshold``)."""
+    return score is not None and score >= threshold
+
+
+def economic_value(
+    items: Iterable[tuple[float | None, float, str]], threshold: float = 0.7
+) -> dict[str, float]:
+    """Sum of ``amount`` per currency over the items whose score passes.
+
+    ``items`` are ``(score, amount, currency)``. Every currency seen appears in the result,
+    with 0.0 when none of its items passed; a ``None`` score does not pass.
+    """
+    out: dict[str, float] = {}
+    for score, amount, currency in items:
+        out.setdefault(currency, 0.0)
+        if passed(score, threshold):
+            out[currency] += amount
+    return out
+
+
+# --- operational KPIs --------------------------------------------------------------------
+
+
+def uplift(kpi: float, baseline: float, reference: float) -> float:
+    """Normalised KPI uplift: ``(kpi - baseline) / (reference - baseline)``.
+
+    0 means "as good as the baseline policy", 1 "as good as the reference policy". Raises
+    ``ValueError`` when the reference equals the baseline (the scale is undefined).
+    """
+    if reference == baseline:
+        raise ValueError(f"uplift undefined: reference == baseline == {baseline!r}")
+    return (kpi - baseline) / (reference - baseline)
+
+
+def adjusted_uplift(u: float, incident: bool) -> float:
+    """An incident caps the uplift at 0: ``min(u, 0)`` if ``incident`` else ``u``."""
+    return min(u, 0.0) if incident else u
+
+
+def run_score(u_adj: float, contact_cost: float) -> float:
+    """Score of one operational run: adjusted uplift minus the stakeholder-contact cost."""
+    return u_adj - contact_cost
+
+
+def solved(score: float, incident: bool, threshold: float = 0.8) -> bool:
+    """A scenario is solved when there was no incident and ``score >= threshold``."""
+    return not incident and score >= threshold
+
+
+def mean_run_score(runs: Mapping[str, Sequence[tuple[float, float]]]) -> float:
+    """``mean_i mean_r (max(u_adj, -1) - contact_cost)`` over tasks ``i`` and repeats ``r``.
+
+    ``runs`` maps a task id to its repeats ``(u_adj, contact_cost)``. The floor at -1 keeps a
+    single catastrophic run from dominating the mean. Raises ``ValueError`` when there are no
+    tasks or a task has no repeats.
+    """
+    if not runs:
+        raise ValueError("mean_run_score of no tasks")
+    per_task: list[float] = []
+    for task_id, repeats in runs.items():
+        if not repeats:
+            raise ValueError(f"task {task_id!r} has no runs")
+        per_task.append(math.fsum(max(u, -1.0) - c for u, c in repeats) / len(repeats))
+    return math.fsum(per_task) / len(per_task)
+
+
+# --- pass@k / pass^k ---------------------------------------------------------------------
+
+
+def _check_nck(n: int, c: int, k: int) -> None:
+    if not (0 <= c <= n):
+        raise ValueError(f"need 0 <= c <= n, got n={n}, c={c}")
+    if not (1 <= k <= n):
+        raise ValueError(f"need 1 <= k <= n, got n={n}, k={k}")
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from ``n`` samples of which ``c`` passed: ``1 - C(n-c, k) / C(n, k)``.
+
+    Computed in product form ``1 - prod_{i=n-c+1}^{n} (1 - k/i)`` (Chen et al. 2021), which is
+    stable for large ``n``. 1.0 when ``n - c < k``.
+    """
+    _check_nck(n, c, k)
+    if n - c < k:
+        return 1.0
+    prod = 1.0
+    for i in range(n - c + 1, n + 1):
+        prod *= 1.0 - k / i
+    return 1.0 - prod
+
+
+def pass_hat_k(n: int, c: int, k: int) -> float:
+    """pass^k (tau-bench): probability that ``k`` draws without replacement all passed.
+
+    ``C(c, k) / C(n, k) = prod_{i=0}^{k-1} (c - i) / (n - i)``; 0.0 when ``c < k``.
+    """
+    _check_nck(n, c, k)
+    if c < k:
+        return 0.0
+    prod = 1.0
+    for i in range(k):
+        prod *= (c - i) / (n - i)
+    return prod
+
+
+# --- statistics --------------------------------------------------------------------------
+
+
+def mean(values: Iterable[float]) -> float:
+    """Arithmetic mean (``math.fsum``); ``ValueError`` on no values."""
+    vals = list(values)
+    if not vals:
+        raise ValueError("mean of no values")
+    return math.fsum(vals) / len(vals)
+
+
+def clipped_mean(values: Iterable[float]) -> float:
+    """Mean clipped to [0, 1] (HealthBench overall score over unclipped per-example scores)."""
+    return max(0.0, min(1.0, mean(values)))
+
+
+_BOOT_CHUNK = 2_000_000  # resampled values drawn per batch, bounds memory for large inputs
+
+
+def bootstrap_ci(
+    values: Sequence[float], level: float = 0.95, resamples: int = 10000, seed: int = 0
+) -> tuple[float, float]:
+    """Percentile bootstrap confidence interval of the mean.
+
+    Draws ``resamples`` resamples with replacement using ``numpy.random.default_rng(seed)``
+    and returns the ``(1-level)/2`` and ``(1+level)/2`` percentiles of their means, so the
+    result is deterministic for a seed. A single value gives ``(v, v)``; no values raise
+    ``ValueError``. The interval is widened, if needed, to contain the sample mean (this
+    only matters for floating-point rounding on (near-)constant data).
+    """
+    arr = np.asarray(list(values), dtype=float)
+    if arr.size == 0:
+        raise ValueError("bootstrap_ci of no values")
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    if resamples < 1:
+        raise ValueError(f"resamples must be >= 1, got {resamples}")
+    m = float(arr.mean())
+    if arr.size == 1:
+        return (m, m)
+    n = arr.size
+    rng = np.random.default_rng(seed)
+    means = np.empty(resamples, dtype=float)
+    per_batch = max(1, _BOOT_CHUNK // n)
+    for start in range(0, resamples, per_batch):
+        stop = min(resamples, start + per_batch)
+        idx = rng.integers(0, n, size=(stop - start, n))
+        means[start:stop] = arr[idx].mean(axis=1)
+    alpha = (1.0 - level) / 2.0
+    lo, hi = np.quantile(means, [alpha, 1.0 - alpha])
+    return (min(float(lo), m), max(float(hi), m))
+
+
+def pearson(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
+    """Pearson correlation ``r`` and its two-sided p-value (``scipy.stats.pearsonr``).
+
+    ``ValueError`` when the lengths differ, there are fewer than 3 points, or either input is
+    constant (r undefined).
+    """
+    from scipy import stats
+
+    x = np.asarray(list(xs), dtype=float)
+    y = np.asarray(list(ys), dtype=float)
+    if x.shape != y.shape:
+        raise ValueError(f"pearson needs equal lengths, got {x.size} and {y.size}")
+    if x.size < 3:
+        raise ValueError(f"pearson needs at least 3 points, got {x.size}")
+    if np.all(x == x[0]) or np.all(y == y[0]):
+        raise ValueError("pearson undefined for constant input")
+    res = stats.pearsonr(x, y)
+    return (float(res.statistic), float(res.pvalue))
+
+
+def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
+    """Indices of the ``(cost, score)`` points no other point dominates.
+
+    Lower cost and higher score are better; ``q`` dominates ``p`` when it is no worse on both
+    and strictly better on one, so identical points never dominate each other and are all
+    kept. Returned sorted by cost, then index. ``ValueError`` on NaN.
+    """
+    for i, (c, s) in enumerate(points):
+        if math.isnan(c) or math.isnan(s):
+            raise ValueError(f"point {i} has NaN: {(c, s)!r}")
+    order = sorted(range(len(points)), key=lambda i: (points[i][0], i))
+    front: list[int] = []
+    best_lower = -math.inf  # best score among points of strictly lower cost
+    j = 0
+    while j < len(order):
+        cost = points[order[j]][0]
+        group = []
+        while j < len(order) and points[order[j]][0] == cost:
+            group.append(order[j])
+            j += 1
+        top = max(points[i][1] for i in group)
+        if top > best_lower:
+            front.extend(i for i in group if points[i][1] == top)
+            best_lower = top
+    return front

@@ -1,0 +1,1 @@
+"""Reports: the leaderboard and breakdowns, as tables, JSON, CSV and HTML."""

@@ -1,0 +1,161 @@
+"""The library entry points behind `assay run`: validate everything first, then run.
+
+`prepare_campaign` reads every input and refuses bad ones before anything is written, so a
+refused command leaves the store untouched.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from assay.agent.spec import AgentFactory
+from assay.campaign.plan import CampaignOptions, Plan, build_plan
+from assay.campaign.runner import RunContext
+from assay.campaign.scheduler import CampaignResult, run_campaign
+from assay.config import load_config, store_url
+from assay.env.sandbox import bwrap_available
+from assay.errors import InputError
+from assay.grade.grader import needs_judge
+from assay.report.build import build_report
+from assay.store import Store
+from assay.task.discover import discover, select
+from assay.task.model import Task
+
+
+@dataclass
+class RunRequest:
+    paths: list[Path]
+    agents: list[str]
+    level: str | None = None
+    epochs: int = 1
+    concurrency: int = 4
+    campaign: str = "default"
+    store: str | None = None
+    judges: list[str] = field(default_factory=list)
+    judge_mode: str = "batched"
+    judge_repeats: int = 1
+    values: Path | None = None
+    task_ids: list[str] = field(default_factory=list)
+    max_turns: int = 200
+    max_minutes: float = 150.0
+    max_usd: float = 8.0
+    search: str = "off"
+    unsafe_no_sandbox: bool = False
+
+
+@dataclass
+class PreparedCampaign:
+    tasks: list[Task]
+    agents: list[AgentFactory]
+    plan: Plan
+    options: CampaignOptions
+    store_url: str
+    judge: Any = None
+    _store: Store | None = None
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            self._store = Store(self.store_url)
+        return self._store
+
+
+def _check_options(req: RunRequest) -> None:
+    if req.concurrency < 1:
+        raise InputError(None, "--concurrency", "must be at least 1")
+    if req.judge_mode not in ("batched", "per-item"):
+        raise InputError(None, "--judge-mode", f"{req.judge_mode!r} is not batched or per-item")
+    if req.judge_repeats < 1:
+        raise InputError(None, "--judge-repeats", "must be at least 1")
+    if req.search not in ("off", "native", "local"):
+        raise InputError(None, "--search", f"{req.search!r} is not off, native or local")
+    for name in ("max_turns", "max_minutes", "max_usd"):
+        if getattr(req, name) <= 0:
+            raise InputError(None, "--" + name.replace("_", "-"), "must be positive")
+    if not req.campaign.strip():
+        raise InputError(None, "--campaign", "empty campaign name")
+
+
+def prepare_campaign(req: RunRequest) -> PreparedCampaign:
+    _check_options(req)
+    config = load_config()
+    tasks = select(discover(req.paths), req.task_ids)
+    if req.values is not None:
+        from assay.task.formats.values import apply_value_table
+
+        apply_value_table(tasks, req.values)
+    else:
+        from assay.task.formats.values import apply_found_value_tables
+
+        apply_found_value_tables(tasks, req.paths)
+    agents: list[AgentFactory] = []
+    seen: set[str] = set()
+    for spec in req.agents:
+        if spec in seen:
+            raise InputError(None, "--agent", f"agent {spec!r} given twice")
+        seen.add(spec)
+        agents.append(AgentFactory(spec, config, web_search=req.search == "native"))
+    options = CampaignOptions(
+        campaign=req.campaign, level=req.level, epochs=req.epochs, concurrency=req.concurrency,
+        judges=list(req.judges), judge_mode=req.judge_mode, judge_repeats=req.judge_repeats,
+        max_turns=req.max_turns, max_minutes=req.max_minutes, max_usd=req.max_usd, search=req.search,
+        unsafe_no_sandbox=req.unsafe_no_sandbox,
+    )
+    plan = build_plan(tasks, agents, options)
+    if not bwrap_available() and not req.unsafe_no_sandbox:
+        unsafe = sorted({p.agent.spec for p in plan.runs if p.agent.kind in ("model", "script")})
+        if unsafe:
+            raise InputError(None, "--agent", f"bubblewrap is not installed, so {', '.join(unsafe)} cannot be "
+                                              "sandboxed; install it (scripts/setup-system.sh) or pass "
+                                              "--unsafe-no-sandbox")
+    judge = None
+    judged = sorted({p.task.id for p in plan.runs if needs_judge(p.task)})
+    if judged and not req.judges:
+        shown = ", ".join(judged[:10]) + (f" and {len(judged) - 10} more" if len(judged) > 10 else "")
+        raise InputError(None, "--judge", f"these tasks need a judge (rubric items without checks or judge-graded "
+                                          f"contracts): {shown}; pass --judge MODEL")
+    if req.judges:
+        from assay.grade.judge import Judge
+
+        judge = Judge([AgentFactory(j, config) for j in req.judges], mode=req.judge_mode,
+                      repeats=req.judge_repeats)
+    url = store_url(req.store, config)
+    _check_store_url(url)
+    prepared = PreparedCampaign(tasks=tasks, agents=agents, plan=plan, options=options, store_url=url, judge=judge)
+    return prepared
+
+
+def _check_store_url(url: str) -> None:
+    if not (url.startswith("sqlite:") or url.startswith("postgresql")):
+        raise InputError(None, "--store", f"unsupported store URL {url!r} (sqlite:///PATH or postgresql+psycopg://...)")
+
+
+async def run_prepared(prepared: PreparedCampaign, *, console: Console | None = None,
+                       show_progress: bool = True) -> tuple[CampaignResult, dict[str, Any]]:
+    store = prepared.store
+    if prepared.judge is not None:
+        prepared.judge.cache = store
+    ctx = RunContext(store=store, options=prepared.options, judge=prepared.judge,
+                     search_factory=_search_factory(prepared.options))
+    try:
+        result = await run_campaign(prepared.plan, ctx, console=console, show_progress=show_progress)
+    finally:
+        for a in prepared.agents:
+            await a.aclose()
+        if prepared.judge is not None:
+            await prepared.judge.aclose()
+    keys = {p.key.digest for p in prepared.plan.runs}
+    runs = [r for r in store.runs(prepared.options.campaign) if r.key.digest in keys]
+    return result, build_report(prepared.options.campaign, runs)
+
+
+def _search_factory(options: CampaignOptions):  # noqa: ANN202
+    if options.search != "local":
+        return None
+    from assay.agent.search import corpus_for_task
+
+    return corpus_for_task

@@ -1,0 +1,373 @@
+"""The run store: every run attempt, its transcript events, its grade, and the judge cache.
+
+One :class:`Store` wraps one SQLAlchemy engine (SQLite by default, PostgreSQL through
+``postgresql+psycopg://``). Opening a store migrates its schema to the latest Alembic
+revision. :meth:`Store.save_run` writes a run, its events and its grade in a single
+transaction, so a crash (even ``kill -9``) leaves either the whole run or nothing of it;
+resume relies on that: a key digest counts as finished only when a complete ``done`` run
+exists.
+
+The hot path (``save_run``) uses SQLAlchemy Core with executemany, not the ORM: it is called
+thousands of times per campaign alongside model calls and takes about a millisecond on
+SQLite (WAL journal, ``synchronous=NORMAL``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Connection, Engine, create_engine, event, func, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import make_url
+from sqlalchemy.pool import StaticPool
+
+from assay.record import Event, RunRecord
+from assay.store.models import campaigns_t, events_t, grades_t, judge_cache_t, runs_t
+
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+BUSY_TIMEOUT_MS = 30_000
+MIN_PREFIX = 6
+_PG_MIGRATION_LOCK = 0x61737361  # "assa": serialises concurrent migrations on PostgreSQL
+
+
+def default_store_url(cwd: Path | None = None) -> str:
+    """``sqlite:///<cwd>/.assay/assay.db`` (absolute), unless ``ASSAY_STORE`` is set.
+
+    ``ASSAY_STORE`` may be a SQLAlchemy URL or a plain path to a SQLite file.
+    """
+    env = os.environ.get("ASSAY_STORE")
+    if env:
+        if "://" in env:
+            return env
+        return f"sqlite:///{Path(env).expanduser().resolve()}"
+    base = (cwd or Path.cwd()).resolve()
+    return f"sqlite:///{base / '.assay' / 'assay.db'}"
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=True)
+
+
+def _sort_key(r: RunRecord) -> tuple[Any, ...]:
+    k = r.key
+    return (k.task_id, k.agent, k.level is not None, k.level or "", k.epoch, k.campaign, r.attempt)
+
+
+class Store:
+    """A run store at a SQLAlchemy URL; see the module docstring."""
+
+    def __init__(self, url: str) -> None:
+        parsed = make_url(url)
+        if parsed.drivername == "postgresql":  # plain URL: use psycopg 3, not psycopg2
+            parsed = parsed.set(drivername="postgresql+psycopg")
+        self.url: str = url
+        self._backend = parsed.get_backend_name()
+        self._db_path: Path | None = None
+        self._memory = False
+        kwargs: dict[str, Any] = {}
+        if self._backend == "sqlite":
+            db = parsed.database or ""
+            if db in ("", ":memory:") or db.startswith("file:"):
+                self._memory = db in ("", ":memory:")
+                kwargs["poolclass"] = StaticPool
+                kwargs["connect_args"] = {"check_same_thread": False}
+            else:
+                path = Path(db).expanduser()
+                if not path.is_absolute():
+                    path = Path.cwd() / path
+                path.parent.mkdir(parents=True, exist_ok=True)
+                self._db_path = path.resolve()
+                parsed = parsed.set(database=str(self._db_path))
+                kwargs["connect_args"] = {"check_same_thread": False, "timeout": BUSY_TIMEOUT_MS / 1000}
+        self.engine: Engine = create_engine(parsed, **kwargs)
+        if self._backend == "sqlite":
+            self._install_sqlite_hooks()
+        self._write_lock = threading.Lock()
+        self._known_campaigns: set[str] = set()
+        self._closed = False
+        self.migrate()
+
+    # --- setup ---------------------------------------------------------------------------
+
+    def _install_sqlite_hooks(self) -> None:
+        memory = self._memory
+
+        @event.listens_for(self.engine, "connect")
+        def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+            # Take BEGIN out of the sqlite3 module's hands (its legacy mode does not put DDL
+            # or SELECT in transactions); SQLAlchemy's "begin" hook below emits it instead.
+            dbapi_conn.isolation_level = None
+            cur = dbapi_conn.cursor()
+            cur.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            if not memory:
+                cur.execute("PRAGMA journal_mode = WAL")
+            cur.execute("PRAGMA synchronous = NORMAL")
+            cur.execute("PRAGMA foreign_keys = ON")
+            cur.close()
+
+        @event.listens_for(self.engine, "begin")
+        def _on_begin(conn: Connection) -> None:
+            # Writers take the write lock up front, so busy_timeout applies and two writers
+            # never deadlock upgrading a read lock.
+            if conn.get_execution_options().get("assay_write"):
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
+            else:
+                conn.exec_driver_sql("BEGIN")
+
+    def _alembic_config(self) -> Config:
+        cfg = Config()
+        cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+        cfg.set_main_option("sqlalchemy.url", self.engine.url.render_as_string(hide_password=False))
+        return cfg
+
+    def migrate(self) -> None:
+        """Upgrade the schema to the newest revision (a no-op when already there)."""
+        cfg = self._alembic_config()
+        head = ScriptDirectory.from_config(cfg).get_current_head()
+        with self.engine.connect() as conn:
+            if MigrationContext.configure(conn).get_current_revision() == head:
+                conn.rollback()
+                return
+            conn.rollback()
+        with self.engine.connect().execution_options(assay_write=True) as conn, conn.begin():
+            if self._backend == "postgresql":
+                conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_PG_MIGRATION_LOCK})")
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "head")
+
+    @property
+    def dir(self) -> Path:
+        """Folder for files next to the database; run folders live under ``dir / "runs"``.
+
+        For a SQLite file: the folder holding it; otherwise ``./.assay`` under the cwd.
+        """
+        if self._db_path is not None:
+            return self._db_path.parent
+        return Path.cwd().resolve() / ".assay"
+
+    def _writer(self) -> Connection:
+        return self.engine.connect().execution_options(assay_write=True)
+
+    def _insert(self, table: Any) -> Any:
+        if self._backend == "sqlite":
+            return sqlite.insert(table)
+        if self._backend == "postgresql":
+            return postgresql.insert(table)
+        return None
+
+    # --- writes --------------------------------------------------------------------------
+
+    def save_run(self, record: RunRecord, events: Sequence[Event]) -> None:
+        """Store a run attempt, its events and its grade in one transaction (all or nothing)."""
+        key = record.key
+        now = time.time()
+        run_row = {
+            "run_id": record.run_id,
+            "campaign": key.campaign,
+            "key_digest": key.digest,
+            "task_id": key.task_id,
+            "task_hash": key.task_hash,
+            "agent": key.agent,
+            "level": key.level,
+            "epoch": key.epoch,
+            "options_hash": key.options_hash,
+            "attempt": record.attempt,
+            "status": record.status,
+            "end_reason": record.end_reason,
+            "score": record.score,
+            "passed": record.passed,
+            "harness_version": record.harness_version,
+            "model": record.model,
+            "sandbox": record.sandbox,
+            "created_at": now,
+            "record": record.model_dump_json(),
+        }
+        audit = record.grade.get("audit")
+        grade_row = {
+            "run_id": record.run_id,
+            "grade": _dumps(record.grade),
+            "audit": None if audit is None else _dumps(audit),
+        }
+        run_id = record.run_id
+        event_rows = [
+            {"run_id": run_id, "seq": e.seq, "t": e.t, "kind": e.kind, "data": _dumps(e.data)} for e in events
+        ]
+        new_campaign = key.campaign not in self._known_campaigns
+        with self._write_lock, self._writer() as conn, conn.begin():
+            if new_campaign:
+                self._ensure_campaign(conn, key.campaign, now)
+            conn.execute(runs_t.insert(), run_row)
+            if event_rows:
+                conn.execute(events_t.insert(), event_rows)
+            conn.execute(grades_t.insert(), grade_row)
+        if new_campaign:
+            self._known_campaigns.add(key.campaign)
+
+    def _ensure_campaign(self, conn: Connection, name: str, now: float) -> None:
+        ins = self._insert(campaigns_t)
+        if ins is not None:
+            conn.execute(
+                ins.values(name=name, created_at=now).on_conflict_do_nothing(index_elements=["name"])
+            )
+            return
+        exists = conn.execute(select(campaigns_t.c.id).where(campaigns_t.c.name == name)).first()
+        if exists is None:
+            conn.execute(campaigns_t.insert().values(name=name, created_at=now))
+
+    def cache_put(self, key: str, value: str) -> None:
+        """Insert or replace a judge-cache entry."""
+        now = time.time()
+        ins = self._insert(judge_cache_t)
+        with self._write_lock, self._writer() as conn, conn.begin():
+            if ins is not None:
+                stmt = ins.values(key=key, value=value, created_at=now)
+                conn.execute(
+                    stmt.on_conflict_do_update(
+                        index_elements=["key"],
+                        set_={"value": stmt.excluded.value, "created_at": stmt.excluded.created_at},
+                    )
+                )
+            else:
+                conn.execute(judge_cache_t.delete().where(judge_cache_t.c.key == key))
+                conn.execute(judge_cache_t.insert().values(key=key, value=value, created_at=now))
+
+    # --- reads ---------------------------------------------------------------------------
+
+    def cache_get(self, key: str) -> str | None:
+        with self.engine.connect() as conn:
+            return conn.execute(
+                select(judge_cache_t.c.value).where(judge_cache_t.c.key == key)
+            ).scalar_one_or_none()
+
+    def campaigns(self) -> list[str]:
+        """Campaign names in creation order."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(campaigns_t.c.name).order_by(campaigns_t.c.created_at, campaigns_t.c.id)
+            )
+            return [r[0] for r in rows]
+
+    def finished_digests(self, campaign: str) -> set[str]:
+        """Key digests of the campaign that have a ``done`` run."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(runs_t.c.key_digest)
+                .where(runs_t.c.campaign == campaign, runs_t.c.status == "done")
+                .distinct()
+            )
+            return {r[0] for r in rows}
+
+    def attempts(self, campaign: str) -> dict[str, int]:
+        """Highest stored attempt number per key digest of the campaign."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(runs_t.c.key_digest, func.max(runs_t.c.attempt))
+                .where(runs_t.c.campaign == campaign)
+                .group_by(runs_t.c.key_digest)
+            )
+            return {d: int(a) for d, a in rows}
+
+    def all_attempts(self, campaign: str | None = None) -> list[RunRecord]:
+        """Every stored attempt, ordered by task_id, agent, level, epoch, then attempt."""
+        stmt = select(runs_t.c.record)
+        if campaign is not None:
+            stmt = stmt.where(runs_t.c.campaign == campaign)
+        with self.engine.connect() as conn:
+            records = [RunRecord.model_validate_json(r[0]) for r in conn.execute(stmt)]
+        records.sort(key=_sort_key)
+        return records
+
+    def runs(self, campaign: str | None = None) -> list[RunRecord]:
+        """The latest attempt per key digest, ordered by task_id, agent, level, epoch.
+
+        "Latest" is the highest attempt number (then the most recently saved), so a void
+        attempt that was re-run is replaced by its re-run.
+        """
+        stmt = select(
+            runs_t.c.key_digest, runs_t.c.attempt, runs_t.c.created_at, runs_t.c.run_id, runs_t.c.record
+        )
+        if campaign is not None:
+            stmt = stmt.where(runs_t.c.campaign == campaign)
+        latest: dict[str, tuple[tuple[int, float, str], str]] = {}
+        with self.engine.connect() as conn:
+            for digest, attempt, created, run_id, raw in conn.execute(stmt):
+                rank = (attempt, created, run_id)
+                cur = latest.get(digest)
+                if cur is None or rank > cur[0]:
+                    latest[digest] = (rank, raw)
+        records = [RunRecord.model_validate_json(raw) for _, raw in latest.values()]
+        records.sort(key=_sort_key)
+        return records
+
+    def _resolve(self, conn: Connection, run_id: str) -> str | None:
+        exact = conn.execute(select(runs_t.c.run_id).where(runs_t.c.run_id == run_id)).first()
+        if exact is not None:
+            return run_id
+        if len(run_id) < MIN_PREFIX:
+            return None
+        found = [
+            r[0]
+            for r in conn.execute(
+                select(runs_t.c.run_id).where(runs_t.c.run_id.startswith(run_id, autoescape=True)).limit(11)
+            )
+        ]
+        if len(found) > 1:
+            shown = ", ".join(found[:10]) + (", ..." if len(found) > 10 else "")
+            raise ValueError(f"run id prefix {run_id!r} is ambiguous: {shown}")
+        return found[0] if found else None
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        """A run by id, or by a unique prefix of at least 6 characters.
+
+        ``None`` when nothing matches; ``ValueError`` when the prefix matches several runs.
+        """
+        with self.engine.connect() as conn:
+            rid = self._resolve(conn, run_id)
+            if rid is None:
+                return None
+            raw = conn.execute(select(runs_t.c.record).where(runs_t.c.run_id == rid)).scalar_one()
+        return RunRecord.model_validate_json(raw)
+
+    def events(self, run_id: str) -> list[Event]:
+        """The run's events in ``seq`` order (a unique id prefix is accepted too)."""
+        with self.engine.connect() as conn:
+            rid = self._resolve(conn, run_id)
+            if rid is None:
+                return []
+            rows = conn.execute(
+                select(events_t.c.seq, events_t.c.t, events_t.c.kind, events_t.c.data)
+                .where(events_t.c.run_id == rid)
+                .order_by(events_t.c.seq)
+            ).all()
+        return [Event(seq=s, t=t, kind=k, data=json.loads(d)) for s, t, k, d in rows]
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self.engine.dispose()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Store({self.engine.url.render_as_string(hide_password=True)!r})"
+
+
+def open_store(url: str | None = None) -> Store:
+    """Open (creating and migrating if needed) the store at ``url`` or the default one."""
+    return Store(url or default_store_url())

@@ -1,0 +1,99 @@
+"""ORM schema of the store (SQLAlchemy 2 declarative).
+
+The tables mirror the pydantic records in :mod:`assay.record`: one row per run attempt with
+the columns reports filter and group on, plus the full :class:`~assay.record.RunRecord` as
+JSON text so nothing is lost; the transcript events; the grade with its audit; and the judge
+cache. JSON is stored as ``Text`` (serialised by the store) so the same schema works
+unchanged on SQLite and PostgreSQL. Timestamps are UTC epoch seconds (``Float``).
+
+The migrations in ``migrations/versions`` create exactly this schema; change both together.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Boolean, Float, ForeignKey, Index, Integer, MetaData, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+# Constraint names the migrations use too (stable names make later ALTERs portable).
+NAMING = {
+    "ix": "ix_%(table_name)s_%(column_0_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+
+
+class Campaign(Base):
+    __tablename__ = "campaigns"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True, nullable=False)
+    created_at: Mapped[float] = mapped_column(Float, nullable=False)
+
+
+class Run(Base):
+    __tablename__ = "runs"
+
+    run_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    campaign: Mapped[str] = mapped_column(
+        String(200), ForeignKey("campaigns.name"), nullable=False, index=True
+    )
+    key_digest: Mapped[str] = mapped_column(String(64), nullable=False, index=True)
+    task_id: Mapped[str] = mapped_column(String(300), nullable=False)
+    task_hash: Mapped[str] = mapped_column(String(128), nullable=False)
+    agent: Mapped[str] = mapped_column(String(200), nullable=False)
+    level: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    epoch: Mapped[int] = mapped_column(Integer, nullable=False)
+    options_hash: Mapped[str] = mapped_column(String(128), nullable=False)
+    attempt: Mapped[int] = mapped_column(Integer, nullable=False)
+    status: Mapped[str] = mapped_column(String(16), nullable=False)
+    end_reason: Mapped[str] = mapped_column(String(32), nullable=False)
+    score: Mapped[float | None] = mapped_column(Float, nullable=True)
+    passed: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    harness_version: Mapped[str] = mapped_column(String(100), nullable=False)
+    model: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    sandbox: Mapped[str] = mapped_column(String(16), nullable=False)
+    created_at: Mapped[float] = mapped_column(Float, nullable=False)
+    record: Mapped[str] = mapped_column(Text, nullable=False)  # RunRecord.model_dump_json()
+
+    __table_args__ = (Index("ix_runs_campaign_digest_attempt", "campaign", "key_digest", "attempt"),)
+
+
+class EventRow(Base):
+    __tablename__ = "events"
+
+    run_id: Mapped[str] = mapped_column(
+        String(64), ForeignKey("runs.run_id", ondelete="CASCADE"), primary_key=True
+    )
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True)
+    t: Mapped[float] = mapped_column(Float, nullable=False)
+    kind: Mapped[str] = mapped_column(String(32), nullable=False)
+    data: Mapped[str] = mapped_column(Text, nullable=False)  # JSON object
+
+
+class Grade(Base):
+    __tablename__ = "grades"
+
+    run_id: Mapped[str] = mapped_column(
+        String(64), ForeignKey("runs.run_id", ondelete="CASCADE"), primary_key=True
+    )
+    grade: Mapped[str] = mapped_column(Text, nullable=False)  # JSON: RunRecord.grade
+    audit: Mapped[str | None] = mapped_column(Text, nullable=True)  # JSON: grade["audit"], if any
+
+
+class JudgeCache(Base):
+    __tablename__ = "judge_cache"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)  # sha256 hex
+    value: Mapped[str] = mapped_column(Text, nullable=False)
+    created_at: Mapped[float] = mapped_column(Float, nullable=False)
+
+
+campaigns_t = Campaign.__table__
+runs_t = Run.__table__
+events_t = EventRow.__table__
+grades_t = Grade.__table__
+judge_cache_t = JudgeCache.__table__

@@ -1,0 +1,156 @@
+"""Finding tasks under the paths a user gives (SPEC.md "Finding tasks").
+
+What a file or folder is, is decided by its content: `task.yaml` (native), `engagement.json`
+(FDE-Gym case), a Markdown file with `grading_type` front matter (DareBench), a JSON file
+with `rubrics` (OneMillion-Bench), a JSONL file of rubric rows (HealthBench).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from assay.errors import InputError
+from assay.task.formats.native import read_native
+from assay.task.model import Task
+
+SKIP_DIRS = {".git", "__pycache__", ".assay", "node_modules", ".venv", "venv"}
+
+Reader = Callable[[Path], list[Task]]
+
+
+def _optional_reader(module: str, name: str) -> Reader | None:
+    try:
+        mod = __import__(f"assay.task.formats.{module}", fromlist=[name])
+    except ModuleNotFoundError:
+        return None
+    return getattr(mod, name)
+
+
+def _json_has_rubrics(path: Path) -> bool | None:
+    """True for OneMillion-Bench task files; None for JSON that is not a task; raise on bad JSON."""
+    from assay.task.formats.yamlio import load_json
+
+    data = load_json(path)
+    items = data if isinstance(data, list) else [data]
+    return any(isinstance(it, dict) and ("rubrics" in it or "Rubrics" in it) for it in items) or None
+
+
+def _md_is_darebench(path: Path) -> bool:
+    try:
+        with open(path, encoding="utf-8") as f:
+            head = f.read(8192)
+    except (OSError, UnicodeDecodeError):
+        return False
+    if not head.startswith("---"):
+        return False
+    end = head.find("\n---", 3)
+    front = head[3:end] if end != -1 else head
+    return any(line.split(":", 1)[0].strip() == "grading_type" for line in front.splitlines())
+
+
+def _jsonl_is_healthbench(path: Path) -> bool:
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                if line.strip():
+                    row = json.loads(line)
+                    return isinstance(row, dict) and isinstance(row.get("rubrics"), list) and any(
+                        isinstance(r, dict) and "criterion" in r and "points" in r for r in row["rubrics"])
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InputError(path, None, f"does not parse as JSON Lines: {e}") from None
+    return False
+
+
+def _read(kind: str, path: Path) -> list[Task]:
+    if kind == "native":
+        return [read_native(path)]
+    readers = {
+        "fdegym": ("fdegym", "read_case"),
+        "darebench": ("darebench", "read_darebench"),
+        "omb": ("omb", "read_omb"),
+        "healthbench": ("healthbench", "read_healthbench"),
+    }
+    module, fn = readers[kind]
+    reader = _optional_reader(module, fn)
+    if reader is None:
+        raise InputError(path, None, f"{kind} files are recognised but this version of assay cannot read them yet")
+    return reader(path)
+
+
+def classify(path: Path) -> str | None:
+    if path.is_dir():
+        if (path / "task.yaml").is_file():
+            return "native"
+        if (path / "engagement.json").is_file():
+            return "fdegym"
+        return None
+    suffix = path.suffix.lower()
+    if suffix == ".md" and _md_is_darebench(path):
+        return "darebench"
+    if suffix == ".json" and path.name not in {"engagement.json", "npcs.json", "truth.json", "variants.json"}:
+        return "omb" if _json_has_rubrics(path) else None
+    if suffix == ".jsonl" and _jsonl_is_healthbench(path):
+        return "healthbench"
+    return None
+
+
+def _walk(root: Path) -> Iterable[tuple[str, Path]]:
+    kind = classify(root)
+    if kind is not None:
+        yield kind, root
+        return
+    if not root.is_dir():
+        return
+    for dirpath, dirnames, filenames in os.walk(root):
+        here = Path(dirpath)
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.startswith("."))
+        keep = []
+        for d in dirnames:
+            sub = here / d
+            k = classify(sub)
+            if k is not None:
+                yield k, sub
+            else:
+                keep.append(d)
+        dirnames[:] = keep
+        for name in sorted(filenames):
+            fp = here / name
+            k = classify(fp)
+            if k is not None:
+                yield k, fp
+
+
+def discover(paths: Iterable[str | Path]) -> list[Task]:
+    """Every task under the given paths, in a stable order; refuses empty paths and duplicate ids."""
+    tasks: list[Task] = []
+    seen: dict[str, str] = {}
+    for raw in paths:
+        root = Path(raw)
+        if not root.exists():
+            raise InputError(root, None, "no such file or folder")
+        found = list(_walk(root))
+        if not found:
+            raise InputError(root, None, f"no tasks found in {root}")
+        for kind, path in found:
+            for task in _read(kind, path):
+                if task.id in seen:
+                    raise InputError(path, "id", f"duplicate task id {task.id!r} (also in {seen[task.id]})")
+                seen[task.id] = str(path)
+                tasks.append(task)
+    return tasks
+
+
+def select(tasks: list[Task], ids: list[str]) -> list[Task]:
+    """`--task ID`: the task with that id, or every task whose id starts with `ID/`."""
+    if not ids:
+        return tasks
+    chosen: list[Task] = []
+    for want in ids:
+        hits = [t for t in tasks if t.id == want or t.id.startswith(want.rstrip("/") + "/")]
+        if not hits:
+            raise InputError(None, "--task", f"no task with id {want!r}")
+        chosen.extend(t for t in hits if t not in chosen)
+    return chosen

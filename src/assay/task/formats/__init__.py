@@ -1,0 +1,1 @@
+"""Readers: the native format and the upstream ones, each into the one Task model."""

@@ -1,0 +1,237 @@
+"""The task model: one pydantic model that every on-disk format is read into.
+
+A task's kinds (rubric, scenario, contract) are features of this one model, not separate
+classes: a scenario may also carry a rubric, any task may carry a value.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+LEVELS = ("L0", "L1", "L2", "L3")
+MODALITIES = ("text", "multimodal")
+EXECUTIONS = ("single-step", "multi-step", "multi-step-with-tools")
+TOOL_NAMES = ("run_command", "read_file", "write_file", "edit_file", "list_files")
+CAPABILITY_TAGS = ("FI", "AR", "IF", "SF")
+CURRENCIES = ("USD", "CNY", "EUR", "GBP", "JPY")
+
+Kind = Literal["rubric", "scenario", "contract"]
+Modality = Literal["text", "multimodal"]
+Execution = Literal["single-step", "multi-step", "multi-step-with-tools"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=False)
+
+
+class Value(_Strict):
+    """Economic value of a task: an amount, or expert hours x wage x benefits multiplier."""
+
+    amount: float | None = None
+    currency: str = "USD"
+    hours: float | None = None
+    wage: float | None = None
+    benefits_multiplier: float = 1.0
+    wage_source: str | None = None
+
+    @model_validator(mode="after")
+    def _derive(self) -> Value:
+        if self.currency not in CURRENCIES:
+            raise ValueError(f"unknown currency {self.currency!r} (known: {', '.join(CURRENCIES)})")
+        if self.amount is None:
+            if self.hours is None or self.wage is None:
+                raise ValueError("give either amount, or hours and wage")
+            if self.hours < 0 or self.wage < 0 or self.benefits_multiplier <= 0:
+                raise ValueError("hours, wage and benefits_multiplier must not be negative")
+            self.amount = self.hours * self.wage * self.benefits_multiplier
+        if self.amount < 0:
+            raise ValueError(f"negative amount {self.amount}")
+        return self
+
+
+class Budget(_Strict):
+    """The task's own limits; the smaller of these and the run's options wins."""
+
+    minutes: float | None = None
+    turns: int | None = None
+    usd: float | None = None
+
+    @model_validator(mode="after")
+    def _non_negative(self) -> Budget:
+        for name in ("minutes", "turns", "usd"):
+            v = getattr(self, name)
+            if v is not None and v < 0:
+                raise ValueError(f"{name} must not be negative (got {v})")
+        return self
+
+
+class WorkspaceFile(_Strict):
+    """One entry of the initial workspace: copied from `source` or written from `content`."""
+
+    path: str
+    source: Path | None = None
+    content: str | None = None
+
+
+PredicateName = Literal["exists", "non_empty", "regex", "json", "csv", "number", "image", "python"]
+
+
+class Predicate(_Strict):
+    """One (path, validity predicate) pair of an artifact contract."""
+
+    path: str
+    predicate: PredicateName = "exists"
+    pattern: str | None = None
+    flags: str | None = None
+    json_schema: dict[str, Any] | None = Field(default=None, alias="schema")
+    value: float | None = None
+    tolerance: float = 0.0
+    relative: bool = False
+    columns: list[str] | None = None
+    min_rows: int | None = None
+    max_rows: int | None = None
+    format: str | None = None
+    min_width: int | None = None
+    max_width: int | None = None
+    min_height: int | None = None
+    max_height: int | None = None
+    function: str | None = None
+    required: bool = True
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class MachineCheck(_Strict):
+    """A deterministic test of an answer; `met` when every given condition holds."""
+
+    regex: str | list[str] | None = None
+    not_regex: str | list[str] | None = None
+    number: float | None = None
+    tolerance: float = 0.0
+    relative: bool = False
+    number_pattern: str | None = None
+    headings: list[str] | None = None
+    min_chars: int | None = None
+    max_chars: int | None = None
+    min_words: int | None = None
+    max_words: int | None = None
+    ignore_case: bool = True
+
+
+class RubricItem(_Strict):
+    """An atomic rubric item: a weight (negative = penalty when `met`), a tag, maybe a check."""
+
+    id: str
+    text: str
+    weight: float
+    tag: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    check: MachineCheck | None = None
+    human_labels: dict[str, bool] = Field(default_factory=dict)
+
+
+class Rubric(_Strict):
+    items: list[RubricItem]
+    scoring: Literal["clipped", "unclipped_mean"] = "clipped"
+
+
+class GradingSpec(_Strict):
+    """How a contract task's work is scored beyond its artifact contract."""
+
+    type: Literal["automated", "judge", "hybrid"] = "automated"
+    weight_automated: float = 0.5
+    weight_judge: float = 0.5
+    checks_file: Path | None = None
+    checks_code: str | None = None
+    checks_style: Literal["native", "darebench"] = "native"
+    judge_rubric: str | None = None
+    expected_behavior: str | None = None
+    criteria: list[str] = Field(default_factory=list)
+
+
+class PolicySpec(_Strict):
+    """A deterministic policy shipped with a task: an answer, artifacts to copy, or a script."""
+
+    answer: str | None = None
+    artifacts: Path | None = None
+    script: Path | None = None
+
+
+class Task(BaseModel):
+    """A task in any format, normalised. `content_hash` identifies its exact content."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    schema_version: int = 1
+    id: str
+    title: str = ""
+    domain: str | None = None
+    subdomain: str | None = None
+    subset: str | None = None
+    language: str = "en"
+    source: str = "native"
+    origin: str = ""
+    prompt: str | None = None
+    briefs: dict[str, str] = Field(default_factory=dict)
+    system_prompt: str | None = None
+    messages: list[dict[str, Any]] | None = None
+    images: list[Path] = Field(default_factory=list)
+    workspace: list[WorkspaceFile] = Field(default_factory=list)
+    tools: list[str] = Field(default_factory=list)
+    search: Literal["none", "corpus", "live"] = "none"
+    corpus: Path | None = None
+    answer_path: str | None = None
+    contract: list[Predicate] = Field(default_factory=list)
+    rubric: Rubric | None = None
+    grading: GradingSpec | None = None
+    scenario: dict[str, Any] | None = None
+    budget: Budget = Field(default_factory=Budget)
+    value: Value | None = None
+    modality: Modality = "text"
+    execution: Execution = "multi-step-with-tools"
+    threshold: float | None = None
+    policies: dict[str, PolicySpec] = Field(default_factory=dict)
+    requirements: list[str] = Field(default_factory=list)
+    tags: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    content_hash: str = ""
+
+    @property
+    def kinds(self) -> list[str]:
+        kinds: list[str] = []
+        if self.rubric is not None:
+            kinds.append("rubric")
+        if self.scenario is not None:
+            kinds.append("scenario")
+        if self.contract or self.grading is not None:
+            kinds.append("contract")
+        return kinds
+
+    @property
+    def primary_kind(self) -> str:
+        """The kind that scores the task: the first of scenario, contract, rubric it has."""
+        for kind in ("scenario", "contract", "rubric"):
+            if kind in self.kinds:
+                return kind
+        return "contract"
+
+    @property
+    def levels(self) -> list[str]:
+        return [lv for lv in LEVELS if lv in self.briefs]
+
+    @property
+    def agentic(self) -> bool:
+        return bool(self.tools)
+
+    def brief(self, level: str | None) -> str:
+        if level is not None:
+            return self.briefs[level]
+        return self.prompt or ""
+
+    def pass_threshold(self) -> float:
+        if self.threshold is not None:
+            return self.threshold
+        return 0.8 if self.primary_kind == "scenario" else 0.7

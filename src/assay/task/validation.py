@@ -1,0 +1,110 @@
+"""Validation rules shared by every task format (SPEC.md "Task validation").
+
+Readers call these after building a Task so that one rule means one message, whatever
+format the task came in.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path, PurePosixPath
+
+from pydantic import ValidationError
+
+from assay.errors import InputError
+from assay.task.model import CAPABILITY_TAGS, LEVELS, Task
+
+# Upstream full names (OneMillion-Bench's rubricLabel, in English and Chinese) -> short tags.
+TAG_ALIASES: dict[str, str] = {
+    "fi": "FI", "factual information": "FI", "factual": "FI", "事实信息": "FI", "事实": "FI",
+    "ar": "AR", "analytical reasoning": "AR", "reasoning": "AR", "分析推理": "AR", "推理": "AR",
+    "if": "IF", "instructions following": "IF", "instruction following": "IF", "指令遵循": "IF",
+    "sf": "SF", "structure and formatting": "SF", "structure & formatting": "SF",
+    "structure and format": "SF", "格式": "SF", "结构与格式": "SF", "结构和格式": "SF",
+}
+PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+
+
+def normalise_tag(file: Path | str, field: str, tag: str) -> str:
+    key = tag.strip().lower()
+    if key in TAG_ALIASES:
+        return TAG_ALIASES[key]
+    if tag.strip().upper() in CAPABILITY_TAGS:
+        return tag.strip().upper()
+    raise InputError(file, field, f"unknown capability tag {tag!r} (expected FI, AR, IF, SF or their full names)")
+
+
+def check_relative_path(file: Path | str, field: str, path: str) -> None:
+    """Refuse a workspace path that is absolute or climbs out with '..'."""
+    if not path or not path.strip():
+        raise InputError(file, field, "empty path")
+    p = PurePosixPath(path.replace("\\", "/"))
+    if p.is_absolute() or re.match(r"^[A-Za-z]:", path):
+        raise InputError(file, field, f"path {path!r} is absolute; it must stay inside the workspace")
+    if ".." in p.parts:
+        raise InputError(file, field, f"path {path!r} escapes the workspace ('..')")
+
+
+def pydantic_to_input_error(file: Path | str, err: ValidationError, prefix: str = "") -> InputError:
+    first = err.errors()[0]
+    loc = ".".join(str(x) for x in first.get("loc", ()) if x != "__root__")
+    field = f"{prefix}.{loc}".strip(".") if prefix else loc
+    msg = first.get("msg", "invalid")
+    if first.get("type") == "extra_forbidden":
+        msg = "unknown field"
+    msg = msg.removeprefix("Value error, ")
+    return InputError(file, field or None, msg)
+
+
+def validate_task(task: Task, file: Path | str, *, weight_range: tuple[float, float] | None = (-20, 10),
+                  capability_tags: bool = True) -> None:
+    """Apply the format-independent rules to a normalised task."""
+    if not (task.prompt and task.prompt.strip()) and not task.briefs and not task.messages:
+        raise InputError(file, "prompt", "missing brief/prompt")
+    for level, text in task.briefs.items():
+        if level not in LEVELS:
+            raise InputError(file, f"briefs.{level}", f"unknown level {level!r} (expected L0..L3)")
+        if not text.strip():
+            raise InputError(file, f"briefs.{level}", "empty brief")
+    if task.briefs:
+        for need in ("L0", "L3"):
+            if need not in task.briefs:
+                raise InputError(file, f"briefs.{need}", f"missing required level brief {need}")
+    for where, text in [("prompt", task.prompt or ""), *[(f"briefs.{k}", v) for k, v in task.briefs.items()]]:
+        m = PLACEHOLDER.search(text)
+        if m:
+            raise InputError(file, where, f"unfilled placeholder {{{{{m.group(1)}}}}}")
+    for i, wf in enumerate(task.workspace):
+        if wf.path not in (".", ""):
+            check_relative_path(file, f"workspace[{i}].path", wf.path)
+    for i, pred in enumerate(task.contract):
+        check_relative_path(file, f"contract[{i}].path", pred.path)
+    if task.answer_path is not None:
+        check_relative_path(file, "answer_path", task.answer_path)
+    if task.rubric is not None:
+        items = task.rubric.items
+        seen: set[str] = set()
+        for i, item in enumerate(items):
+            field = f"rubric.items[{i}].weight"
+            if not isinstance(item.weight, (int, float)) or item.weight != item.weight:
+                raise InputError(file, field, "weight is not a number")
+            if item.weight == 0:
+                raise InputError(file, field, "weight is zero")
+            if weight_range is not None and not (weight_range[0] <= item.weight <= weight_range[1]):
+                raise InputError(file, field,
+                                 f"weight {item.weight:g} outside [{weight_range[0]:g}, {weight_range[1]:g}]")
+            if capability_tags:
+                if item.tag is None:
+                    raise InputError(file, f"rubric.items[{i}].tag", "missing capability tag (FI, AR, IF, SF)")
+                item.tag = normalise_tag(file, f"rubric.items[{i}].tag", item.tag)
+            if item.id in seen:
+                raise InputError(file, f"rubric.items[{i}].id", f"duplicate item id {item.id!r}")
+            seen.add(item.id)
+        if not any(it.weight > 0 for it in items):
+            raise InputError(file, "rubric.items", "rubric has no positive weight")
+    if task.grading is not None:
+        g = task.grading
+        if g.weight_automated < 0 or g.weight_judge < 0:
+            raise InputError(file, "grading.weights", "weights must not be negative")
+    if task.threshold is not None and not (0 <= task.threshold <= 1):
+        raise InputError(file, "threshold", "threshold must be within [0, 1]")

@@ -1,0 +1,400 @@
+"""Containment tests for the sandbox: each escape attempt must fail safely.
+
+Most checks run real commands in bubblewrap; they are skipped only when bwrap is absent.
+Checks about the dedicated host uid need the harness to run as root, as it does in CI.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from assay.env import fs
+from assay.env.sandbox import (
+    UID_BASE,
+    CommandResult,
+    Limits,
+    Sandbox,
+    allocate_uid,
+    bwrap_available,
+    release_uid,
+    uid_processes,
+)
+from assay.errors import HarnessError
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) not installed")
+IS_ROOT = os.geteuid() == 0
+needs_root = pytest.mark.skipif(not IS_ROOT, reason="dedicated sandbox uids need a root harness")
+SECRET = "TOPSECRET-4f1c9"
+
+
+@pytest.fixture
+def base() -> Iterator[Path]:
+    """A parent for workspaces that the sandbox uid can traverse (0711), as the harness makes it."""
+    d = Path(tempfile.mkdtemp(prefix="assay-sbx-test-"))
+    os.chmod(d, 0o711)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def outside() -> Iterator[Path]:
+    """A world-readable host directory outside the workspace, holding a secret."""
+    d = Path(tempfile.mkdtemp(prefix="assay-outside-"))
+    os.chmod(d, 0o755)
+    (d / "secret.txt").write_text(SECRET + "\n")
+    os.chmod(d / "secret.txt", 0o644)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def _make(base: Path, name: str = "ws", **kw: object) -> Sandbox:
+    ws = base / name
+    ws.mkdir()
+    sb = Sandbox(ws, **kw)  # type: ignore[arg-type]
+    sb.prepare()
+    return sb
+
+
+@pytest.fixture
+async def sb(base: Path) -> AsyncIterator[Sandbox]:
+    s = _make(base)
+    yield s
+    await s.close()
+
+
+@pytest.fixture
+async def unsafe(base: Path) -> AsyncIterator[Sandbox]:
+    s = _make(base, "ws-unsafe", isolated=False)
+    yield s
+    await s.close()
+
+
+def test_bwrap_available() -> None:
+    assert bwrap_available() is True
+
+
+async def test_basic_run_cwd_stdin_and_result(sb: Sandbox) -> None:
+    (sb.workspace / "sub").mkdir()
+    sb.prepare()
+    r = await sb.run("pwd; id -un; cat; exit 3", cwd="sub", stdin=b"hello from stdin\n")
+    assert isinstance(r, CommandResult)
+    assert r.exit_code == 3 and not r.timed_out and not r.output_truncated
+    assert r.output.splitlines() == ["/workspace/sub", "agent", "hello from stdin"]
+    r = await sb.run(["python3", "-c", "import sys; print(sys.executable, sys.version_info[:2])"])
+    assert r.output.strip() == "/usr/bin/python3 (3, 11)", r.output
+    assert sb.inside_root == "/workspace"
+
+
+async def test_cwd_cannot_escape(sb: Sandbox, outside: Path) -> None:
+    for bad in ["..", "../..", "/", str(outside), "sub/../.."]:
+        with pytest.raises(ValueError):
+            await sb.run("true", cwd=bad)
+    os.symlink(outside, sb.workspace / "out")
+    with pytest.raises(fs.PathError):
+        await sb.run("true", cwd="out")
+
+
+@needs_root
+async def test_workspace_owned_by_dedicated_uid(sb: Sandbox, outside: Path) -> None:
+    assert sb.uid >= UID_BASE
+    (sb.workspace / "d").mkdir()
+    (sb.workspace / "d" / "f.txt").write_text("x")
+    os.symlink(outside / "secret.txt", sb.workspace / "link")
+    os.link(outside / "secret.txt", sb.workspace / "hard")  # a hard link to a host file
+    sb.prepare()
+    st = os.stat(sb.workspace)
+    assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (sb.uid, sb.uid, 0o700)
+    assert os.stat(sb.workspace / "d" / "f.txt").st_uid == sb.uid
+    assert os.lstat(sb.workspace / "link").st_uid == sb.uid
+    # Neither the symlink target nor the hard-linked host file was handed over.
+    assert os.stat(outside / "secret.txt").st_uid == 0
+    r = await sb.run("id -u; touch made-inside")
+    assert r.exit_code == 0 and r.output.strip() == "1000"
+    assert os.stat(sb.workspace / "made-inside").st_uid == sb.uid
+    assert not uid_processes(sb.uid)
+
+
+@needs_root
+def test_prepare_refuses_unreachable_workspace(base: Path) -> None:
+    hidden = base / "hidden"
+    hidden.mkdir(mode=0o700)
+    (hidden / "ws").mkdir()
+    s = Sandbox(hidden / "ws")
+    with pytest.raises(HarnessError, match="not reachable"):
+        s.prepare()
+    release_uid(s.uid)
+
+
+async def test_cannot_read_outside(sb: Sandbox, outside: Path) -> None:
+    secret = outside / "secret.txt"
+    depth = "../" * 12
+    r = await sb.run(f"cat {secret}; cat {depth}{str(secret).lstrip('/')}; ls /root; ls {outside}")
+    assert SECRET not in r.output
+    assert "No such file" in r.output
+    r = await sb.run("ls /; ls /tmp; cat /etc/shadow; ls /home /root /run", timeout_s=10)
+    assert SECRET not in r.output
+    assert "shadow" not in r.output.replace("cat: /etc/shadow: No such file or directory", "")
+
+
+async def test_symlink_made_inside_does_not_leak(sb: Sandbox, outside: Path) -> None:
+    secret = outside / "secret.txt"
+    r = await sb.run(f"ln -s {secret} link; ln -s / rootlink; ln -s ../../../../ up; "
+                     f"cat link; cat rootlink{secret}; cat up{secret}; echo done")
+    assert r.output.rstrip().endswith("done")
+    assert SECRET not in r.output
+    # The harness (root, no namespace) must not follow them either.
+    for rel in ["link", f"rootlink{secret}", f"up{secret}", f"up{outside}/new.txt"]:
+        with pytest.raises(fs.PathError):
+            fs.read_file(sb.workspace, rel)
+        with pytest.raises(fs.PathError):
+            fs.write_file(sb.workspace, rel, "pwned")
+    with pytest.raises(fs.PathError):
+        fs.edit_file(sb.workspace, "link", SECRET, "pwned")
+    listing = fs.list_files(sb.workspace)
+    assert f"link -> {secret}" in listing and "rootlink -> /" in listing
+    assert SECRET not in listing
+    assert secret.read_text() == SECRET + "\n"
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
+
+
+async def test_cannot_write_outside(sb: Sandbox, outside: Path) -> None:
+    secret = outside / "secret.txt"
+    r = await sb.run(f"echo pwned > {secret}; mkdir -p {outside} && echo pwned > {outside}/new.txt; "
+                     f"echo pwned > ../escape.txt; echo pwned > /escape.txt; echo end")
+    assert r.output.rstrip().endswith("end")
+    assert secret.read_text() == SECRET + "\n"
+    assert not (outside / "new.txt").exists()
+    assert not (sb.workspace.parent / "escape.txt").exists()
+    assert not Path("/escape.txt").exists()
+
+
+async def test_usr_is_read_only(sb: Sandbox) -> None:
+    r = await sb.run("touch /usr/assay-probe; echo x >> /usr/bin/python3; "
+                     "mount -o remount,rw /usr; touch /usr/assay-probe2; echo end")
+    assert "Read-only file system" in r.output or "Permission denied" in r.output
+    assert not Path("/usr/assay-probe").exists() and not Path("/usr/assay-probe2").exists()
+    # Host tools under /usr/local are hidden.
+    r = await sb.run("ls -A /usr/local | wc -l; command -v docker || echo no-docker")
+    assert r.output.split() == ["0", "no-docker"]
+
+
+async def test_no_host_network(sb: Sandbox) -> None:
+    hits = 0
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal hits
+        hits += 1
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        # Control: the listener is really there for host processes.
+        _r, w = await asyncio.open_connection("127.0.0.1", port)
+        w.close()
+        await asyncio.sleep(0.05)
+        assert hits == 1
+        code = ("import socket\n"
+                f"try:\n socket.create_connection(('127.0.0.1', {port}), timeout=3); print('CONNECTED')\n"
+                "except OSError as e: print('refused', e)\n"
+                "try:\n socket.getaddrinfo('example.com', 80); print('RESOLVED')\n"
+                "except OSError as e: print('dns failed', e)\n"
+                "try:\n socket.create_connection(('1.1.1.1', 53), timeout=3); print('INTERNET')\n"
+                "except OSError as e: print('no route', e)\n")
+        r = await sb.run(["python3", "-c", code], timeout_s=20)
+        assert "refused" in r.output and "dns failed" in r.output and "no route" in r.output, r.output
+        assert "CONNECTED" not in r.output and "RESOLVED" not in r.output and "INTERNET" not in r.output
+        assert hits == 1
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+async def test_host_processes_invisible(sb: Sandbox) -> None:
+    r = await sb.run("ls /proc | grep -E '^[0-9]+$' | wc -l; cat /proc/[0-9]*/cmdline | tr '\\0' ' '")
+    lines = r.output.splitlines()
+    assert int(lines[0]) <= 4, r.output
+    assert "pytest" not in r.output
+    assert str(sb.workspace) not in r.output  # bwrap's options are not on pid 1's command line
+
+
+async def test_host_environment_does_not_leak(base: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ASSAY_TEST_SECRET_TOKEN", "sk-do-not-leak-123")
+    for isolated in (True, False):
+        s = _make(base, f"ws-env-{isolated}", isolated=isolated, env={"TASK_VAR": "given"})
+        try:
+            r = await s.run("env")
+        finally:
+            await s.close()
+        assert "sk-do-not-leak" not in r.output and "ASSAY_TEST_SECRET_TOKEN" not in r.output
+        assert "TASK_VAR=given" in r.output
+        assert f"HOME={s.inside_root}" in r.output
+        names = {line.split("=", 1)[0] for line in r.output.splitlines()}
+        assert names <= {"PATH", "HOME", "LANG", "TASK_VAR", "PWD", "SHLVL", "_"}, names
+
+
+async def test_ro_bind(base: Path) -> None:
+    sock_dir = base / "sockdir"
+    sock_dir.mkdir(mode=0o755)
+    (sock_dir / "info").write_text("shared")
+    os.chmod(sock_dir / "info", 0o644)
+    s = _make(base, ro_binds=[(sock_dir, "/run/assay")])
+    try:
+        r = await s.run("cat /run/assay/info; echo; touch /run/assay/x && echo WROTE")
+    finally:
+        await s.close()
+    assert r.output.startswith("shared") and "WROTE" not in r.output
+    assert not (sock_dir / "x").exists()
+    with pytest.raises(ValueError):
+        Sandbox(base / "ws", ro_binds=[(sock_dir, "/workspace/x")])
+
+
+@needs_root
+@pytest.mark.parametrize("isolated", [True, False])
+async def test_no_process_left_behind(base: Path, isolated: bool) -> None:
+    s = _make(base, isolated=isolated)
+    try:
+        t0 = time.monotonic()
+        r = await s.run("setsid nohup sleep 1000 >/dev/null 2>&1 & nohup sleep 1001 & "
+                        "(setsid sleep 1002 &) ; echo started")
+        assert r.exit_code == 0 and "started" in r.output
+        assert time.monotonic() - t0 < 3  # a child holding stdout does not make run() hang
+        assert uid_processes(s.uid) == []
+        r = await s.run("setsid sleep 1000 >/dev/null 2>&1 < /dev/null & disown; sleep 30", timeout_s=1)
+        assert r.timed_out
+        assert uid_processes(s.uid) == []
+    finally:
+        await s.close()
+    assert uid_processes(s.uid) == []
+
+
+@needs_root
+async def test_close_kills_running_command(base: Path) -> None:
+    s = _make(base)
+    task = asyncio.create_task(s.run("sleep 100 & sleep 100"))
+    await asyncio.sleep(0.5)
+    assert uid_processes(s.uid)
+    t0 = time.monotonic()
+    await s.close()
+    r = await asyncio.wait_for(task, 5)
+    assert time.monotonic() - t0 < 3
+    assert r.exit_code != 0
+    assert uid_processes(s.uid) == []
+    await s.close()  # idempotent
+    with pytest.raises(RuntimeError):
+        await s.run("true")
+
+
+@needs_root
+async def test_setuid_file_is_not_setuid_root(sb: Sandbox) -> None:
+    r = await sb.run("cp /usr/bin/id ./myid && chmod 4755 ./myid; chown 0:0 ./myid; ls -ln myid; echo end")
+    assert "end" in r.output
+    st = os.stat(sb.workspace / "myid")
+    assert st.st_uid == sb.uid != 0
+    assert not (st.st_mode & stat.S_ISUID and st.st_uid == 0)
+    # And the harness, writing as root, never leaves a setuid bit on what it writes.
+    fs.write_file(sb.workspace, "myid", "#!/bin/sh\n")
+    st = os.stat(sb.workspace / "myid")
+    assert not st.st_mode & (stat.S_ISUID | stat.S_ISGID)
+
+
+async def test_memory_limit(sb: Sandbox) -> None:
+    r = await sb.run(["python3", "-c", "b = bytearray(6 * 1024**3); print('ALLOCATED')"], timeout_s=30)
+    assert r.exit_code != 0 and "ALLOCATED" not in r.output
+    assert "MemoryError" in r.output
+
+
+async def test_file_size_limit(base: Path) -> None:
+    s = _make(base, limits=Limits(file_size_bytes=1024 * 1024))
+    try:
+        r = await s.run("head -c 3000000 /dev/zero > big; echo rc=$?")
+    finally:
+        await s.close()
+    assert "rc=0" not in r.output
+    assert (s.workspace / "big").stat().st_size <= 1024 * 1024
+
+
+@needs_root
+async def test_nproc_limit(base: Path) -> None:
+    s = _make(base, limits=Limits(nproc=30))
+    code = ("import os, time\n"
+            "for i in range(200):\n"
+            "    if os.fork() == 0:\n"
+            "        time.sleep(5); os._exit(0)\n"
+            "print('FORKED ALL')\n")
+    try:
+        r = await s.run(["python3", "-c", code], timeout_s=20)
+    finally:
+        await s.close()
+    assert "FORKED ALL" not in r.output and "BlockingIOError" in r.output
+
+
+async def test_output_flood(sb: Sandbox) -> None:
+    t0 = time.monotonic()
+    r = await sb.run("yes | head -c 50000000; echo rc=$?", timeout_s=30)
+    assert time.monotonic() - t0 < 10
+    assert r.exit_code == 0 and r.output_truncated
+    assert len(r.output) <= sb.limits.capture_bytes and len(r.output.encode()) <= sb.limits.capture_bytes
+    # An endless flood is stopped by the timeout without blocking or hoarding memory.
+    r = await sb.run("yes", timeout_s=1)
+    assert r.timed_out and r.output_truncated and len(r.output) <= sb.limits.capture_bytes
+
+
+async def test_timeout_kills_children(sb: Sandbox) -> None:
+    t0 = time.monotonic()
+    r = await sb.run("sleep 30 & (setsid sleep 31 &); sleep 32", timeout_s=1)
+    assert r.timed_out and r.exit_code is None
+    assert time.monotonic() - t0 < 2.5
+    assert 1 <= r.duration_s < 2.5
+    if IS_ROOT:
+        assert uid_processes(sb.uid) == []
+    r = await sb.run("echo still works")
+    assert r.output == "still works\n"
+
+
+@pytest.mark.parametrize("isolated", [True, False])
+async def test_kill_all_inside_spares_harness(base: Path, isolated: bool) -> None:
+    if not isolated and not IS_ROOT:
+        pytest.skip("unisolated kill -1 as our own uid would kill the test runner")
+    s = _make(base, isolated=isolated)
+    canary = subprocess.Popen(["sleep", "60"])  # a host process (root) that must survive too
+    try:
+        r = await s.run("sleep 100 & kill -9 -1; echo survived", timeout_s=10)
+        assert not r.timed_out
+        assert canary.poll() is None
+        os.kill(os.getpid(), 0)
+        r = await s.run("echo next command works")
+        assert r.exit_code == 0 and r.output == "next command works\n"
+    finally:
+        canary.kill()
+        canary.wait()
+        await s.close()
+
+
+@needs_root
+def test_allocate_uid_unique_across_processes() -> None:
+    here = allocate_uid()
+    code = ("import sys\nfrom assay.env.sandbox import allocate_uid\n"
+            "print(' '.join(str(allocate_uid()) for _ in range(15)), flush=True)\nsys.stdin.read()\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True, env=env) for _ in range(3)]
+    try:
+        got = [here] + [int(x) for p in procs for x in p.stdout.readline().split()]  # type: ignore[union-attr]
+    finally:
+        for p in procs:
+            p.communicate("")
+    assert len(got) == 46 and len(set(got)) == 46
+    assert all(u >= UID_BASE for u in got)
+    release_uid(here)

@@ -1,0 +1,553 @@
+"""Tests of assay.store on SQLite and (when its binaries exist) a throwaway PostgreSQL server."""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import create_engine, inspect, text
+
+from assay.record import Event, RunKey, RunRecord
+from assay.store import Store, default_store_url, open_store
+from assay.store.models import Base
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+INITDB = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+
+
+# --- helpers -----------------------------------------------------------------------------
+
+
+def make_record(
+    task: str = "t1",
+    *,
+    campaign: str = "camp",
+    agent: str = "agent-a",
+    level: str | None = None,
+    epoch: int = 0,
+    attempt: int = 1,
+    status: str = "done",
+    end_reason: str = "finished",
+    run_id: str | None = None,
+    score: float | None = 0.75,
+) -> RunRecord:
+    return RunRecord(
+        run_id=run_id or uuid.uuid4().hex,
+        key=RunKey(
+            campaign=campaign,
+            task_id=task,
+            task_hash="sha-" + task,
+            agent=agent,
+            level=level,
+            epoch=epoch,
+            options_hash="opt",
+        ),
+        attempt=attempt,
+        kinds=["deliverable"],
+        harness_version="assay-harness/test",
+        model="m-1",
+        prices={"input": 1.0, "output": 2.0},
+        status=status,
+        end_reason=end_reason,
+        void_reason="boom" if status == "void" else None,
+        score=score,
+        passed=None if score is None else score >= 0.7,
+        value={"USD": 120.0},
+        grade={"criteria": [{"id": "c1", "awarded": 3}], "audit": {"flags": [], "removed": 0}},
+        final_message="done — ünïcode ✓",
+        turns=3,
+        options={"temperature": 0},
+        task_meta={"sector": "law"},
+    )
+
+
+def make_events(n: int = 5) -> list[Event]:
+    kinds = ["system", "user", "assistant", "tool_call", "tool_result"]
+    return [
+        Event(
+            seq=i,
+            t=i * 0.25,
+            kind=kinds[i % len(kinds)],
+            data={"i": i, "text": f"msg {i} ✓", "nested": [1, {"a": None}]},
+        )
+        for i in range(n)
+    ]
+
+
+# --- backends ----------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _as_postgres(cmd: list[str]) -> list[str]:
+    return ["runuser", "-u", "postgres", "--", *cmd] if os.geteuid() == 0 else cmd
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[dict[str, Any]]:
+    """A private PostgreSQL server in a temp dir, killed by pid at the end of the session."""
+    if not INITDB:
+        pytest.skip("PostgreSQL binaries not installed (/usr/lib/postgresql/*/bin/initdb)")
+    bindir = Path(INITDB[-1]).parent
+    tmp = Path(tempfile.mkdtemp(prefix="assay-pg-"))
+    data = tmp / "data"
+    if os.geteuid() == 0:
+        shutil.chown(tmp, "postgres", "postgres")
+    port = _free_port()
+    subprocess.run(
+        _as_postgres(
+            [
+                str(bindir / "initdb"),
+                "-D",
+                str(data),
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--locale=C.UTF-8",
+            ]
+        ),
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(
+        _as_postgres(
+            [
+                str(bindir / "pg_ctl"),
+                "-D",
+                str(data),
+                "-l",
+                str(tmp / "log"),
+                "-w",
+                "-o",
+                f"-c listen_addresses=127.0.0.1 -p {port} -k {tmp} -c fsync=off",
+                "start",
+            ]
+        ),
+        check=True,
+        capture_output=True,
+    )
+    pid = int((data / "postmaster.pid").read_text().split()[0])
+    try:
+        yield {"host": "127.0.0.1", "port": port}
+    finally:
+        try:
+            os.kill(pid, signal.SIGINT)  # "fast" shutdown
+            for _ in range(100):
+                os.kill(pid, 0)
+                time.sleep(0.05)
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.fixture
+def pg_url(pg_server: dict[str, Any]) -> Iterator[str]:
+    name = "t_" + uuid.uuid4().hex[:12]
+    admin = create_engine(
+        f"postgresql+psycopg://postgres@{pg_server['host']}:{pg_server['port']}/postgres",
+        isolation_level="AUTOCOMMIT",
+    )
+    with admin.connect() as c:
+        c.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield f"postgresql+psycopg://postgres@{pg_server['host']}:{pg_server['port']}/{name}"
+    finally:
+        with admin.connect() as c:
+            c.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/.assay/assay.db"
+    return str(request.getfixturevalue("pg_url"))
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[Store]:
+    s = open_store(store_url)
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+# --- API ---------------------------------------------------------------------------------
+
+
+def test_round_trip(store: Store) -> None:
+    rec = make_record(level="L2")
+    evs = make_events(7)
+    store.save_run(rec, evs)
+    got = store.get_run(rec.run_id)
+    assert got == rec
+    assert store.events(rec.run_id) == evs
+    assert store.runs() == [rec]
+    assert store.runs("camp") == [rec]
+    assert store.runs("other") == []
+    assert store.all_attempts("camp") == [rec]
+    assert store.campaigns() == ["camp"]
+    assert store.get_run("nope-" + rec.run_id) is None
+    assert store.events("nope-" + rec.run_id) == []
+
+
+def test_run_without_events_and_empty_grade(store: Store) -> None:
+    rec = make_record().model_copy(update={"grade": {}})
+    store.save_run(rec, [])
+    assert store.get_run(rec.run_id) == rec
+    assert store.events(rec.run_id) == []
+
+
+def test_latest_attempt_semantics(store: Store) -> None:
+    void = make_record("t1", attempt=1, status="void", end_reason="api_error", score=None)
+    store.save_run(void, make_events(2))
+    assert store.finished_digests("camp") == set()
+    assert store.attempts("camp") == {void.key.digest: 1}
+
+    redo = make_record("t1", attempt=2)
+    store.save_run(redo, make_events(3))
+    other = make_record("t0", attempt=1)
+    store.save_run(other, make_events(1))
+
+    assert [r.run_id for r in store.runs("camp")] == [other.run_id, redo.run_id]  # ordered by task_id
+    assert store.finished_digests("camp") == {redo.key.digest, other.key.digest}
+    assert store.attempts("camp") == {redo.key.digest: 2, other.key.digest: 1}
+    assert [(r.key.task_id, r.attempt) for r in store.all_attempts("camp")] == [
+        ("t0", 1),
+        ("t1", 1),
+        ("t1", 2),
+    ]
+    # the void attempt is still there with its own events
+    assert len(store.events(void.run_id)) == 2
+
+
+def test_runs_ordering_and_campaign_filter(store: Store) -> None:
+    recs = [
+        make_record("b", agent="x", level="L1", epoch=1),
+        make_record("a", agent="y", level=None, epoch=0),
+        make_record("a", agent="x", level="L2", epoch=0),
+        make_record("a", agent="x", level="L1", epoch=1),
+        make_record("a", agent="x", level="L1", epoch=0),
+        make_record("a", agent="x", level=None, epoch=0),
+        make_record("a", campaign="c2"),
+    ]
+    for r in recs:
+        store.save_run(r, make_events(1))
+    got = [(r.key.task_id, r.key.agent, r.key.level, r.key.epoch) for r in store.runs("camp")]
+    assert got == [
+        ("a", "x", None, 0),
+        ("a", "x", "L1", 0),
+        ("a", "x", "L1", 1),
+        ("a", "x", "L2", 0),
+        ("a", "y", None, 0),
+        ("b", "x", "L1", 1),
+    ]
+    assert len(store.runs()) == 7
+    assert store.campaigns() == ["camp", "c2"]
+    assert [r.key.campaign for r in store.runs("c2")] == ["c2"]
+    assert store.finished_digests("c2") == {recs[-1].key.digest}
+
+
+def test_atomic_on_unserialisable_event(store: Store) -> None:
+    rec = make_record()
+    bad = make_events(3) + [Event(seq=3, t=1.0, kind="harness", data={"obj": object()})]
+    with pytest.raises(TypeError):
+        store.save_run(rec, bad)
+    assert store.get_run(rec.run_id) is None
+    assert store.events(rec.run_id) == []
+    assert store.runs() == []
+    assert store.campaigns() == []
+
+
+def test_atomic_on_failure_inside_transaction(store: Store) -> None:
+    """The run row is inserted, then the events fail (duplicate seq): nothing must remain."""
+    rec = make_record()
+    dup = make_events(3) + [Event(seq=1, t=9.0, kind="error", data={})]
+    with pytest.raises(Exception, match="(?i)unique|duplicate"):
+        store.save_run(rec, dup)
+    assert store.get_run(rec.run_id) is None
+    assert store.events(rec.run_id) == []
+    assert store.finished_digests("camp") == set()
+    assert store.campaigns() == []
+    # the store stays usable, including for the same campaign
+    ok = make_record()
+    store.save_run(ok, make_events(2))
+    assert store.runs() == [ok]
+    assert store.campaigns() == ["camp"]
+
+
+def test_atomic_when_grade_insert_fails(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    import assay.store.db as db
+
+    real = db.grades_t
+
+    class Boom(RuntimeError):
+        pass
+
+    class FailingTable:
+        def insert(self) -> Any:
+            raise Boom("disk on fire")
+
+    monkeypatch.setattr(db, "grades_t", FailingTable())
+    rec = make_record()
+    with pytest.raises(Boom):
+        store.save_run(rec, make_events(4))
+    monkeypatch.setattr(db, "grades_t", real)
+    assert store.get_run(rec.run_id) is None
+    assert store.events(rec.run_id) == []
+
+
+def test_duplicate_run_id_rejected(store: Store) -> None:
+    rec = make_record()
+    store.save_run(rec, make_events(2))
+    with pytest.raises(Exception, match="(?i)unique|duplicate"):
+        store.save_run(rec, make_events(3))
+    assert len(store.events(rec.run_id)) == 2
+
+
+def test_prefix_lookup(store: Store) -> None:
+    a = make_record(run_id="abcdef123456")
+    b = make_record("t2", run_id="abcdef999999")
+    c = make_record("t3", run_id="a_c%ef000000")
+    for r in (a, b, c):
+        store.save_run(r, make_events(2))
+    assert store.get_run("abcdef1") == a
+    assert store.get_run("abcdef9") == b
+    assert store.get_run("abcdef123456") == a
+    assert store.get_run("abcde") is None  # too short for a prefix
+    assert store.get_run("zzzzzzz") is None
+    with pytest.raises(ValueError, match="ambiguous"):
+        store.get_run("abcdef")
+    assert store.get_run("a_c%ef") == c  # LIKE wildcards are escaped
+    assert store.get_run("aXcYef") is None
+    assert len(store.events("abcdef12")) == 2
+
+
+def test_cache(store: Store) -> None:
+    k = "0" * 64
+    assert store.cache_get(k) is None
+    store.cache_put(k, '{"verdict": "yes"}')
+    assert store.cache_get(k) == '{"verdict": "yes"}'
+    store.cache_put(k, "second")
+    assert store.cache_get(k) == "second"
+    store.cache_put("f" * 64, "x" * 100_000)
+    assert store.cache_get("f" * 64) == "x" * 100_000
+
+
+def test_migrations_idempotent(store_url: str) -> None:
+    s1 = open_store(store_url)
+    rec = make_record()
+    s1.save_run(rec, make_events(2))
+    s1.close()
+    s2 = open_store(store_url)
+    s2.migrate()  # explicit second upgrade is a no-op too
+    assert s2.get_run(rec.run_id) == rec
+    with s2.engine.connect() as c:
+        assert c.execute(text("select version_num from alembic_version")).scalars().all() == ["0001"]
+        names = set(inspect(c).get_table_names())
+    assert {"campaigns", "runs", "events", "grades", "judge_cache", "alembic_version"} <= names
+    s2.close()
+
+
+def test_concurrent_first_open(store_url: str) -> None:
+    """Several stores opening a fresh database at once: one migrates, the others wait."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def opener(_: int) -> list[str]:
+        with open_store(store_url) as s:
+            return s.campaigns()
+
+    with ThreadPoolExecutor(4) as pool:
+        assert list(pool.map(opener, range(4))) == [[]] * 4
+
+
+def test_migration_matches_models(store: Store) -> None:
+    from alembic.autogenerate import compare_metadata
+    from alembic.runtime.migration import MigrationContext
+
+    with store.engine.connect() as c:
+        diff = compare_metadata(MigrationContext.configure(c), Base.metadata)
+    assert diff == []
+
+
+# --- SQLite specifics --------------------------------------------------------------------
+
+
+def test_sqlite_pragmas_and_dir(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/deep/er/assay.db"
+    with open_store(url) as s:
+        assert s.url == url
+        assert s.dir == tmp_path / "deep" / "er"
+        assert (tmp_path / "deep" / "er" / "assay.db").exists()
+        with s.engine.connect() as c:
+            assert c.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+            assert c.exec_driver_sql("PRAGMA synchronous").scalar() == 1  # NORMAL
+            assert c.exec_driver_sql("PRAGMA busy_timeout").scalar() > 0
+            assert c.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+
+
+def test_default_store_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ASSAY_STORE", raising=False)
+    assert default_store_url(tmp_path) == f"sqlite:///{tmp_path.resolve()}/.assay/assay.db"
+    monkeypatch.chdir(tmp_path)
+    assert default_store_url() == f"sqlite:///{tmp_path.resolve()}/.assay/assay.db"
+    with open_store() as s:
+        assert s.dir == tmp_path.resolve() / ".assay"
+    monkeypatch.setenv("ASSAY_STORE", "postgresql+psycopg://u@h/db")
+    assert default_store_url(tmp_path) == "postgresql+psycopg://u@h/db"
+    monkeypatch.setenv("ASSAY_STORE", str(tmp_path / "x.db"))
+    assert default_store_url() == f"sqlite:///{tmp_path.resolve()}/x.db"
+
+
+def test_postgres_dir_is_cwd_assay(pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with open_store(pg_url) as s:
+        assert s.dir == tmp_path.resolve() / ".assay"
+
+
+def test_threads_share_a_store(tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    with open_store(f"sqlite:///{tmp_path}/a.db") as s:
+        recs = [make_record(f"t{i}") for i in range(200)]
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda r: s.save_run(r, make_events(3)), recs))
+        assert len(s.runs()) == 200
+
+
+def test_two_processes_write_concurrently(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/shared.db"
+    open_store(url).close()
+    script = textwrap.dedent(
+        f"""
+        import sys, uuid
+        sys.path.insert(0, {str(SRC)!r}); sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from test_store import make_record, make_events
+        from assay.store import open_store
+        s = open_store({url!r})
+        for i in range(150):
+            s.save_run(make_record(f"{{sys.argv[1]}}-{{i}}"), make_events(4))
+        """
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", script, tag]) for tag in ("p", "q")]
+    assert [p.wait(60) for p in procs] == [0, 0]
+    with open_store(url) as s:
+        assert len(s.runs()) == 300
+
+
+KILL_CHILD = """
+import random, sys, uuid
+sys.path.insert(0, {src!r})
+from assay.record import Event, RunKey, RunRecord
+from assay.store import open_store
+
+s = open_store({url!r})
+rng = random.Random({seed})
+i = 0
+if {self_kill}:
+    import os, signal
+    from sqlalchemy import event
+
+    @event.listens_for(s.engine, "after_cursor_execute")
+    def _die(conn, cursor, statement, params, context, executemany):
+        # die after the run row and its events are written, before the commit
+        if i == 7 and statement.startswith("INSERT INTO events"):
+            os.kill(os.getpid(), signal.SIGKILL)
+while True:
+    n = rng.randint(1, 80)
+    rec = RunRecord(
+        run_id=uuid.uuid4().hex,
+        key=RunKey(campaign="k", task_id=f"t{{i}}", task_hash="h", agent="a", level=None, epoch=0,
+                   options_hash="o"),
+        kinds=["x"], harness_version="v", status="done", end_reason="finished",
+        score=0.5, grade={{"n": n}}, task_meta={{"n_events": n}},
+    )
+    evs = [Event(seq=j, t=j * 0.1, kind="assistant", data={{"text": "x" * rng.randint(0, 4000)}})
+           for j in range(n)]
+    s.save_run(rec, evs)
+    i += 1
+    if i == 5:
+        print("ready", flush=True)
+"""
+
+
+@pytest.mark.parametrize("seed,self_kill", [(1, False), (2, False), (3, False), (4, True)])
+def test_kill_9_mid_save_leaves_complete_runs_only(tmp_path: Path, seed: int, self_kill: bool) -> None:
+    """SIGKILL a process saving runs in a loop: at random moments, and (self_kill) for sure
+    inside a transaction, after the run row and its events were written but before COMMIT."""
+    db = tmp_path / "kill.db"
+    url = f"sqlite:///{db}"
+    child = subprocess.Popen(
+        [sys.executable, "-c", KILL_CHILD.format(src=str(SRC), url=url, seed=seed, self_kill=self_kill)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "ready"
+        if not self_kill:
+            time.sleep(0.2 + 0.037 * seed)  # land somewhere in the middle of a save
+            os.kill(child.pid, signal.SIGKILL)
+        assert child.wait(10) == -signal.SIGKILL
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+
+    with open_store(url) as s:
+        with s.engine.connect() as c:
+            assert c.exec_driver_sql("PRAGMA integrity_check").scalar() == "ok"
+            assert c.exec_driver_sql("PRAGMA foreign_key_check").all() == []
+            orphan_grades = c.exec_driver_sql(
+                "select count(*) from runs r left join grades g on g.run_id = r.run_id where g.run_id is null"
+            ).scalar()
+            assert orphan_grades == 0
+        runs = s.runs("k")
+        assert len(runs) >= 5
+        if self_kill:  # runs 0..6 committed; run 7 died before COMMIT and left nothing
+            assert sorted(int(r.key.task_id[1:]) for r in runs) == list(range(7))
+            with s.engine.connect() as c:
+                assert c.exec_driver_sql("select count(*) from events").scalar() == sum(
+                    r.task_meta["n_events"] for r in runs
+                )
+        for r in runs:
+            evs = s.events(r.run_id)
+            assert [e.seq for e in evs] == list(range(r.task_meta["n_events"]))
+        # and the store keeps working after the crash
+        s.save_run(make_record(campaign="k"), make_events(2))
+        assert len(s.runs("k")) == len(runs) + 1
+    with sqlite3.connect(db) as raw:
+        assert raw.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_save_run_is_fast(tmp_path: Path) -> None:
+    with open_store(f"sqlite:///{tmp_path}/perf.db") as s:
+        recs = [make_record(f"t{i}") for i in range(300)]
+        evs = make_events(5)
+        t0 = time.perf_counter()
+        for r in recs:
+            s.save_run(r, evs)
+        per = (time.perf_counter() - t0) / len(recs)
+    assert per < 0.01, f"save_run took {per * 1000:.2f} ms"
