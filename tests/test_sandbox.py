@@ -224,7 +224,7 @@ async def test_no_host_network(sb: Sandbox) -> None:
 async def test_host_processes_invisible(sb: Sandbox) -> None:
     r = await sb.run("ls /proc | grep -E '^[0-9]+$' | wc -l; cat /proc/[0-9]*/cmdline | tr '\\0' ' '")
     lines = r.output.splitlines()
-    assert int(lines[0]) <= 4, r.output
+    assert int(lines[0]) <= 8, r.output  # bwrap init, the shell, the pipeline: the host has ~100
     assert "pytest" not in r.output
     assert str(sb.workspace) not in r.output  # bwrap's options are not on pid 1's command line
 

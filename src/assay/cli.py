@@ -22,8 +22,19 @@ DEFAULT_AGENTS = ["noop", "literal", "reference"]
 
 
 def _fail(e: InputError) -> None:
-    err.print(f"[bold red]error:[/] {e.message}", highlight=False)
+    sys.stderr.write(f"error: {e.message}\n")
     raise typer.Exit(2)
+
+
+def _print_skips(skipped: list[tuple[str, str, str]]) -> None:
+    """One line per (agent, reason) rather than one per task: a suite can be large."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for task_id, agent_spec, reason in skipped:
+        generic = reason.replace(task_id, "TASK")
+        groups.setdefault((agent_spec, generic), []).append(task_id)
+    for (agent_spec, generic), ids in groups.items():
+        shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+        sys.stderr.write(f"skip {agent_spec} on {len(ids)} task(s) ({generic.replace('task TASK ', '')}): {shown}\n")
 
 
 def _write_json(path: Path, data: Any) -> None:
@@ -67,8 +78,7 @@ def run(
         prepared = prepare_campaign(req)
     except InputError as e:
         _fail(e)
-    for task_id, agent_spec, reason in prepared.plan.skipped:
-        err.print(f"[dim]skip {agent_spec} on {task_id}: {reason}[/]", highlight=False)
+    _print_skips(prepared.plan.skipped)
     try:
         result, report = asyncio.run(run_prepared(prepared, console=err, show_progress=not quiet))
     except KeyboardInterrupt:
@@ -77,8 +87,10 @@ def run(
     from assay.report.table import leaderboard
 
     out.print(leaderboard(report))
-    err.print(f"{len(result.records)} runs this time, {result.already_done} already done; "
-              f"{result.void} void; store {prepared.store.url}", highlight=False)
+    for r in [r for r in report["runs"] if r["status"] == "void"][:20]:
+        sys.stderr.write(f"void: {r['run_id']} {r['task_id']} {r['agent']}: {r['end_reason']}: {r['void_reason']}\n")
+    sys.stderr.write(f"{len(result.records)} runs this time, {result.already_done} already done; "
+                     f"{result.void} void; store {prepared.store.url}\n")
     if json_out is not None:
         _write_json(json_out, report)
     if result.interrupted:

@@ -31,6 +31,9 @@ class ModelAlias(BaseModel):
     context: int | None = None
     temperature: float | None = None
     max_tokens: int | None = None
+    max_retries: int = 5
+    retry_base_delay: float = 1.0
+    timeout_s: float = 600.0
 
 
 class Config(BaseModel):

@@ -227,8 +227,9 @@ def bootstrap_ci(
     if resamples < 1:
         raise ValueError(f"resamples must be >= 1, got {resamples}")
     m = float(arr.mean())
-    if arr.size == 1:
-        return (m, m)
+    if arr.size == 1 or float(arr.min()) == float(arr.max()):
+        v = float(arr[0])
+        return (v, v)
     n = arr.size
     rng = np.random.default_rng(seed)
     means = np.empty(resamples, dtype=float)
@@ -239,7 +240,11 @@ def bootstrap_ci(
         means[start:stop] = arr[idx].mean(axis=1)
     alpha = (1.0 - level) / 2.0
     lo, hi = np.quantile(means, [alpha, 1.0 - alpha])
-    return (min(float(lo), m), max(float(hi), m))
+    # Rounding in the resampled means can step a hair outside the data's range or past the mean.
+    vmin, vmax = float(arr.min()), float(arr.max())
+    lo_f = max(vmin, min(float(lo), m))
+    hi_f = min(vmax, max(float(hi), m))
+    return (lo_f, hi_f)
 
 
 def pearson(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:

@@ -6,6 +6,7 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from assay.agent.messages import ImagePart, Usage
 from assay.agent.tools import ToolBox
@@ -33,6 +34,7 @@ class AgentEnv:
     tools: ToolBox
     limits: RunLimits
     transcript: Transcript
+    messages: list[dict[str, Any]] | None = None  # a conversation to continue (HealthBench rows)
     started: float = field(default_factory=time.monotonic)
 
     def elapsed_minutes(self) -> float:

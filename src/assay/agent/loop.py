@@ -75,8 +75,20 @@ class ModelAgent(Agent):
         if env.system_prompt:
             messages.append(Message(role="system", content=env.system_prompt))
             env.transcript.emit("system", content=env.system_prompt)
-        messages.append(Message(role="user", content=env.prompt, images=env.images))
-        env.transcript.emit("user", content=env.prompt, images=len(env.images))
+        if env.messages and len(env.messages) > 1:
+            for m in env.messages:
+                role = m.get("role", "user")
+                content = str(m.get("content", ""))
+                if role == "system" and env.system_prompt:
+                    continue
+                role = role if role in ("system", "user", "assistant") else "user"
+                messages.append(Message(role=role, content=content))
+                env.transcript.emit(role, content=content)
+            if env.images:
+                messages[-1].images = env.images
+        else:
+            messages.append(Message(role="user", content=env.prompt, images=env.images))
+            env.transcript.emit("user", content=env.prompt, images=len(env.images))
         agentic = bool(env.tools.names)
         budget = int(self.client.context_tokens * CONTEXT_FRACTION) - self.max_reply_tokens // 4
         nudges = 0

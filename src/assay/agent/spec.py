@@ -47,6 +47,7 @@ class AgentFactory:
             provider, model = spec.split("/", 1)
             if not model:
                 raise InputError(None, "--agent", f"{spec!r}: missing model name")
+            _require_key(provider)
             overrides = {k: Price(**v.model_dump()) for k, v in config.prices.items()}
             self._make(provider, model, base_url=None, api_key=None, context=None)
             self._price = lookup_price(provider, model, overrides)
@@ -62,7 +63,9 @@ class AgentFactory:
                 if key is None:
                     raise InputError("assay.toml", f"models.{spec}.api_key_env",
                                      f"environment variable {alias.api_key_env} is not set")
-            self._make(alias.provider, alias.model, base_url=alias.base_url, api_key=key, context=alias.context)
+            self._make(alias.provider, alias.model, base_url=alias.base_url, api_key=key, context=alias.context,
+                       retries={"max_retries": alias.max_retries, "retry_base_delay": alias.retry_base_delay,
+                                "timeout_s": alias.timeout_s})
             self._temperature = alias.temperature
             if alias.max_tokens:
                 self._max_tokens = alias.max_tokens
@@ -76,12 +79,11 @@ class AgentFactory:
                                               "openai/MODEL, anthropic/MODEL, or a model alias from assay.toml)")
 
     def _make(self, provider: str, model: str, *, base_url: str | None, api_key: str | None,
-              context: int | None) -> None:
-
+              context: int | None, retries: dict[str, float] | None = None) -> None:
         self.provider = provider
         self.model_name = model
         self._client_args = dict(provider=provider, model=model, base_url=base_url, api_key=api_key,
-                                 context_tokens=context)
+                                 context_tokens=context, **(retries or {}))
 
     @property
     def client(self):  # noqa: ANN201 - ModelClient, created lazily so validation needs no key
@@ -127,3 +129,17 @@ def _sha(path: Path) -> str:
     import hashlib
 
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
+KEY_ENV = {"openai": ("OPENAI_API_KEY", "OPENAI_BASE_URL"), "anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")}
+
+
+def _require_key(provider: str) -> None:
+    """Refuse up front (exit 2) rather than void every run when no key is set."""
+    key_env, url_env = KEY_ENV[provider]
+    if os.environ.get(key_env):
+        return
+    url = os.environ.get(url_env, "")
+    if any(h in url for h in ("127.0.0.1", "localhost", "[::1]")):
+        return
+    raise InputError(None, "--agent", f"{key_env} is not set (or point {url_env} at a local server)")

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import mimetypes
+import os
 import shutil
+import stat
 import time
 import traceback
 import uuid
@@ -71,6 +74,28 @@ def _prompt(planned: PlannedRun) -> str:
     return text
 
 
+def _searchable_by_others(path: Path) -> bool:
+    return all(os.stat(anc).st_mode & stat.S_IXOTH for anc in path.parents)
+
+
+def runs_root(store_dir: Path) -> Path:
+    """Where run folders live: under the store's folder, unless a sandbox uid cannot reach it.
+
+    Sandboxed commands run as their own unprivileged uid, which needs search permission on
+    every parent of the workspace; a store under a 0700 home (e.g. /root) does not give it,
+    so such runs live under /var/tmp/assay-runs/<store digest>/ instead (recorded per run).
+    """
+    root = store_dir / "runs"
+    if os.geteuid() != 0 or _searchable_by_others(root):
+        return root
+    digest = hashlib.sha256(str(store_dir.resolve()).encode()).hexdigest()[:12]
+    base = Path("/var/tmp/assay-runs")
+    for d in (base, base / digest):
+        d.mkdir(exist_ok=True)
+        os.chmod(d, 0o711)
+    return base / digest
+
+
 async def execute_run(planned: PlannedRun, ctx: RunContext, attempt: int = 1) -> RunRecord:
     task = planned.task
     run_id = uuid.uuid4().hex[:16]
@@ -87,18 +112,34 @@ async def execute_run(planned: PlannedRun, ctx: RunContext, attempt: int = 1) ->
     judge_usage = UsageCost()
     void_reason: str | None = None
     agent = None
+    session = None
     try:
         agent = planned.agent.for_task(task)
+        prompt = _prompt(planned)
+        binds = list(agent.binds())
+        sandbox_env: dict[str, str] = {}
         if needs_workspace(task):
-            run_dir = ctx.store.dir / "runs" / run_id
+            run_dir = runs_root(ctx.store.dir) / run_id
+            run_dir.mkdir(parents=True)
+            os.chmod(run_dir, 0o711)
             workspace = materialise(task, run_dir / "workspace")
-            sandbox = Sandbox(workspace, isolated=ctx.isolated, ro_binds=agent.binds())
+            if task.scenario is not None:
+                from assay.scenario.session import ScenarioSession
+
+                session = ScenarioSession(task, planned.level, run_dir, workspace, transcript=transcript,
+                                          options=ctx.options, agent_spec=planned.agent.spec,
+                                          trusted_agent=planned.agent.kind in ("noop", "policy"))
+                await session.setup()
+                prompt = session.prompt()
+                binds += session.ro_binds()
+                sandbox_env.update(session.sandbox_env())
+            sandbox = Sandbox(workspace, isolated=ctx.isolated, ro_binds=binds, env=sandbox_env)
             sandbox.prepare()
         search = ctx.search_factory(task) if ctx.search_factory is not None else None
         tools = ToolBox(workspace, sandbox, task.tools, search=search)
-        env = AgentEnv(task=task, level=planned.level, prompt=_prompt(planned), system_prompt=task.system_prompt,
+        env = AgentEnv(task=task, level=planned.level, prompt=prompt, system_prompt=task.system_prompt,
                        images=_images(task.images), workspace=workspace, sandbox=sandbox, tools=tools,
-                       limits=limits, transcript=transcript)
+                       limits=limits, transcript=transcript, messages=task.messages)
         try:
             outcome = await asyncio.wait_for(agent.run(env), timeout=limits.max_minutes * 60 + GRACE_S)
         except TimeoutError:
@@ -116,7 +157,8 @@ async def execute_run(planned: PlannedRun, ctx: RunContext, attempt: int = 1) ->
             try:
                 result = await grade_run(GradeInput(task=task, level=planned.level, workspace=workspace,
                                                     final_message=outcome.final_message, events=transcript.events,
-                                                    end_reason=outcome.end_reason, judge=ctx.judge))
+                                                    end_reason=outcome.end_reason, judge=ctx.judge,
+                                                    scenario=session, commands=tools.commands))
                 score, passed, grade, judge_usage = result.score, result.passed, result.grade, result.judge_usage
             except GraderError as e:
                 void_reason = str(e)
@@ -139,6 +181,8 @@ async def execute_run(planned: PlannedRun, ctx: RunContext, attempt: int = 1) ->
     finally:
         if sandbox is not None:
             await _close(sandbox)
+        if session is not None:
+            await asyncio.shield(session.close())
         record = _record(planned, ctx, run_id, attempt, outcome, score, passed, grade, judge_usage,
                          void_reason, agent, sandbox, started_wall, time.monotonic() - t0, run_dir)
         if outcome.end_reason != "interrupted":

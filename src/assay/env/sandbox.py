@@ -26,6 +26,7 @@ import grp
 import os
 import posixpath
 import pwd
+import re
 import resource
 import shutil
 import signal
@@ -59,7 +60,6 @@ INSIDE_UID = 1000
 
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 _KILL = "/usr/bin/kill" if os.path.exists("/usr/bin/kill") else "/bin/kill"
-_READ_CHUNK = 65536
 _DRAIN_GRACE_S = 5.0
 
 
@@ -280,6 +280,69 @@ def _searchable_by(path: Path, uid: int) -> bool:
     return bool(st.st_mode & stat.S_IXOTH)
 
 
+def _read_child_pid(fd: int | None) -> int | None:
+    """The host pid of the sandbox init from bwrap's --info-fd JSON, if bwrap got that far."""
+    if fd is None:
+        return None
+    os.set_blocking(fd, False)
+    try:
+        data = os.read(fd, 65536)
+    except OSError:
+        return None
+    m = re.search(rb'"child-pid"\s*:\s*(\d+)', data)
+    return int(m.group(1)) if m else None
+
+
+async def _wait_gone(pid: int, limit_s: float = 2.0) -> bool:
+    """Wait until pid has exited (gone or zombie); False if it still runs after limit_s."""
+    end = time.monotonic() + limit_s
+    while True:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return True
+        if state in (b"Z", b"X"):
+            return True
+        if time.monotonic() > end:
+            return False
+        await asyncio.sleep(0.0005)
+
+
+class _Capture(asyncio.SubprocessProtocol):
+    """Keeps the first `cap` bytes of the output and drops the rest as it arrives.
+
+    A protocol rather than asyncio's Process: Process.wait() also waits for the pipes to
+    close, which a background child holding stdout can postpone forever.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, cap: int) -> None:
+        self.cap = cap
+        self.buf = bytearray()
+        self.total = 0
+        self.exited: asyncio.Future[None] = loop.create_future()
+        self.closed: asyncio.Future[None] = loop.create_future()
+
+    def pipe_data_received(self, fd: int, data: bytes | bytearray) -> None:
+        self.total += len(data)
+        room = self.cap - len(self.buf)
+        if room > 0:
+            self.buf.extend(data[:room])
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        if fd == 1 and not self.closed.done():
+            self.closed.set_result(None)
+
+    def process_exited(self) -> None:
+        if not self.exited.done():
+            self.exited.set_result(None)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        for f in (self.exited, self.closed):
+            if not f.done():
+                f.set_result(None)
+
+
 _RESERVED_DESTS = ("/workspace", "/usr", "/proc", "/dev", "/etc", "/tmp", "/bin", "/lib", "/lib64", "/sbin")
 
 
@@ -321,7 +384,7 @@ class Sandbox:
             if not k or "=" in k or "\x00" in k:
                 raise ValueError(f"bad environment variable name {k!r}")
         self.env: dict[str, str] = dict(env or {})
-        self._procs: set[asyncio.subprocess.Process] = set()
+        self._running: set[asyncio.SubprocessTransport] = set()
         self._active = 0
         self._closed = False
         if isolated and not bwrap_available():
@@ -378,9 +441,10 @@ class Sandbox:
     def _inner_env(self, home: str) -> dict[str, str]:
         return {"PATH": SAFE_PATH, "HOME": home, "LANG": "C.UTF-8", **self.env}
 
-    def _bwrap_argv(self, argv: list[str], inner_cwd: str, data_fds: list[tuple[int, str]]) -> list[str]:
+    def _bwrap_argv(self, argv: list[str], inner_cwd: str, data_fds: list[tuple[int, str]],
+                    info_fd: int) -> list[str]:
         bwrap = shutil.which("bwrap") or "bwrap"
-        args = [bwrap, "--unshare-all", "--unshare-user", "--disable-userns",
+        args = [bwrap, "--info-fd", str(info_fd), "--unshare-all", "--unshare-user", "--disable-userns",
                 "--uid", str(INSIDE_UID), "--gid", str(INSIDE_UID), "--cap-drop", "ALL",
                 "--hostname", "sandbox", "--die-with-parent", "--new-session",
                 *_system_layout()]
@@ -422,9 +486,14 @@ class Sandbox:
         host_cwd, inner_cwd = self._inner_cwd(cwd)
 
         pass_fds: list[int] = []
+        info_r: int | None = None
         if self.isolated:
             data_fds = []
             try:
+                # bwrap reports the host pid of the sandbox's init here: once that is gone,
+                # the kernel has killed everything else in the sandbox's pid namespace.
+                info_r, info_w = os.pipe()
+                pass_fds.append(info_w)
                 for data, dest in self._etc_files():
                     r, w = os.pipe()
                     pass_fds.append(r)
@@ -432,10 +501,10 @@ class Sandbox:
                     os.close(w)
                     data_fds.append((r, dest))
             except BaseException:
-                for fd in pass_fds:
+                for fd in [*pass_fds, *([info_r] if info_r is not None else [])]:
                     os.close(fd)
                 raise
-            full = self._bwrap_argv(argv, inner_cwd, data_fds)
+            full = self._bwrap_argv(argv, inner_cwd, data_fds, info_w)
             # Hand bwrap its options through a pipe (--args) so that the sandbox's pid 1 does
             # not show host paths such as the workspace location on its command line.
             cut = full.index("--")
@@ -457,11 +526,14 @@ class Sandbox:
             user_kw = {"user": self.uid, "group": self.uid, "extra_groups": []}
 
         start = time.monotonic()
+        loop = asyncio.get_running_loop()
+        cap = self.limits.capture_bytes
         self._active += 1
         try:
             try:
-                proc = await asyncio.create_subprocess_exec(
-                    *full, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                transport, proto = await loop.subprocess_exec(
+                    lambda: _Capture(loop, cap), *full,
+                    stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=proc_cwd, env=proc_env,
                     start_new_session=True, pass_fds=pass_fds, umask=0o022,
                     preexec_fn=_rlimits(self.limits, nproc=self._dedicated),
@@ -469,91 +541,62 @@ class Sandbox:
             finally:
                 for fd in pass_fds:
                     os.close(fd)
-            self._procs.add(proc)
-            return await self._collect(proc, start, timeout_s, stdin)
+            self._running.add(transport)
+            try:
+                return await self._collect(transport, proto, start, timeout_s, stdin, info_r)
+            finally:
+                self._running.discard(transport)
+                transport.close()
         finally:
             self._active -= 1
+            if info_r is not None:
+                os.close(info_r)
 
-    async def _collect(self, proc: asyncio.subprocess.Process, start: float, timeout_s: float,
-                       stdin: bytes | None) -> CommandResult:
-        cap = self.limits.capture_bytes
-        buf = bytearray()
-        total = 0
-
-        async def pump() -> None:
-            nonlocal total
-            assert proc.stdout is not None
-            while True:
-                chunk = await proc.stdout.read(_READ_CHUNK)
-                if not chunk:
-                    return
-                total += len(chunk)
-                room = cap - len(buf)
-                if room > 0:
-                    buf.extend(chunk[:room])
-
-        async def feed() -> None:
-            assert proc.stdin is not None
-            try:
-                proc.stdin.write(stdin or b"")
-                await proc.stdin.drain()
-            except (BrokenPipeError, ConnectionResetError):
-                pass
-            finally:
+    async def _collect(self, transport: asyncio.SubprocessTransport, proto: _Capture, start: float,
+                       timeout_s: float, stdin: bytes | None, info_r: int | None) -> CommandResult:
+        if stdin is not None:
+            pipe = transport.get_pipe_transport(0)
+            if pipe is not None:
                 with contextlib.suppress(OSError):
-                    proc.stdin.close()
-
-        pump_task = asyncio.create_task(pump())
-        feed_task = asyncio.create_task(feed()) if stdin is not None else None
+                    pipe.write(stdin)
+                    pipe.close()  # flushes what is buffered, then closes: the command sees EOF
         timed_out = False
         try:
-            try:
-                await asyncio.wait_for(proc.wait(), timeout_s)
-            except TimeoutError:
-                timed_out = True
-                self._killpg(proc)
-                await proc.wait()
-            if not self.isolated:
-                # Background children outlive the shell here; the pid namespace does this for bwrap.
-                if self._dedicated and self._active == 1:
-                    await self._kill_uid()
-                else:
-                    self._killpg(proc, reaped=True)
-            elif timed_out and self._dedicated and self._active == 1:
+            await asyncio.wait_for(asyncio.shield(proto.exited), timeout_s)
+        except TimeoutError:
+            timed_out = True
+            self._killpg(transport)
+            await proto.exited
+        if self.isolated:
+            # bwrap returns as soon as its init reports the exit code; wait for the pid
+            # namespace to be torn down so nothing of this command outlives run().
+            init_pid = _read_child_pid(info_r)
+            gone = init_pid is not None and await _wait_gone(init_pid)
+            if not gone and self._dedicated and self._active == 1:
                 await self._kill_uid()
-            try:
-                await asyncio.wait_for(asyncio.shield(pump_task), _DRAIN_GRACE_S)
-            except TimeoutError:
-                pump_task.cancel()
-        finally:
-            for t in (pump_task, feed_task):
-                if t is not None and not t.done():
-                    t.cancel()
-                    with contextlib.suppress(asyncio.CancelledError, Exception):
-                        await t
-            if proc.returncode is None:
-                self._killpg(proc)
-                with contextlib.suppress(Exception):
-                    await proc.wait()
-            self._procs.discard(proc)
-            transport = getattr(proc, "_transport", None)
-            if transport is not None:
-                transport.close()
+        elif self._dedicated and self._active == 1:
+            await self._kill_uid()  # background children of the shell, even if they setsid
+        else:
+            self._killpg(transport, reaped=True)
+        # Output still in flight; a child that kept stdout open cannot hold us for long.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(proto.closed), _DRAIN_GRACE_S)
+        code = transport.get_returncode()
         return CommandResult(
-            exit_code=None if timed_out else proc.returncode,
-            output=bytes(buf).decode("utf-8", errors="replace"),
+            exit_code=None if timed_out else code,
+            output=bytes(proto.buf).decode("utf-8", errors="replace"),
             timed_out=timed_out,
             duration_s=round(time.monotonic() - start, 4),
-            output_truncated=total > cap,
+            output_truncated=proto.total > proto.cap,
         )
 
     @staticmethod
-    def _killpg(proc: asyncio.subprocess.Process, reaped: bool = False) -> None:
+    def _killpg(transport: asyncio.SubprocessTransport, reaped: bool = False) -> None:
         """SIGKILL the process group the command leads (start_new_session made pgid == pid)."""
-        if proc.returncode is not None and not reaped:
+        if transport.get_returncode() is not None and not reaped:
             return
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
+            os.killpg(transport.get_pid(), signal.SIGKILL)
 
     async def _kill_uid(self) -> None:
         """Kill every process of the dedicated uid, including ones that left the process group.
@@ -567,7 +610,7 @@ class Sandbox:
             if not uid_processes(self.uid):
                 return
             p = await asyncio.create_subprocess_exec(
-                _KILL, "-s", "KILL", "--", "-1", stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                _KILL, "-9", "-1", stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL, env={"PATH": "/usr/bin:/bin"}, cwd="/",
                 user=self.uid, group=self.uid, extra_groups=[])
             await p.wait()
@@ -576,13 +619,13 @@ class Sandbox:
     async def close(self) -> None:
         """Kill whatever this sandbox still runs; give the uid back. Idempotent."""
         self._closed = True
-        for proc in list(self._procs):
-            self._killpg(proc)
+        for transport in list(self._running):
+            self._killpg(transport)
         if self._dedicated:
             await self._kill_uid()
-        for proc in list(self._procs):
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(proc.wait(), 10)
+        deadline = time.monotonic() + 10
+        while self._running and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
         if self._owns_uid:
             release_uid(self.uid)
             self._owns_uid = False

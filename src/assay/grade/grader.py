@@ -26,6 +26,8 @@ class GradeInput:
     events: list[Event]
     end_reason: str
     judge: Any = None  # assay.grade.judge.Judge when the task needs one
+    scenario: Any = None  # assay.scenario.session.ScenarioSession for scenario tasks
+    commands: list[str] = field(default_factory=list)  # every command the agent ran
 
 
 @dataclass
@@ -63,13 +65,25 @@ async def grade_run(inp: GradeInput) -> GradeOutcome:
         grade.update(r)
         scores["rubric"] = r["expert_score"]
 
+    if task.scenario is not None:
+        if inp.scenario is None:
+            raise GraderError(f"task {task.id} is a scenario but the run has no scenario session")
+        fields = await inp.scenario.grade(inp.workspace, inp.events, inp.commands)
+        grade.update(fields)
+        scores["scenario"] = fields["score"]
+
     if "contract" in task.kinds:
         sat = True
         preds: list[dict[str, Any]] = []
         if task.contract:
             if inp.workspace is None:
                 raise GraderError(f"task {task.id} has a contract but the run has no workspace")
-            sat, results = check_contract(inp.workspace, task.contract)
+            python_check = None
+            if any(p.predicate == "python" for p in task.contract):
+                from assay.grade.contract_grading import make_python_check
+
+                python_check = make_python_check(task, inp.workspace)
+            sat, results = check_contract(inp.workspace, task.contract, python_check)
             preds = [r.model_dump(include={"path", "ok", "reason", "predicate"}) for r in results]
         grade["sat"] = sat
         grade["predicates"] = preds
@@ -91,6 +105,9 @@ async def grade_run(inp: GradeInput) -> GradeOutcome:
         if kind in scores:
             score = scores[kind]
             break
-    passed = None if score is None else score >= task.pass_threshold()
+    if "scenario" in scores:
+        passed = bool(grade.get("solved"))
+    else:
+        passed = None if score is None else score >= task.pass_threshold()
     grade["audit"] = {"flags": [], "removed": 0, "pre_audit_score": score}
     return GradeOutcome(score=score, passed=passed, grade=grade, judge_usage=judge_usage)

@@ -163,6 +163,16 @@ class Judge:
             self.cache.cache_put(key, reply.text)
         return reply.text
 
+    async def ask_raw(self, system: str, prompt: str, *, attempt: int = 0) -> tuple[str, UsageCost]:
+        """One JSON-mode call to the first judge model, cached like rubric calls.
+
+        `attempt` is part of the cache key, so a retry after an unparseable reply asks afresh.
+        A cache hit costs nothing (zero usage).
+        """
+        usage: list[UsageCost] = []
+        text = await self._ask(self.factories[0], attempt, prompt, system, usage)
+        return text, (usage[0] if usage else UsageCost())
+
     async def _one_vote(self, factory: Any, repeat: int, task: Task, answer: str, items: list[RubricItem],
                         usage: list[UsageCost], errors: list[str]) -> dict[str, tuple[bool, str]]:
         system = PROMPTS[_lang(task)]["system"]

@@ -69,7 +69,7 @@ def _strip_paths(obj: object) -> object:
         for k, v in obj.items():
             if k == "hash_paths":
                 continue
-            if k in {"source", "artifacts", "script", "checks_file", "corpus"} and v:
+            if k in {"source", "artifacts", "script", "checks_file", "corpus"} and isinstance(v, str) and "/" in v:
                 out[k] = "<path>"
             elif k == "images" and isinstance(v, list):
                 out[k] = [Path(str(x)).name for x in v]

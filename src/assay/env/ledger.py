@@ -1,0 +1,207 @@
+"""The signed question log: `logs/ask.jsonl` in the workspace, HMAC-chained.
+
+Every stakeholder event (a message, a wait, an inbox read, a pilot day) is one JSON line
+`{ts, at, to, question, topics, facts, n_asked, cost, mac}` appended to `logs/ask.jsonl` in
+the workspace, where the agent can read its own log as upstream's can. Each line's `mac` is
+
+    HMAC-SHA256(key, previous mac + json.dumps(line without mac, sort_keys=True, ensure_ascii=False))
+
+(the first line chains from the empty string). The key, the line count and the last mac
+never enter the workspace: they live in this object (which also keeps every entry in
+memory) and, when `head_path` is given, in a file of the run directory (mode 0600,
+replaced atomically after every append), so a ledger can be re-opened by another process.
+
+`verify()` re-reads the workspace log and reports every integrity problem as a message:
+lines missing, added, edited, reordered, not JSON or with a bad mac, and a count or last-mac
+mismatch with the ledger. Any message is an integrity incident for the run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import threading
+from pathlib import Path
+from typing import Any
+
+__all__ = ["LOG_RELPATH", "Ledger", "canonical", "line_mac"]
+
+LOG_RELPATH = "logs/ask.jsonl"
+
+
+def canonical(rec: dict[str, Any]) -> str:
+    """The signed form of a line: its JSON with sorted keys, without the mac."""
+    return json.dumps({k: v for k, v in rec.items() if k != "mac"}, ensure_ascii=False, sort_keys=True)
+
+
+def line_mac(key: bytes, prev_mac: str, rec: dict[str, Any]) -> str:
+    return hmac.new(key, (prev_mac + canonical(rec)).encode("utf-8"), hashlib.sha256).hexdigest()
+
+
+def _describe(rec: dict[str, Any]) -> str:
+    q = str(rec.get("question", ""))
+    q = q if len(q) <= 40 else q[:37] + "..."
+    return f"to={rec.get('to')!r} at={rec.get('at')!r} question={q!r}"
+
+
+class Ledger:
+    """Appends signed lines to the workspace log and keeps the trusted copy outside it."""
+
+    def __init__(self, log_path: str | Path, *, key: bytes | None = None,
+                 head_path: str | Path | None = None, root: str | Path | None = None) -> None:
+        self.log_path = Path(log_path)
+        # The trusted directory the log lives under (the workspace): the components below it
+        # are opened without following symlinks, so a planted `logs -> /etc` goes nowhere.
+        self.root = Path(root) if root is not None else self.log_path.parent
+        self._rel = self.log_path.relative_to(self.root).parts if root is not None else (self.log_path.name,)
+        self.head_path = Path(head_path) if head_path is not None else None
+        self._lock = threading.Lock()
+        self.entries: list[dict[str, Any]] = []  # trusted copies, mac included
+        self.count = 0
+        self.last_mac = ""
+        if key is None and self.head_path is not None and self.head_path.exists():
+            head = json.loads(self.head_path.read_text(encoding="utf-8"))
+            key = bytes.fromhex(head["key"])
+            self.count, self.last_mac = int(head["n"]), str(head["mac"])
+        self.key: bytes = key if key is not None else secrets.token_bytes(32)
+        if len(self.key) < 16:
+            raise ValueError("ledger key must be at least 16 bytes")
+        if self.head_path is not None and not self.head_path.exists():
+            self._write_head()
+
+    @classmethod
+    def for_workspace(cls, workspace: str | Path, run_dir: str | Path, *, key: bytes | None = None) -> Ledger:
+        """The ledger of a run: log at <workspace>/logs/ask.jsonl, head at <run_dir>/ask.ledger.json."""
+        return cls(Path(workspace) / LOG_RELPATH, key=key, head_path=Path(run_dir) / "ask.ledger.json",
+                   root=workspace)
+
+    # ------------------------------------------------------------------ writing
+
+    def _write_head(self) -> None:
+        assert self.head_path is not None
+        self.head_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.head_path.with_name(self.head_path.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump({"key": self.key.hex(), "n": self.count, "mac": self.last_mac}, f)
+        os.replace(tmp, self.head_path)
+
+    def append(self, rec: dict[str, Any]) -> dict[str, Any]:
+        """Sign and append one event; returns the line as written (mac included)."""
+        with self._lock:
+            body = {k: v for k, v in rec.items() if k != "mac"}
+            mac = line_mac(self.key, self.last_mac, body)
+            line = dict(body, mac=mac)
+            text = json.dumps(line, ensure_ascii=False, sort_keys=True)
+            fd = self._open_append()
+            if fd >= 0:
+                with os.fdopen(fd, "a", encoding="utf-8") as f:
+                    f.write(text + "\n")
+            self.entries.append(copy.deepcopy(line))
+            self.count += 1
+            self.last_mac = mac
+            if self.head_path is not None:
+                self._write_head()
+            return line
+
+    def _open_append(self) -> int:
+        """An O_APPEND fd on the log, every component below the root opened with O_NOFOLLOW.
+
+        -1 when the agent broke the path (a symlink, a file where a directory should be): the
+        trusted copy is kept all the same, and verify() reports the missing lines.
+        """
+        nofollow = getattr(os, "O_NOFOLLOW", 0)
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            dfd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:
+            return -1
+        try:
+            for part in self._rel[:-1]:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, 0o755, dir_fd=dfd)
+                nfd = os.open(part, os.O_RDONLY | os.O_DIRECTORY | nofollow, dir_fd=dfd)
+                os.close(dfd)
+                dfd = nfd
+            return os.open(self._rel[-1], os.O_WRONLY | os.O_CREAT | os.O_APPEND | nofollow, 0o644,
+                           dir_fd=dfd)
+        except OSError:
+            return -1
+        finally:
+            os.close(dfd)
+
+    # ------------------------------------------------------------------ checking
+
+    def verify(self, workspace_log_path: str | Path | None = None) -> list[str]:
+        """Integrity problems of the workspace log against this ledger; [] when intact."""
+        path = Path(workspace_log_path) if workspace_log_path is not None else self.log_path
+        with self._lock:
+            entries = list(self.entries)
+            count, last = self.count, self.last_mac
+        problems: list[str] = []
+        try:
+            raw = path.read_bytes().decode("utf-8", errors="replace") if path.exists() else ""
+        except OSError as exc:
+            return [f"question log {path.name} cannot be read: {exc}"]
+        lines = raw.splitlines()
+        if not path.exists() and count:
+            return [f"question log {path.name} was removed ({count} signed lines missing)"]
+        by_mac = {e["mac"]: i for i, e in enumerate(entries)}
+        seen: list[int] = []
+        prev = ""
+        for n, text in enumerate(lines, 1):
+            if not text.strip():
+                problems.append(f"line {n}: blank line added to the question log")
+                continue
+            try:
+                rec = json.loads(text)
+            except json.JSONDecodeError:
+                problems.append(f"line {n}: not JSON (edited or added)")
+                continue
+            if not isinstance(rec, dict):
+                problems.append(f"line {n}: not a JSON object (edited or added)")
+                continue
+            mac = rec.get("mac")
+            if not isinstance(mac, str):
+                problems.append(f"line {n}: no mac: a line the stakeholder service did not write")
+                continue
+            ok = hmac.compare_digest(mac, line_mac(self.key, prev, rec))
+            k = by_mac.get(mac)
+            if k is not None:
+                seen.append(k)
+                if canonical(entries[k]) != canonical(rec):
+                    changed = sorted(f for f in set(entries[k]) | set(rec)
+                                     if f != "mac" and entries[k].get(f) != rec.get(f))
+                    problems.append(f"line {n}: edited (entry {k + 1}, {_describe(entries[k])}; "
+                                    f"changed: {', '.join(changed)})")
+                elif not ok:
+                    expected = seen[-2] + 1 if len(seen) >= 2 else 0
+                    problems.append(f"line {n}: out of place: it is entry {k + 1} of the ledger, "
+                                    f"expected entry {expected + 1} (lines reordered or removed)")
+            elif not ok:
+                problems.append(f"line {n}: bad mac: forged or edited line ({_describe(rec)})")
+            prev = mac
+        if entries:
+            present = set(seen)
+            for k, e in enumerate(entries):
+                if k not in present:
+                    problems.append(f"entry {k + 1} missing from the question log ({_describe(e)})")
+            dups = len(seen) - len(present)
+            if dups:
+                problems.append(f"{dups} signed line(s) duplicated in the question log")
+        if len(lines) != count:
+            problems.append(f"count mismatch: the question log has {len(lines)} line(s), "
+                            f"the ledger recorded {count}")
+        if prev != last and not (not lines and not last):
+            problems.append("last mac mismatch: the question log does not end where the ledger does")
+        return problems
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            if self.head_path is not None:
+                self._write_head()

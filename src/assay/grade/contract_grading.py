@@ -1,0 +1,595 @@
+"""Grading a contract task beyond its artifact contract: automated checks, a judge, or both.
+
+Automated checks are task code, and they read what the agent left behind, so they never
+run in the assay process. Each check run gets a fresh bubblewrap sandbox (no network, its
+own pid space, only /usr of the host) working on a COPY of the delivered workspace at
+/workspace, with a time limit (`CHECK_TIMEOUT_S`, default 60 s, env
+`ASSAY_CHECK_TIMEOUT_S`). The checks code, a small stdlib runner and the inputs are bound
+read-only at /run/assay/checks. The runner prints one JSON line behind a per-run random
+marker; anything else (a crash, a timeout, no JSON, a value that is not a number) raises
+GraderError and the run becomes void (`grader_error`): a broken check is never a score.
+When bubblewrap cannot run on this machine at all (only possible with
+`--unsafe-no-sandbox`), the same runner runs as a plain subprocess (still never in-process).
+
+- DareBench style (`checks_style: darebench`): `grade(transcript, workspace_path)`, where
+  `transcript` is the run as an OpenClaw session log (the event shape upstream checks read:
+  `session`, `model_change`, `message` user / assistant with `thinking`, `toolCall`, `text`
+  items / `toolResult`), also present as /run/assay/checks/transcript.jsonl.
+- native style (`checks_file`): `grade(workspace_path, final_message)`.
+- both return `{name: number}`; the automated score is the mean of the values, each clipped
+  to [0, 1] (booleans count 0/1); an empty dict scores 0. Without any checks code (a native
+  task graded by its contract alone) the automated score is the share of contract predicates
+  that hold, required or not.
+- contract predicate `python`: `function` from the task's checks code is called with the
+  artifact's path inside the sandbox and must return a truthy value (or `[ok, reason]`);
+  `make_python_check` gives the callable `check_contract` takes.
+
+Judge (`grading.type` judge / hybrid): the DareBench judge contract. The prompt holds the
+task prompt, the expected behaviour, a transcript summary (each tool call, the first 200
+characters of each result), the final message, the first 4000 characters of each contract
+file that exists, and the rubric; the reply must be `{"scores": {...}, "total": x,
+"notes": "..."}`. Also accepted: `criteria_scores`, `score` (for total), `justification` /
+`reasoning` / `explanation` (for notes), a flat object of criterion scores (the total is
+then their mean, as upstream does when `total` is missing), and as a fallback on prose a
+`total: x` (or `overall`/`final`, then `score: x`) in the text. The total is capped to
+[0, 1]; a total in (1, 100] is read as a percentage (divided by 100) when the criterion
+scores look like percentages too (none given, or some above 1 and all within [0, 100]),
+otherwise it is capped at 1 as upstream does. An unparseable reply is asked again (up to
+2 retries, each a fresh call); if it stays unparseable the grade raises GraderError, never
+a silent 0. A judge provider failure also raises GraderError.
+
+Hybrid: `(w_auto * automated + w_judge * judge) / (w_auto + w_judge)`; with a zero sum the
+automated score is used.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import os
+import re
+import secrets
+import shutil
+import stat
+import tempfile
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from assay.env import fs
+from assay.env.sandbox import Limits, Sandbox, bwrap_available
+from assay.errors import GraderError, HarnessError, ProviderError
+from assay.grade.jsonrepair import parse_lenient
+from assay.record import Event, UsageCost
+from assay.task.model import Task
+
+__all__ = ["CHECK_TIMEOUT_S", "ContractGrade", "grade_contract", "judge_prompt", "make_python_check",
+           "parse_judge_reply", "run_checks", "run_python_predicate", "to_openclaw"]
+
+CHECK_TIMEOUT_S: float = float(os.environ.get("ASSAY_CHECK_TIMEOUT_S", "60"))
+CHECKS_DIR = "/run/assay/checks"
+JUDGE_RETRIES = 2
+ARTIFACT_CHARS = 4000
+RESULT_PREVIEW = 200
+
+RUNNER = r'''
+import json, sys, traceback
+
+def main():
+    mode, checks_dir, workspace, marker = sys.argv[1:5]
+    sys.argv = [checks_dir + "/checks.py"]
+    code = open(checks_dir + "/checks.py", encoding="utf-8").read()
+    ns = {"__name__": "assay_checks", "__file__": checks_dir + "/checks.py", "__builtins__": __builtins__}
+    exec(compile(code, "checks.py", "exec"), ns)
+    if mode == "darebench":
+        with open(checks_dir + "/transcript.jsonl", encoding="utf-8") as f:
+            transcript = [json.loads(line) for line in f if line.strip()]
+        result = ns["grade"](transcript, workspace)
+    elif mode == "native":
+        with open(checks_dir + "/final_message.txt", encoding="utf-8") as f:
+            final = f.read()
+        result = ns["grade"](workspace, final)
+    else:
+        with open(checks_dir + "/predicate.json", encoding="utf-8") as f:
+            spec = json.load(f)
+        fn = ns.get(spec["function"])
+        if not callable(fn):
+            raise SystemExit("checks code defines no function %r" % spec["function"])
+        result = fn(workspace.rstrip("/") + "/" + spec["path"])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    sys.stdout.write("\n" + marker + json.dumps(result, default=repr) + "\n")
+    sys.stdout.flush()
+
+try:
+    main()
+except SystemExit:
+    raise
+except BaseException:
+    traceback.print_exc()
+    sys.exit(3)
+'''
+
+
+@dataclass
+class ContractGrade:
+    score: float
+    judge_usage: UsageCost | None = None
+
+
+# --------------------------------------------------------------------------- transcript
+
+
+def to_openclaw(events: list[Event], *, task_id: str = "", model: str | None = None,
+                final_message: str = "") -> list[dict[str, Any]]:
+    """The run's events as an OpenClaw session log (what DareBench checks read)."""
+    provider, _, model_id = (model or "assay/unknown").partition("/")
+    out: list[dict[str, Any]] = [
+        {"type": "session", "version": 3, "id": f"assay-{task_id}" if task_id else "assay", "cwd": "/workspace"},
+        {"type": "model_change", "provider": provider, "modelId": model_id or provider},
+    ]
+    announced: set[str] = set()
+    said_final = False
+    for ev in events:
+        d = ev.data
+        if ev.kind == "user":
+            out.append({"type": "message", "message": {"role": "user", "content": str(d.get("content", ""))}})
+        elif ev.kind == "assistant":
+            items: list[dict[str, Any]] = []
+            thinking = d.get("thinking") or d.get("reasoning")
+            if thinking:
+                items.append({"type": "thinking", "thinking": str(thinking)})
+            for tc in d.get("tool_calls") or []:
+                cid = str(tc.get("id", ""))
+                announced.add(cid)
+                items.append({"type": "toolCall", "id": cid, "name": tc.get("name", ""),
+                              "arguments": tc.get("arguments") or {}})
+            text = d.get("content") or ""
+            if text:
+                items.append({"type": "text", "text": str(text)})
+                said_final |= str(text).strip() == final_message.strip()
+            out.append({"type": "message", "message": {"role": "assistant", "content": items}})
+        elif ev.kind == "tool_call":
+            cid = str(d.get("id", ""))
+            if cid not in announced:  # a policy/script step without an assistant turn
+                announced.add(cid)
+                out.append({"type": "message", "message": {"role": "assistant", "content": [
+                    {"type": "toolCall", "id": cid, "name": d.get("name", ""), "arguments": d.get("arguments") or {}}]}})
+        elif ev.kind == "tool_result":
+            out.append({"type": "message", "message": {
+                "role": "toolResult", "toolCallId": str(d.get("id", "")), "toolName": d.get("name", ""),
+                "content": [{"type": "text", "text": str(d.get("output", ""))}], "isError": False}})
+    if final_message.strip() and not said_final:
+        out.append({"type": "message", "message": {"role": "assistant",
+                                                   "content": [{"type": "text", "text": final_message}]}})
+    return out
+
+
+# --------------------------------------------------------------------------- sandboxed runner
+
+
+def _copy_tree(src: Path, dst: Path) -> None:
+    """Copy the workspace: dirs, regular files and symlinks (as links); nothing else is opened."""
+    dst.mkdir(parents=True, exist_ok=True)
+    if not src.is_dir():
+        return
+    for dirpath, dirnames, filenames in os.walk(src, followlinks=False):
+        here = Path(dirpath)
+        rel = here.relative_to(src)
+        target_dir = dst / rel
+        for name in list(dirnames):
+            p = here / name
+            if p.is_symlink():
+                dirnames.remove(name)
+                with contextlib.suppress(OSError):
+                    os.symlink(os.readlink(p), target_dir / name)
+            else:
+                (target_dir / name).mkdir(exist_ok=True)
+        for name in filenames:
+            p = here / name
+            try:
+                st = os.lstat(p)
+                if stat.S_ISLNK(st.st_mode):
+                    os.symlink(os.readlink(p), target_dir / name)
+                    continue
+                if not stat.S_ISREG(st.st_mode):
+                    continue  # fifos, sockets, devices: never opened
+                fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            except OSError:
+                continue
+            try:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    continue
+                with open(target_dir / name, "wb") as out, os.fdopen(os.dup(fd), "rb") as inp:
+                    shutil.copyfileobj(inp, out, 1 << 20)
+                os.chmod(target_dir / name, stat.S_IMODE(st.st_mode) & 0o777)
+            finally:
+                os.close(fd)
+
+
+def _python() -> str:
+    for cand in ("/usr/bin/python3", "/bin/python3"):
+        if os.path.exists(cand):
+            return cand
+    raise GraderError("no /usr/bin/python3 to run checks with in the sandbox")
+
+
+async def _run_sandboxed(checks_code: str, mode: str, workspace: Path | None, files: dict[str, str],
+                         timeout_s: float) -> Any:
+    """Run the runner in a fresh sandbox on a copy of `workspace`; return the decoded result."""
+    base = Path(tempfile.mkdtemp(prefix="assay-checks-"))
+    try:
+        os.chmod(base, 0o711)
+        cdir = base / "checks"
+        cdir.mkdir()
+        (cdir / "checks.py").write_text(checks_code, encoding="utf-8")
+        (cdir / "runner.py").write_text(RUNNER, encoding="utf-8")
+        for name, text in files.items():
+            (cdir / name).write_text(text, encoding="utf-8")
+        for p in cdir.iterdir():
+            os.chmod(p, 0o644)
+        os.chmod(cdir, 0o755)
+        ws = base / "workspace"
+        if workspace is not None:
+            _copy_tree(workspace, ws)
+        else:
+            ws.mkdir()
+        isolated = bwrap_available()
+        inside_checks = CHECKS_DIR if isolated else str(cdir)
+        marker = f"@@assay-result-{secrets.token_hex(8)}@@"
+        limits = Limits(cpu_seconds=int(timeout_s) + 5, capture_bytes=2_000_000)
+        try:
+            sandbox = Sandbox(ws, isolated=isolated, ro_binds=[(cdir, CHECKS_DIR)] if isolated else (),
+                              env={"PYTHONDONTWRITEBYTECODE": "1", "PYTHONIOENCODING": "utf-8"}, limits=limits)
+        except HarnessError as e:
+            raise GraderError(f"cannot start the checks sandbox: {e}") from None
+        try:
+            sandbox.prepare()
+            inner_ws = sandbox.inside_root
+            res = await sandbox.run([_python(), "-I", "-B", f"{inside_checks}/runner.py", mode, inside_checks,
+                                     inner_ws, marker], timeout_s=timeout_s)
+        finally:
+            await sandbox.close()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    tail = res.output[-1500:].strip()
+    if res.timed_out:
+        raise GraderError(f"check timed out after {timeout_s:g} s (killed)")
+    if res.exit_code != 0:
+        raise GraderError(f"check crashed (exit {res.exit_code}): {tail or 'no output'}")
+    lines = [ln for ln in res.output.splitlines() if ln.startswith(marker)]
+    if not lines:
+        raise GraderError(f"check printed no result: {tail or 'no output'}")
+    try:
+        return json.loads(lines[-1][len(marker):])
+    except json.JSONDecodeError as e:
+        raise GraderError(f"check result is not JSON: {e.msg}") from None
+
+
+def _checks_source(task: Task) -> tuple[str, str] | None:
+    """(code, style) of the task's checks, or None."""
+    g = task.grading
+    if g is None:
+        return None
+    if g.checks_code is not None:
+        return g.checks_code, g.checks_style
+    if g.checks_file is not None:
+        try:
+            return Path(g.checks_file).read_text(encoding="utf-8"), "native"
+        except OSError as e:
+            raise GraderError(f"cannot read checks file {g.checks_file}: {e.strerror}") from None
+    return None
+
+
+def _scores(result: Any) -> dict[str, float]:
+    if not isinstance(result, dict):
+        raise GraderError(f"check returned {type(result).__name__}, not a dict of scores")
+    out: dict[str, float] = {}
+    for k, v in result.items():
+        if isinstance(v, bool):
+            v = float(v)
+        if not isinstance(v, (int, float)) or isinstance(v, float) and not math.isfinite(v):
+            raise GraderError(f"check value {k!r} is not a number: {v!r}")
+        out[str(k)] = min(1.0, max(0.0, float(v)))
+    return out
+
+
+async def run_checks(task: Task, workspace: Path | None, events: list[Event], final_message: str,
+                     *, timeout_s: float | None = None, model: str | None = None) -> dict[str, float] | None:
+    """The task's automated checks, sandboxed: name -> score in [0, 1]; None if it has none."""
+    src = _checks_source(task)
+    if src is None:
+        return None
+    code, style = src
+    timeout_s = CHECK_TIMEOUT_S if timeout_s is None else timeout_s
+    if style == "darebench":
+        transcript = to_openclaw(events, task_id=task.id, model=model, final_message=final_message)
+        files = {"transcript.jsonl": "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in transcript)}
+        result = await _run_sandboxed(code, "darebench", workspace, files, timeout_s)
+    else:
+        result = await _run_sandboxed(code, "native", workspace, {"final_message.txt": final_message}, timeout_s)
+    return _scores(result)
+
+
+async def run_python_predicate(task: Task, workspace: Path, function: str | None, path: str,
+                               *, timeout_s: float | None = None) -> tuple[bool, str]:
+    """Contract predicate `python`: the checks code's `function(artifact_path)`, sandboxed."""
+    if not function:
+        return False, "python predicate needs a function name"
+    src = _checks_source(task)
+    if src is None:
+        return False, "python predicate needs the task's checks file"
+    result = await _run_sandboxed(src[0], "predicate", workspace,
+                                  {"predicate.json": json.dumps({"function": function, "path": path})},
+                                  CHECK_TIMEOUT_S if timeout_s is None else timeout_s)
+    if isinstance(result, list) and len(result) == 2:
+        return bool(result[0]), str(result[1])
+    return bool(result), f"{function}() returned {result!r}"
+
+
+def make_python_check(task: Task, workspace: Path, *, timeout_s: float | None = None
+                      ) -> Callable[[str | None, str], tuple[bool, str]]:
+    """A synchronous `python_check(function, path)` for `check_contract`.
+
+    check_contract is synchronous; the sandboxed call runs on its own event loop in a worker
+    thread. A crash or timeout raises GraderError (the run becomes void).
+    """
+
+    def check(function: str | None, path: str) -> tuple[bool, str]:
+        box: dict[str, Any] = {}
+
+        def work() -> None:
+            try:
+                box["r"] = asyncio.run(run_python_predicate(task, workspace, function, path, timeout_s=timeout_s))
+            except BaseException as e:  # handed back to the caller's thread
+                box["e"] = e
+
+        t = threading.Thread(target=work, name="assay-python-predicate")
+        t.start()
+        t.join()
+        if "e" in box:
+            raise box["e"]
+        return box["r"]
+
+    return check
+
+
+# --------------------------------------------------------------------------- judge
+
+JUDGE_SYSTEM = ("You are a grading function and a strict evaluator. Your only job is to output a single "
+                "JSON object.")
+
+
+def _summary(transcript: list[dict[str, Any]], prompt: str) -> str:
+    parts: list[str] = []
+    for ev in transcript:
+        if ev.get("type") != "message":
+            continue
+        msg = ev.get("message", {})
+        role = msg.get("role")
+        if role == "assistant":
+            for item in msg.get("content", []):
+                if item.get("type") == "toolCall":
+                    parts.append(f"Tool: {item.get('name')}({json.dumps(item.get('arguments', {}), ensure_ascii=False)})")
+        elif role == "toolResult":
+            content = msg.get("content", [])
+            text = content[0].get("text", "") if content and isinstance(content[0], dict) else ""
+            parts.append(f"Result: {text[:RESULT_PREVIEW]}")
+        elif role == "user":
+            text = str(msg.get("content", ""))
+            if text.strip() and text.strip() != prompt.strip():
+                parts.append(f"User: {text[:RESULT_PREVIEW]}")
+    return "\n".join(parts) or "(no tool calls)"
+
+
+def _artifacts(task: Task, workspace: Path | None) -> str:
+    if workspace is None:
+        return ""
+    parts = []
+    for pred in task.contract:
+        try:
+            target = fs.resolve(workspace, pred.path)
+            st = os.lstat(target)
+        except (fs.PathError, OSError):
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            continue
+        try:
+            fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            continue
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                continue
+            data = f.read(ARTIFACT_CHARS * 4)
+        if b"\x00" in data[:8192]:
+            parts.append(f"### {pred.path}\n(binary file, {st.st_size} bytes)")
+            continue
+        text = data.decode("utf-8", errors="replace")
+        cut = text[:ARTIFACT_CHARS]
+        more = "\n[... truncated]" if len(text) > ARTIFACT_CHARS or st.st_size > len(data) else ""
+        parts.append(f"### {pred.path}\n{cut}{more}")
+    return "\n\n".join(parts)
+
+
+def judge_prompt(task: Task, transcript: list[dict[str, Any]], final_message: str, workspace: Path | None) -> str:
+    g = task.grading
+    prompt = task.prompt or next(iter(task.briefs.values()), "")
+    rubric = (g.judge_rubric if g else None) or "\n".join(f"- {c}" for c in (g.criteria if g else []))
+    artifacts = _artifacts(task, workspace)
+    return (
+        "You are a grading function. Your ONLY job is to output a single JSON object.\n\n"
+        "CRITICAL RULES:\n"
+        "- Do NOT write any prose, explanation, or commentary outside the JSON\n"
+        "- Respond with ONLY a JSON object - nothing else\n\n"
+        "Be a strict evaluator. Reserve 1.0 for genuinely excellent performance. "
+        "An average acceptable completion should score around 0.6-0.7. "
+        "Deduct points for unnecessary steps, verbose output, and inefficient tool usage.\n\n"
+        f"## Task\n{prompt}\n\n"
+        f"## Expected Behavior\n{(g.expected_behavior if g else None) or '(not stated)'}\n\n"
+        f"## Agent Transcript (summarized)\n{_summary(transcript, prompt)}\n\n"
+        f"## Final Message\n{final_message.strip() or '(none)'}\n\n"
+        f"## Output Files\n{artifacts or '(none found)'}\n\n"
+        f"## Grading Rubric\n{rubric}\n\n"
+        "Score each criterion from 0.0 to 1.0.\n\n"
+        "Respond with ONLY this JSON structure (no markdown, no code fences, no extra text):\n"
+        '{"scores": {"criterion_name": 0.0}, "total": 0.0, "notes": "brief justification"}'
+    )
+
+
+def _num(v: Any) -> float | None:
+    if isinstance(v, bool):
+        return float(v)
+    if isinstance(v, (int, float)):
+        return float(v) if math.isfinite(v) else None
+    if isinstance(v, str):
+        try:
+            f = float(v.strip().rstrip("%"))
+        except ValueError:
+            return None
+        return f if math.isfinite(f) else None
+    return None
+
+
+_TOTAL_RE = re.compile(r"\b(?:total|overall|final)(?:[ _]score)?\s*[:=]\s*\**\s*([0-9]+(?:\.[0-9]+)?)", re.I)
+_SCORE_RE = re.compile(r"\bscore\s*[:=]\s*\**\s*([0-9]+(?:\.[0-9]+)?)", re.I)
+_NOTE_KEYS = ("notes", "justification", "reasoning", "explanation", "reason")
+_TOTAL_KEYS = ("total", "score", "total_score", "overall", "final_score")
+
+
+def parse_judge_reply(text: str) -> dict[str, Any]:
+    """{scores, total, notes} from a judge reply in any accepted shape; ValueError if none."""
+    scores: dict[str, float] = {}
+    total: float | None = None
+    notes = ""
+    try:
+        data = parse_lenient(text)
+    except ValueError:
+        data = None
+    if isinstance(data, list) and len(data) == 1:
+        data = data[0]
+    if isinstance(data, dict):
+        raw_scores = data.get("scores", data.get("criteria_scores"))
+        if isinstance(raw_scores, dict):
+            for k, v in raw_scores.items():
+                n = _num(v.get("score")) if isinstance(v, dict) else _num(v)
+                if n is not None:
+                    scores[str(k)] = n
+        for key in _TOTAL_KEYS:
+            if key in data and _num(data[key]) is not None:
+                total = _num(data[key])
+                break
+        if raw_scores is None and total is None:
+            # A flat object of criterion scores, e.g. {"instruction_followed": 1.0, "explanation": "..."}.
+            for k, v in data.items():
+                if k not in _NOTE_KEYS and not isinstance(v, (dict, list)) and _num(v) is not None \
+                        and not isinstance(v, str):
+                    scores[str(k)] = float(_num(v) or 0.0)
+        if total is None and scores:
+            total = sum(scores.values()) / len(scores)
+        for key in _NOTE_KEYS:
+            if key in data and data[key] is not None:
+                notes = str(data[key])
+                break
+    if total is None:
+        m = _TOTAL_RE.search(text or "") or _SCORE_RE.search(text or "")
+        if m:
+            total = float(m.group(1))
+            notes = notes or "total read from the reply text (no JSON)"
+    if total is None:
+        raise ValueError("no scores/total in the reply")
+    vals = list(scores.values())
+    if 1.0 < total <= 100.0 and (not vals or (max(vals) > 1.0 and all(0 <= v <= 100 for v in vals))):
+        total /= 100.0
+        scores = {k: v / 100.0 for k, v in scores.items()}
+    total = min(1.0, max(0.0, total))
+    scores = {k: min(1.0, max(0.0, v)) for k, v in scores.items()}
+    return {"scores": scores, "total": total, "notes": notes}
+
+
+async def judge_contract(inp: Any, transcript: list[dict[str, Any]]) -> tuple[dict[str, Any], UsageCost]:
+    """Ask the judge; ({scores, total, notes, raw, error?}, usage). Raises GraderError when it cannot."""
+    task: Task = inp.task
+    if inp.judge is None:
+        raise GraderError(f"task {task.id} is judge-graded and no judge was given")
+    prompt = judge_prompt(task, transcript, inp.final_message, inp.workspace)
+    usage = UsageCost()
+    errors: list[str] = []
+    text = ""
+    for attempt in range(JUDGE_RETRIES + 1):
+        try:
+            text, u = await inp.judge.ask_raw(JUDGE_SYSTEM, prompt, attempt=attempt)
+        except ProviderError as e:
+            raise GraderError(f"judge provider error: {e.reason}") from None
+        _add(usage, u)
+        try:
+            parsed = parse_judge_reply(text)
+        except ValueError as e:
+            errors.append(f"attempt {attempt + 1}: unparseable reply ({e})")
+            continue
+        result: dict[str, Any] = {**parsed, "raw": text[:4000]}
+        if errors:
+            result["error"] = "; ".join(errors)
+        return result, usage
+    raise GraderError(f"judge reply unparseable after {JUDGE_RETRIES + 1} attempts: {text[:300]!r}")
+
+
+def _add(total: UsageCost, u: UsageCost) -> None:
+    total.input_tokens += u.input_tokens
+    total.output_tokens += u.output_tokens
+    total.cache_read_tokens += u.cache_read_tokens
+    total.cache_write_tokens += u.cache_write_tokens
+    total.cost_usd = None if total.cost_usd is None or u.cost_usd is None else total.cost_usd + u.cost_usd
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+async def grade_contract(inp: Any, grade: dict[str, Any]) -> ContractGrade:
+    """Score a contract task whose contract holds (fills grade["checks"] and grade["judge"])."""
+    task: Task = inp.task
+    g = task.grading
+    if g is None:
+        return ContractGrade(score=1.0)
+    model = _model_of(inp.events)
+    auto: float | None = None
+    judge_score: float | None = None
+    judge_usage: UsageCost | None = None
+    grade.setdefault("checks", {})
+    grade.setdefault("judge", {})
+    if g.type in ("automated", "hybrid"):
+        checks = await run_checks(task, inp.workspace, inp.events, inp.final_message, model=model)
+        if checks is None:
+            preds = grade.get("predicates") or []
+            auto = sum(1 for p in preds if p.get("ok")) / len(preds) if preds else 1.0
+        else:
+            grade["checks"] = checks
+            auto = sum(checks.values()) / len(checks) if checks else 0.0
+    if g.type in ("judge", "hybrid"):
+        transcript = to_openclaw(inp.events, task_id=task.id, model=model, final_message=inp.final_message)
+        verdict, judge_usage = await judge_contract(inp, transcript)
+        grade["judge"] = verdict
+        judge_score = verdict["total"]
+    if g.type == "automated":
+        score = auto or 0.0
+    elif g.type == "judge":
+        score = judge_score or 0.0
+    else:
+        wsum = g.weight_automated + g.weight_judge
+        if wsum <= 0:
+            score = auto or 0.0
+        else:
+            score = (g.weight_automated * (auto or 0.0) + g.weight_judge * (judge_score or 0.0)) / wsum
+    return ContractGrade(score=min(1.0, max(0.0, score)), judge_usage=judge_usage)
+
+
+def _model_of(events: list[Event]) -> str | None:
+    for ev in events:
+        m = ev.data.get("model") if ev.kind in ("system", "harness", "assistant") else None
+        if isinstance(m, str) and m:
+            return m
+    return None

@@ -1,0 +1,249 @@
+"""OneMillion-Bench task files (humanlaya/OneMillion-Bench), read as they are published.
+
+A `*.json` file holds one task object or a top-level array of them (upstream expands an
+array into virtual files `<stem>_<idx>.json`). Fields, with the aliases upstream accepts:
+
+- `prompt` (`Prompt`, `question`), `system_prompt` (`System_Prompt`), `tags` (list),
+  `case_id`, and the other id keys `uuid`, `UUID`, `caseId`, `id`;
+- `rubrics` (`Rubrics`): `rubric_number`, `rubric_detail`, `rubric_weight` (a number; numeric
+  strings such as "-5" are accepted), `rubricLabel` (the full names "Factual Information",
+  "Analytical Reasoning", "Instructions Following", "Structure and Formatting", their
+  Chinese names, or FI/AR/IF/SF), and optional human `scores`
+  (`{"response_1_human_score_1": 10}`: a non-zero score means the item was met).
+
+Results upstream writes back into the file (`model_response`, `rubric_auto_score`,
+`judge_cot`, `rubric_auto_vs_human`) are ignored and do not enter the content hash.
+
+Mapping: id = `case_id`, else the first of `uuid`/`UUID`/`caseId`/`id`, else the file stem
+(`STEM_INDEX` for array elements, 0-based, as upstream's virtual file names). Rubric item
+ids are the `rubric_number` (the judge's ITEM_ID), else the 1-based position. Language is
+"zh" when the prompt holds CJK characters (subset "cn"), else "en" (subset "global").
+Domain comes from the dataset folder (`healthcare_and_medicine` -> healthcare,
+`economics_and_finance` -> finance, `industry`, `law`, `natural_science`), else `tags[0]`;
+the subdomain is `tags[1]`.
+
+Value-table keys (`metadata["value_keys"]`, then the task id and `metadata["file_stem"]`)
+follow upstream's `economic_value/compute.py`: uuid, UUID, case_id, caseId, id, the
+(virtual) file stem, then the stem's prefix before the first `_` or non-word character.
+
+Errors name the field as in the file: `rubrics[3].rubric_weight` for a single object,
+`[2].rubrics[3].rubric_weight` for the third element of an array (indices are 0-based).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+from assay.errors import InputError
+from assay.task.formats.yamlio import load_json
+from assay.task.hashing import compute_hash
+from assay.task.model import Rubric, RubricItem, Task
+from assay.task.validation import normalise_tag, validate_task
+
+ID_KEYS = ("uuid", "UUID", "case_id", "caseId", "id")
+DOMAIN_DIRS = {
+    "healthcare_and_medicine": "healthcare",
+    "economics_and_finance": "finance",
+    "industry": "industry",
+    "law": "law",
+    "natural_science": "natural_science",
+}
+# tags[0] spellings seen in upstream examples ("Healthcare", ...) -> the same domain names.
+DOMAIN_TAGS = {
+    **DOMAIN_DIRS,
+    "healthcare": "healthcare", "medicine": "healthcare", "health": "healthcare",
+    "finance": "finance", "economics": "finance",
+    "legal": "law", "science": "natural_science",
+}
+CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002a6df]")
+NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
+YES = {"是", "yes", "y", "true", "命中"}
+NO = {"否", "no", "n", "false"}
+UNLABELLED = {"", "na", "n/a", "-"}
+_ITEM_FIELD = re.compile(r"^rubric\.items\[(\d+)\]\.(\w+)$")
+
+
+def has_cjk(text: str) -> bool:
+    return bool(CJK.search(text))
+
+
+def _weight(raw: Any, file: Path, field: str) -> float:
+    if isinstance(raw, bool) or raw is None:
+        raise InputError(file, field, f"weight {raw!r} is not a number")
+    if isinstance(raw, (int, float)):
+        w = float(raw)
+    elif isinstance(raw, str) and NUMBER.fullmatch(raw.strip()):
+        w = float(raw.strip())
+    else:
+        raise InputError(file, field, f"weight {raw!r} is not a number")
+    if not math.isfinite(w):
+        raise InputError(file, field, f"weight {raw!r} is not a finite number")
+    return w
+
+
+def _human_labels(raw: Any, file: Path, field: str) -> dict[str, bool]:
+    """Upstream human scores: the item's weight when met, 0 when not."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise InputError(file, field, "scores must be an object of response_<i>_human_score_<k> -> score")
+    out: dict[str, bool] = {}
+    for key, v in raw.items():
+        if v is None or (isinstance(v, str) and v.strip().lower() in UNLABELLED):
+            continue  # not labelled
+        if isinstance(v, bool):
+            out[str(key)] = v
+        elif isinstance(v, (int, float)):
+            out[str(key)] = v != 0
+        elif isinstance(v, str) and NUMBER.fullmatch(v.strip()):
+            out[str(key)] = float(v.strip()) != 0
+        elif isinstance(v, str) and v.strip().lower() in YES:
+            out[str(key)] = True
+        elif isinstance(v, str) and v.strip().lower() in NO:
+            out[str(key)] = False
+        else:
+            raise InputError(file, f"{field}.{key}", f"human score {v!r} is not a number")
+    return out
+
+
+def _domain(path: Path, tags: list[str]) -> str | None:
+    for parent in path.parents:
+        if parent.name in DOMAIN_DIRS:
+            return DOMAIN_DIRS[parent.name]
+    if tags:
+        key = re.sub(r"\s*&\s*", " and ", tags[0].strip().lower())
+        key = re.sub(r"[\s/-]+", "_", key)
+        return DOMAIN_TAGS.get(key, tags[0].strip() or None)
+    return None
+
+
+def _remap(e: InputError, prefix: str, rkey: str) -> InputError:
+    """Name validate_task's fields as this file names them."""
+    f = e.field or ""
+    m = _ITEM_FIELD.match(f)
+    if f == "rubric.items":
+        field = f"{prefix}{rkey}"
+    elif m:
+        sub = {"weight": "rubric_weight", "tag": "rubricLabel", "id": "rubric_number"}.get(m.group(2), m.group(2))
+        field = f"{prefix}{rkey}[{m.group(1)}].{sub}"
+    elif f:
+        field = f"{prefix}{f}"
+    else:
+        field = prefix.rstrip(".") or None
+    return InputError(e.file, field, e.reason, line=e.line, column=e.column)
+
+
+def _read_record(path: Path, rec: Any, idx: int | None) -> Task:
+    prefix = "" if idx is None else f"[{idx}]."
+    if not isinstance(rec, dict):
+        raise InputError(path, f"[{idx}]" if idx is not None else None, "a OneMillion-Bench task must be a JSON object")
+
+    rkey = "rubrics" if "rubrics" in rec else "Rubrics"
+    if rkey not in rec:
+        raise InputError(path, f"{prefix}rubrics", "missing rubrics")
+    raw_rubrics = rec[rkey]
+    if not isinstance(raw_rubrics, list):
+        raise InputError(path, f"{prefix}{rkey}", "rubrics must be a list")
+
+    # Upstream: `prompt`, else `Prompt`, else `question` (the first that is non-empty).
+    prompt: str | None = None
+    for key in ("prompt", "Prompt", "question"):
+        v = rec.get(key)
+        if v is None:
+            continue
+        if not isinstance(v, str):
+            raise InputError(path, f"{prefix}{key}", "the prompt must be a string")
+        if v.strip():
+            prompt = v
+            break
+
+    system_prompt = None
+    for key in ("system_prompt", "System_Prompt"):
+        v = rec.get(key)
+        if v is None:
+            continue
+        if not isinstance(v, str):
+            raise InputError(path, f"{prefix}{key}", "the system prompt must be a string")
+        if v.strip():
+            system_prompt = v
+            break
+
+    raw_tags = rec.get("tags")
+    if raw_tags is None:
+        tags: list[str] = []
+    elif isinstance(raw_tags, list):
+        tags = [str(t) for t in raw_tags if t is not None and str(t).strip()]
+    else:
+        raise InputError(path, f"{prefix}tags", "tags must be a list")
+
+    items: list[RubricItem] = []
+    for j, r in enumerate(raw_rubrics):
+        field = f"{prefix}{rkey}[{j}]"
+        if not isinstance(r, dict):
+            raise InputError(path, field, "a rubric must be an object")
+        detail = r.get("rubric_detail")
+        if detail is None:
+            raise InputError(path, f"{field}.rubric_detail", "missing rubric_detail")
+        if not isinstance(detail, str) or not detail.strip():
+            raise InputError(path, f"{field}.rubric_detail", "rubric_detail must be non-empty text")
+        if "rubric_weight" not in r:
+            raise InputError(path, f"{field}.rubric_weight", "missing rubric_weight")
+        weight = _weight(r["rubric_weight"], path, f"{field}.rubric_weight")
+        label = r.get("rubricLabel")
+        if label is None:
+            raise InputError(path, f"{field}.rubricLabel", "missing capability tag (FI, AR, IF, SF)")
+        if not isinstance(label, str):
+            raise InputError(path, f"{field}.rubricLabel", f"unknown capability tag {label!r}")
+        tag = normalise_tag(path, f"{field}.rubricLabel", label)
+        number = r.get("rubric_number")
+        if isinstance(number, bool) or (number is not None and not isinstance(number, (int, str))):
+            raise InputError(path, f"{field}.rubric_number", "rubric_number must be an integer or text")
+        item_id = str(number).strip() if number is not None and str(number).strip() else str(j + 1)
+        items.append(RubricItem(id=item_id, text=detail, weight=weight, tag=tag,
+                                human_labels=_human_labels(r.get("scores"), path, f"{field}.scores")))
+
+    present = {k: str(rec[k]) for k in ID_KEYS if rec.get(k) not in (None, "")}
+    stem = path.stem if idx is None else f"{path.stem}_{idx}"
+    task_id = present.get("case_id") or next(
+        (present[k] for k in ("uuid", "UUID", "caseId", "id") if k in present), stem)
+    value_keys = list(present.values())
+    for extra in (stem, re.split(r"[\W_]+", stem, maxsplit=1)[0]):
+        if extra and extra not in value_keys:
+            value_keys.append(extra)
+
+    zh = has_cjk(prompt or "")
+    task = Task(
+        id=task_id,
+        title=" / ".join(tags),
+        domain=_domain(path, tags),
+        subdomain=tags[1] if len(tags) > 1 else None,
+        subset="cn" if zh else "global",
+        language="zh" if zh else "en",
+        source="omb",
+        origin=str(path),
+        prompt=prompt,
+        system_prompt=system_prompt,
+        tools=[],
+        execution="single-step",
+        rubric=Rubric(items=items),
+        tags=tags,
+        metadata={"value_keys": value_keys, "file_stem": stem, "tags": tags, "omb_index": idx},
+    )
+    try:
+        validate_task(task, path)
+    except InputError as e:
+        raise _remap(e, prefix, rkey) from None
+    task.content_hash = compute_hash(task)
+    return task
+
+
+def read_omb(path: Path) -> list[Task]:
+    """Read one OneMillion-Bench JSON file (one object or an array) into Tasks."""
+    path = Path(path)
+    data = load_json(path)
+    if isinstance(data, list):
+        return [_read_record(path, rec, i) for i, rec in enumerate(data)]
+    return [_read_record(path, data, None)]

@@ -1,0 +1,39 @@
+"""The README's main command, on the bundled starter suite, exactly as a newcomer runs it."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from assay.env.sandbox import bwrap_available
+from tests.helpers import REPO, assay, report
+
+pytestmark = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap is not installed")
+
+
+def test_assay_run_starter_suite(tmp_path: Path) -> None:
+    os.chmod(tmp_path, 0o711)
+    r = assay("run", str(REPO / "suites" / "starter"), "-q", "--concurrency", "4", cwd=tmp_path, timeout=1500)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "leaderboard" in r.stdout
+    assert (tmp_path / ".assay" / "assay.db").is_file()
+    rep = report(tmp_path)
+    runs = rep["runs"]
+    assert runs and all(run["status"] == "done" for run in runs)
+    by_agent: dict[str, list[dict]] = {}
+    for run in runs:
+        by_agent.setdefault(run["agent"], []).append(run)
+    assert {"noop", "reference"} <= set(by_agent)
+    assert all(run["passed"] for run in by_agent["reference"]), [
+        (x["task_id"], x["score"]) for x in by_agent["reference"] if not x["passed"]]
+    assert not any(run["passed"] for run in by_agent["noop"])
+    assert all(run["sandbox"] == "bwrap" for run in runs)
+    # Running it again resumes: nothing new is run.
+    r2 = assay("run", str(REPO / "suites" / "starter"), "-q", "--json", "again.json", cwd=tmp_path, timeout=600)
+    assert r2.returncode == 0, r2.stderr
+    assert "0 runs this time" in r2.stderr.replace("\n", " ")
+    again = json.loads((tmp_path / "again.json").read_text())
+    assert {x["run_id"] for x in again["runs"]} == {x["run_id"] for x in runs}

@@ -1,0 +1,67 @@
+"""Shared test helpers: write small tasks, run the real CLI in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def write_task(folder: Path, spec: dict[str, Any], files: dict[str, str] | None = None) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "task.yaml").write_text(yaml.safe_dump(spec, sort_keys=False, allow_unicode=True))
+    for rel, content in (files or {}).items():
+        p = folder / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(textwrap.dedent(content))
+    return folder
+
+
+def answer_task(folder: Path, want: str = "42", **extra: Any) -> Path:
+    """A tiny contract task: write answer.txt holding `want`."""
+    spec = {
+        "title": "write the answer", "domain": "test", "execution": "multi-step-with-tools",
+        "prompt": f"Write {want} into answer.txt.",
+        "contract": [{"path": "answer.txt", "predicate": "regex", "pattern": f"^{want}\\s*$"}],
+        "reference": {"artifacts": "reference"},
+        **extra,
+    }
+    return write_task(folder, spec, {"reference/answer.txt": f"{want}\n", "workspace/README.md": "hello\n"})
+
+
+def assay(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 300,
+          input: str | None = None) -> subprocess.CompletedProcess[str]:
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "ASSAY_"))}
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-m", "assay.cli", *args], cwd=cwd, env=full_env, text=True,
+                          capture_output=True, timeout=timeout, input=input)
+
+
+def model_alias(cwd: Path, name: str, provider: str, base_url: str, **extra: Any) -> None:
+    lines = [f"[models.{name}]", f'provider = "{provider}"', f'model = "{extra.pop("model", "fake-model")}"',
+             f'base_url = "{base_url}"', "max_retries = 2", "retry_base_delay = 0.01", "timeout_s = 5.0"]
+    for k, v in extra.items():
+        if k == "prices":
+            continue
+        lines.append(f"{k} = {json.dumps(v)}")
+    prices = extra.get("prices", {"input": 2.0, "cached_input": 0.5, "cache_write": 2.5, "output": 8.0})
+    lines.append(f"[models.{name}.prices]")
+    lines += [f"{k} = {v}" for k, v in prices.items()]
+    p = cwd / "assay.toml"
+    prev = p.read_text() if p.exists() else ""
+    p.write_text(prev + "\n".join(lines) + "\n")
+
+
+def report(cwd: Path, *extra: str) -> dict[str, Any]:
+    out = cwd / "report.json"
+    r = assay("report", "--json", str(out), *extra, cwd=cwd)
+    assert r.returncode == 0, r.stderr
+    return json.loads(out.read_text())

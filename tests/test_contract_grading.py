@@ -1,0 +1,440 @@
+"""Contract grading: sandboxed automated checks, the DareBench judge contract, hybrid weighting."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import tempfile
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from assay.agent.spec import AgentFactory
+from assay.config import Config
+from assay.env.sandbox import bwrap_available
+from assay.errors import GraderError
+from assay.grade import contract_grading as cg
+from assay.grade.contract import check_contract
+from assay.grade.contract_grading import (
+    grade_contract,
+    make_python_check,
+    parse_judge_reply,
+    run_checks,
+    to_openclaw,
+)
+from assay.grade.grader import GradeInput, grade_run
+from assay.grade.judge import Judge
+from assay.record import Event
+from assay.task.formats.darebench import read_darebench
+from assay.task.model import TOOL_NAMES, GradingSpec, Predicate, Task
+from tests.fakes.openai_server import FakeOpenAIServer
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None or not bwrap_available(),
+                                reason="bubblewrap cannot run here")
+
+TASKS = Path(__file__).resolve().parent / "fixtures" / "darebench" / "tasks"
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def ev(seq: int, kind: str, **data: object) -> Event:
+    return Event(seq=seq, t=float(seq), kind=kind, data=data)
+
+
+def run_events(final: str = "94") -> list[Event]:
+    return [
+        ev(0, "system", content="be brief"),
+        ev(1, "user", content="What is the change?"),
+        ev(2, "assistant", content="", tool_calls=[{"id": "c1", "name": "read_file", "arguments": {"path": "a.txt"}}]),
+        ev(3, "tool_call", id="c1", name="read_file", arguments={"path": "a.txt"}),
+        ev(4, "tool_result", id="c1", name="read_file", output="1\tline one\n" + "x" * 500),
+        ev(5, "assistant", content=final, tool_calls=[]),
+    ]
+
+
+def darebench_task(code: str, *, type_: str = "automated", contract: list[Predicate] | None = None) -> Task:
+    return Task(id="task_demo_00", prompt="Write the answer to `answer.txt`.", tools=list(TOOL_NAMES),
+                source="darebench", contract=contract or [],
+                grading=GradingSpec(type=type_, checks_code=code, checks_style="darebench",
+                                    judge_rubric="Judge correctness.", expected_behavior="Writes 94."))
+
+
+@pytest.fixture
+def workspace() -> Iterator[Path]:
+    d = Path(tempfile.mkdtemp(prefix="assay-cg-test-"))
+    os.chmod(d, 0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def short_timeout(monkeypatch: pytest.MonkeyPatch) -> float:
+    monkeypatch.setattr(cg, "CHECK_TIMEOUT_S", 3.0)
+    return 3.0
+
+
+@pytest.fixture
+def server() -> Iterator[FakeOpenAIServer]:
+    with FakeOpenAIServer() as srv:
+        yield srv
+
+
+@pytest.fixture
+async def judge(server: FakeOpenAIServer) -> AsyncIterator[Judge]:
+    config = Config.model_validate({"models": {"fakejudge": {"provider": "openai", "model": "judge-1",
+                                                             "base_url": server.url, "max_retries": 0}}})
+    j = Judge([AgentFactory("fakejudge", config)])
+    yield j
+    await j.aclose()
+
+
+def grade_input(task: Task, ws: Path | None, final: str = "94", judge: Judge | None = None,
+                events: list[Event] | None = None) -> GradeInput:
+    return GradeInput(task=task, level=None, workspace=ws, final_message=final,
+                      events=events if events is not None else run_events(final), end_reason="finished",
+                      judge=judge)
+
+
+# --------------------------------------------------------------------------- transcript shape
+
+
+def test_openclaw_shape() -> None:
+    events = run_events() + [ev(6, "tool_call", id="policy", name="run_command", arguments={"command": "ls"}),
+                             ev(7, "tool_result", id="policy", name="run_command", output="ok")]
+    tr = to_openclaw(events, task_id="t1", model="openai/gpt-x", final_message="94")
+    assert tr[0] == {"type": "session", "version": 3, "id": "assay-t1", "cwd": "/workspace"}
+    assert tr[1] == {"type": "model_change", "provider": "openai", "modelId": "gpt-x"}
+    msgs = [e["message"] for e in tr[2:]]
+    assert msgs[0] == {"role": "user", "content": "What is the change?"}
+    assert msgs[1] == {"role": "assistant", "content": [
+        {"type": "toolCall", "id": "c1", "name": "read_file", "arguments": {"path": "a.txt"}}]}
+    assert msgs[2]["role"] == "toolResult" and msgs[2]["toolCallId"] == "c1"
+    assert msgs[2]["toolName"] == "read_file"
+    assert msgs[2]["content"][0]["type"] == "text" and msgs[2]["content"][0]["text"].startswith("1\tline one")
+    assert msgs[3] == {"role": "assistant", "content": [{"type": "text", "text": "94"}]}
+    # A tool call without an assistant turn (policy/script agents) gets its own assistant message.
+    assert msgs[4] == {"role": "assistant", "content": [
+        {"type": "toolCall", "id": "policy", "name": "run_command", "arguments": {"command": "ls"}}]}
+    assert msgs[5]["role"] == "toolResult"
+    assert len(msgs) == 6  # the final message was already said: not repeated
+
+
+SHAPE_CHECK = '''
+import json, os
+def grade(transcript, workspace_path):
+    on_disk = [json.loads(l) for l in open("/run/assay/checks/transcript.jsonl") if l.strip()]
+    kinds = [e["type"] for e in transcript]
+    roles = [e["message"]["role"] for e in transcript if e["type"] == "message"]
+    items = [i["type"] for e in transcript if e["type"] == "message" and e["message"]["role"] == "assistant"
+             for i in e["message"]["content"]]
+    return {
+        "same_as_file": float(on_disk == transcript),
+        "session_first": float(kinds[:2] == ["session", "model_change"]),
+        "roles": float(roles == ["user", "assistant", "toolResult", "assistant"]),
+        "items": float(items == ["toolCall", "text"]),
+        "workspace": float(workspace_path == "/workspace" and os.getcwd() == "/workspace"),
+        "sees_file": float(open(workspace_path + "/answer.txt").read() == "94\\n"),
+    }
+'''
+
+
+async def test_sandboxed_grade_gets_openclaw_transcript(workspace: Path) -> None:
+    (workspace / "answer.txt").write_text("94\n")
+    checks = await run_checks(darebench_task(SHAPE_CHECK), workspace, run_events(), "94")
+    assert checks == {"same_as_file": 1.0, "session_first": 1.0, "roles": 1.0, "items": 1.0,
+                      "workspace": 1.0, "sees_file": 1.0}
+
+
+async def test_finqa_check_falls_back_to_last_message(workspace: Path) -> None:
+    task = read_darebench(TASKS / "task_finqa_00.md")[0]
+    (workspace / "answer.txt").write_text("")
+    assert await run_checks(task, workspace, run_events("94"), "94") == {"answer_correct": 1.0}
+    assert await run_checks(task, workspace, run_events("95"), "95") == {"answer_correct": 0.0}
+    (workspace / "answer.txt").write_text("$94\n")
+    assert await run_checks(task, workspace, run_events("wrong"), "wrong") == {"answer_correct": 1.0}
+
+
+async def test_checks_work_on_a_copy(workspace: Path) -> None:
+    (workspace / "answer.txt").write_text("keep")
+    os.mkfifo(workspace / "pipe")  # never opened by the copy
+    code = ('import os\ndef grade(t, w):\n    open(w + "/answer.txt", "w").write("changed")\n'
+            '    os.remove(w + "/answer.txt")\n    return {"x": float(not os.path.exists(w + "/pipe"))}\n')
+    assert await run_checks(darebench_task(code), workspace, [], "") == {"x": 1.0}
+    assert (workspace / "answer.txt").read_text() == "keep"
+
+
+async def test_scores_clipped_and_mean(workspace: Path) -> None:
+    code = 'def grade(t, w):\n    return {"a": 2, "b": -1, "c": 0.5, "d": True}\n'
+    task = darebench_task(code)
+    grade: dict = {}
+    res = await grade_contract(grade_input(task, workspace), grade)
+    assert grade["checks"] == {"a": 1.0, "b": 0.0, "c": 0.5, "d": 1.0}
+    assert res.score == pytest.approx(2.5 / 4)
+    assert res.judge_usage is None
+
+
+async def test_empty_dict_scores_zero(workspace: Path) -> None:
+    res = await grade_contract(grade_input(darebench_task("def grade(t, w):\n    return {}\n"), workspace), {})
+    assert res.score == 0.0
+
+
+@pytest.mark.parametrize(("code", "match"), [
+    ("def grade(t, w):\n    raise RuntimeError('boom')\n", "(?s)crashed.*boom"),
+    ("import sys\ndef grade(t, w):\n    sys.exit(0)\n", "no result"),
+    ("def grade(t, w):\n    return {'a': 'high'}\n", "not a number"),
+    ("def grade(t, w):\n    return {'a': None}\n", "not a number"),
+    ("def grade(t, w):\n    return [1.0]\n", "not a dict"),
+    ("def grade(t, w):\n    return {'a': float('nan')}\n", "not a number"),
+    ("def other(t, w):\n    return {}\n", "crashed"),
+])
+async def test_broken_checks_raise_grader_error(workspace: Path, code: str, match: str) -> None:
+    with pytest.raises(GraderError, match=match):
+        await grade_contract(grade_input(darebench_task(code), workspace), {})
+
+
+async def test_hanging_check_is_killed(workspace: Path, short_timeout: float) -> None:
+    code = "def grade(t, w):\n    while True:\n        pass\n"
+    t0 = time.monotonic()
+    with pytest.raises(GraderError, match="timed out"):
+        await grade_contract(grade_input(darebench_task(code), workspace), {})
+    assert time.monotonic() - t0 < short_timeout + 10
+
+
+async def test_check_cannot_escape(workspace: Path) -> None:
+    host = Path(tempfile.mkdtemp(prefix="assay-host-secret-"))
+    os.chmod(host, 0o755)
+    (host / "secret.txt").write_text("TOPSECRET")
+    os.chmod(host / "secret.txt", 0o644)
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(5)
+    listener.setblocking(False)
+    port = listener.getsockname()[1]
+    code = f'''
+import os, socket
+def grade(transcript, workspace_path):
+    got = {{}}
+    for name, path in (("shadow", "/etc/shadow"), ("host_tmp", {str(host / "secret.txt")!r}),
+                       ("host_passwd", "/etc/passwd")):
+        try:
+            data = open(path).read()
+            got[name] = 1.0 if ("TOPSECRET" in data or "root:" in data and name != "host_passwd"
+                                or name == "host_passwd" and "agent:" not in data) else 0.0
+        except OSError:
+            got[name] = 0.0
+    try:
+        s = socket.create_connection(("127.0.0.1", {port}), timeout=2)
+        s.sendall(b"hello")
+        got["net"] = 1.0
+    except OSError:
+        got["net"] = 0.0
+    try:
+        os.listdir("/root")
+        got["root_home"] = 1.0
+    except OSError:
+        got["root_home"] = 0.0
+    return got
+'''
+    try:
+        checks = await run_checks(darebench_task(code), workspace, [], "")
+        assert checks == {"shadow": 0.0, "host_tmp": 0.0, "host_passwd": 0.0, "net": 0.0, "root_home": 0.0}
+        with pytest.raises(BlockingIOError):
+            listener.accept()  # nothing ever connected
+    finally:
+        listener.close()
+        shutil.rmtree(host, ignore_errors=True)
+
+
+async def test_native_checks_file(workspace: Path, tmp_path: Path) -> None:
+    checks = tmp_path / "checks.py"
+    checks.write_text("import os\ndef grade(workspace_path, final_message):\n"
+                      "    return {'file': float(os.path.exists(os.path.join(workspace_path, 'out.csv'))),\n"
+                      "            'msg': float('done' in final_message)}\n")
+    task = Task(id="native-1", prompt="p", tools=list(TOOL_NAMES),
+                contract=[Predicate(path="out.csv", predicate="exists")],
+                grading=GradingSpec(type="automated", checks_file=checks))
+    (workspace / "out.csv").write_text("a\n1\n")
+    grade: dict = {}
+    res = await grade_contract(grade_input(task, workspace, final="all done"), grade)
+    assert grade["checks"] == {"file": 1.0, "msg": 1.0}
+    assert res.score == 1.0
+
+
+async def test_native_contract_only_scores_share_of_predicates(workspace: Path) -> None:
+    task = Task(id="native-2", prompt="p", tools=list(TOOL_NAMES),
+                contract=[Predicate(path="a.txt"), Predicate(path="b.txt", required=False)],
+                grading=GradingSpec(type="automated"))
+    (workspace / "a.txt").write_text("x")
+    grade: dict = {"predicates": [{"path": "a.txt", "ok": True}, {"path": "b.txt", "ok": False}]}
+    res = await grade_contract(grade_input(task, workspace), grade)
+    assert res.score == 0.5
+
+
+def test_python_predicate(workspace: Path, tmp_path: Path) -> None:
+    checks = tmp_path / "checks.py"
+    checks.write_text("import json\ndef valid_report(path):\n    d = json.load(open(path))\n"
+                      "    return [d.get('total') == 3, 'total is %r' % d.get('total')]\n"
+                      "def hang(path):\n    while True:\n        pass\n")
+    task = Task(id="native-3", prompt="p", tools=list(TOOL_NAMES),
+                contract=[Predicate(path="r.json", predicate="python", function="valid_report")],
+                grading=GradingSpec(type="automated", checks_file=checks))
+    (workspace / "r.json").write_text('{"total": 3}')
+    sat, results = check_contract(workspace, task.contract, make_python_check(task, workspace))
+    assert sat and results[0].reason == "total is 3"
+    (workspace / "r.json").write_text('{"total": 4}')
+    sat, results = check_contract(workspace, task.contract, make_python_check(task, workspace))
+    assert not sat and results[0].reason == "total is 4"
+    hang = [Predicate(path="r.json", predicate="python", function="hang")]
+    with pytest.raises(GraderError, match="timed out"):
+        check_contract(workspace, hang, make_python_check(task, workspace, timeout_s=2))
+
+
+# --------------------------------------------------------------------------- judge reply parsing
+
+
+@pytest.mark.parametrize(("text", "total", "scores"), [
+    ('{"scores": {"a": 1.0, "b": 0.5}, "total": 0.75, "notes": "ok"}', 0.75, {"a": 1.0, "b": 0.5}),
+    ('{"criteria_scores": {"a": {"score": 0.4}}, "score": 0.4, "justification": "meh"}', 0.4, {"a": 0.4}),
+    ('{"scores": {"a": 0.6, "b": 0.8}}', 0.7, {"a": 0.6, "b": 0.8}),
+    ('{"instruction_followed": 1.0, "explanation": "all met"}', 1.0, {"instruction_followed": 1.0}),
+    ("I think it is decent.\nTotal: 0.8", 0.8, {}),
+    ("Score: 1", 1.0, {}),
+    ('```json\n{"scores": {"a": 80, "b": 90}, "total": 85, "notes": "percent"}\n```', 0.85, {"a": 0.8, "b": 0.9}),
+    ('{"total": 85}', 0.85, {}),
+    ('{"scores": {"a": 1.0, "b": 1.0}, "total": 2}', 1.0, {"a": 1.0, "b": 1.0}),  # a sum, capped
+    ('{"scores": {"a": 1}, "total": 250}', 1.0, {"a": 1.0}),
+    ('{"total": -0.2}', 0.0, {}),
+])
+def test_parse_judge_reply(text: str, total: float, scores: dict) -> None:
+    got = parse_judge_reply(text)
+    assert got["total"] == pytest.approx(total)
+    assert got["scores"] == pytest.approx(scores)
+
+
+@pytest.mark.parametrize("text", ["", "no idea", '{"notes": "forgot the numbers"}', "[1, 2"])
+def test_parse_judge_reply_refuses(text: str) -> None:
+    with pytest.raises(ValueError):
+        parse_judge_reply(text)
+
+
+# --------------------------------------------------------------------------- judge through the fake server
+
+
+async def test_judge_criteria_scores(server: FakeOpenAIServer, judge: Judge, workspace: Path) -> None:
+    (workspace / "answer.txt").write_text("94 million\n")
+    task = darebench_task("def grade(t, w):\n    return {}\n", type_="judge",
+                          contract=[Predicate(path="answer.txt", required=False)])
+    server.script('{"criteria_scores": {"correct": 0.9, "concise": 0.7}, "score": 0.8, "justification": "fine"}')
+    grade: dict = {}
+    res = await grade_contract(grade_input(task, workspace, judge=judge), grade)
+    assert res.score == pytest.approx(0.8)
+    assert grade["judge"]["scores"] == {"correct": 0.9, "concise": 0.7}
+    assert grade["judge"]["total"] == pytest.approx(0.8)
+    assert grade["judge"]["notes"] == "fine"
+    assert "raw" in grade["judge"] and "error" not in grade["judge"]
+    assert grade["checks"] == {}
+    assert res.judge_usage is not None and res.judge_usage.input_tokens > 0
+    body = server.last.json
+    prompt = "\n".join(m["content"] if isinstance(m["content"], str) else json.dumps(m["content"])
+                       for m in body["messages"])
+    assert "strict evaluator" in prompt
+    assert '{"scores": {"criterion_name": 0.0}, "total": 0.0, "notes": "brief justification"}' in prompt
+    assert "Write the answer to `answer.txt`." in prompt  # task prompt
+    assert "Writes 94." in prompt  # expected behaviour
+    assert 'Tool: read_file({"path": "a.txt"})' in prompt
+    assert "Result: 1\tline one\n" + "x" * 189 + "\n" in prompt  # first 200 characters
+    assert "x" * 201 not in prompt
+    assert "## Final Message\n94" in prompt
+    assert "### answer.txt\n94 million" in prompt  # artifact contents
+    assert "Judge correctness." in prompt  # rubric
+
+
+async def test_judge_text_fallback(server: FakeOpenAIServer, judge: Judge, workspace: Path) -> None:
+    task = darebench_task("", type_="judge")
+    server.script("The answer is right but wordy.\ntotal: 0.8\n")
+    grade: dict = {}
+    res = await grade_contract(grade_input(task, workspace, judge=judge), grade)
+    assert res.score == pytest.approx(0.8)
+    assert grade["judge"]["total"] == pytest.approx(0.8)
+
+
+async def test_judge_unparseable_is_grader_error(server: FakeOpenAIServer, judge: Judge, workspace: Path) -> None:
+    task = darebench_task("", type_="judge")
+    server.script("I cannot grade this.", "Still no.", "Nope.")
+    with pytest.raises(GraderError, match="unparseable"):
+        await grade_contract(grade_input(task, workspace, judge=judge), {})
+    assert len(server.requests) == 3  # one call and two retries
+
+
+async def test_judge_retry_then_parse(server: FakeOpenAIServer, judge: Judge, workspace: Path) -> None:
+    task = darebench_task("", type_="judge")
+    server.script("hmm", '{"scores": {"a": 0.6}, "total": 0.6, "notes": "ok"}')
+    grade: dict = {}
+    res = await grade_contract(grade_input(task, workspace, judge=judge), grade)
+    assert res.score == pytest.approx(0.6)
+    assert "attempt 1" in grade["judge"]["error"]
+    assert len(server.requests) == 2
+
+
+async def test_judge_cache_reuses_reply(server: FakeOpenAIServer, judge: Judge, workspace: Path) -> None:
+    class Cache(dict):
+        def cache_get(self, k: str) -> str | None:
+            return self.get(k)
+
+        def cache_put(self, k: str, v: str) -> None:
+            self[k] = v
+
+    judge.cache = Cache()
+    task = darebench_task("", type_="judge")
+    server.script('{"scores": {}, "total": 0.5, "notes": ""}')
+    first = await grade_contract(grade_input(task, workspace, judge=judge), {})
+    second = await grade_contract(grade_input(task, workspace, judge=judge), {})
+    assert first.score == second.score == 0.5
+    assert len(server.requests) == 1
+    assert second.judge_usage is not None and second.judge_usage.input_tokens == 0
+
+
+async def test_judge_missing_is_grader_error(workspace: Path) -> None:
+    with pytest.raises(GraderError, match="no judge"):
+        await grade_contract(grade_input(darebench_task("", type_="judge"), workspace), {})
+
+
+async def test_hybrid_weighting_finqa(server: FakeOpenAIServer, judge: Judge, workspace: Path) -> None:
+    task = read_darebench(TASKS / "task_finqa_00.md")[0]  # weights 0.6 / 0.4
+    (workspace / "answer.txt").write_text("94\n")
+    server.script('{"scores": {"answer_correct": 1.0, "concise": 0.0}, "total": 0.5, "notes": "x"}')
+    grade: dict = {}
+    res = await grade_contract(grade_input(task, workspace, judge=judge), grade)
+    assert grade["checks"] == {"answer_correct": 1.0}
+    assert res.score == pytest.approx(0.6 * 1.0 + 0.4 * 0.5)
+
+
+async def test_hybrid_zero_weights_use_automated(server: FakeOpenAIServer, judge: Judge, workspace: Path) -> None:
+    task = darebench_task("def grade(t, w):\n    return {'a': 0.25}\n", type_="hybrid")
+    assert task.grading is not None
+    task.grading.weight_automated = task.grading.weight_judge = 0.0
+    server.script('{"scores": {}, "total": 1.0, "notes": ""}')
+    res = await grade_contract(grade_input(task, workspace, judge=judge), {})
+    assert res.score == pytest.approx(0.25)
+
+
+async def test_grade_run_agentvista_end_to_end(server: FakeOpenAIServer, judge: Judge, workspace: Path) -> None:
+    task = read_darebench(TASKS / "task_agentvista_00.md")[0]  # 0.2 automated + 0.8 judge
+    server.script('{"scores": {"answer_correctness": 1.0}, "total": 1.0, "notes": "blue"}')
+    (workspace / "answer.txt").write_text("blue")
+    out = await grade_run(grade_input(task, workspace, final="done", judge=judge))
+    assert out.grade["sat"] is True
+    assert out.grade["predicates"][0]["path"] == "answer.txt" and out.grade["predicates"][0]["ok"]
+    assert out.grade["checks"] == {"answer_written": 1.0}
+    assert out.score == pytest.approx(1.0) and out.passed
+    # Without answer.txt the (non-required) contract does not zero the score; checks and judge decide.
+    (workspace / "answer.txt").unlink()
+    server.script('{"scores": {"answer_correctness": 1.0}, "total": 1.0, "notes": "said blue"}')
+    out = await grade_run(grade_input(task, workspace, final="blue", judge=judge))
+    assert out.grade["sat"] is True and not out.grade["predicates"][0]["ok"]
+    assert out.score == pytest.approx(0.8)
