@@ -77,7 +77,7 @@ class RunRecord(BaseModel):
     kinds: list[str]
     harness_version: str
     model: str | None = None
-    prices: dict[str, float] | None = None
+    prices: dict[str, float | None] | None = None
     sandbox: Literal["bwrap", "none"] = "bwrap"
     status: Literal["done", "void"]
     end_reason: EndReason

@@ -55,8 +55,15 @@ class PolicyAgent(Agent):
         self.spec = spec
         self.policy = policy
 
+    def _mount_root(self) -> Path | None:
+        """The folder bound at POLICY_MOUNT: the policy's `root` (a whole case folder) or the script's own."""
+        if self.policy.script is None:
+            return None
+        return self.policy.root if self.policy.root is not None else self.policy.script.parent
+
     def binds(self) -> list[tuple[Path, str]]:
-        return [(self.policy.script.parent, POLICY_MOUNT)] if self.policy.script is not None else []
+        root = self._mount_root()
+        return [(root, POLICY_MOUNT)] if root is not None else []
 
     async def run(self, env: AgentEnv) -> AgentOutcome:
         out = AgentOutcome(end_reason="finished")
@@ -71,7 +78,10 @@ class PolicyAgent(Agent):
         if pol.script is not None:
             if env.sandbox is None or env.workspace is None:
                 raise InputError(pol.script, self.spec, "a policy script needs a workspace and a sandbox")
-            inside = f"{POLICY_MOUNT}/{pol.script.name}"
+            root = self._mount_root()
+            assert root is not None
+            rel = Path(pol.script).resolve().relative_to(Path(root).resolve()).as_posix()
+            inside = f"{POLICY_MOUNT}/{rel}"
             cmd = ["python3", inside, env.sandbox.inside_root] if env.sandbox.isolated else \
                 ["python3", str(pol.script), str(env.workspace)]
             env.transcript.emit("tool_call", id="policy", name="run_command", arguments={"command": " ".join(cmd)})

@@ -16,7 +16,7 @@ from assay.config import Config
 from assay.errors import InputError
 from assay.task.model import Task
 
-POLICY_SPEC = re.compile(r"^(reference|literal|(shortcut|bypass|alternate):[A-Za-z0-9_.\-]+)$")
+POLICY_SPEC = re.compile(r"^(reference|literal|(shortcut|bypass|alternate|probe):[A-Za-z0-9_.\-]+)$")
 PROVIDERS = ("openai", "anthropic")
 
 
@@ -75,11 +75,15 @@ class AgentFactory:
                 self._price = lookup_price(alias.provider, alias.model)
         else:
             raise InputError(None, "--agent", f"unknown agent spec {spec!r} (noop, reference, literal, "
-                                              "shortcut:NAME, bypass:NAME, alternate:NAME, script:PATH, "
+                                              "shortcut:NAME, bypass:NAME, alternate:NAME, probe:NAME, script:PATH, "
                                               "openai/MODEL, anthropic/MODEL, or a model alias from assay.toml)")
 
     def _make(self, provider: str, model: str, *, base_url: str | None, api_key: str | None,
               context: int | None, retries: dict[str, float] | None = None) -> None:
+        from assay.agent.clients import client_class
+        from assay.agent.loop import ModelAgent  # noqa: F401  (imported now, not inside the first run)
+
+        client_class(provider)
         self.provider = provider
         self.model_name = model
         self._client_args = dict(provider=provider, model=model, base_url=base_url, api_key=api_key,

@@ -26,14 +26,16 @@ class CampaignResult:
         self.records: list[RunRecord] = []
         self.already_done = 0
         self.interrupted = False
+        self.void = 0
+        self.passed = 0
+        self.cost_usd = 0.0
 
-    @property
-    def void(self) -> int:
-        return sum(1 for r in self.records if r.status == "void")
-
-    @property
-    def cost_usd(self) -> float:
-        return sum((r.usage.cost_usd or 0.0) + (r.judge_usage.cost_usd or 0.0) for r in self.records)
+    def add(self, rec: RunRecord) -> None:
+        """Keep running totals, so progress updates stay O(1) per run."""
+        self.records.append(rec)
+        self.void += rec.status == "void"
+        self.passed += bool(rec.passed)
+        self.cost_usd += (rec.usage.cost_usd or 0.0) + (rec.judge_usage.cost_usd or 0.0)
 
 
 def pending_runs(plan: Plan, ctx: RunContext) -> tuple[list[tuple[PlannedRun, int]], int]:
@@ -68,7 +70,7 @@ async def run_campaign(plan: Plan, ctx: RunContext, *, console: Console | None =
     async def one(p: PlannedRun, attempt: int, bar: int) -> None:
         async with sem:
             rec = await execute_run(p, ctx, attempt)
-        result.records.append(rec)
+        result.add(rec)
         if on_record is not None:
             on_record(rec)
         progress.update(bar, advance=1, stats=_stats(result))
@@ -89,6 +91,4 @@ async def run_campaign(plan: Plan, ctx: RunContext, *, console: Console | None =
 
 
 def _stats(result: CampaignResult) -> str:
-    n = len(result.records)
-    passed = sum(1 for r in result.records if r.passed)
-    return f"passed {passed}/{n}  void {result.void}  ${result.cost_usd:.2f}"
+    return f"passed {result.passed}/{len(result.records)}  void {result.void}  ${result.cost_usd:.2f}"

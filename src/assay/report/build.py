@@ -39,7 +39,7 @@ def _mean(values: list[float]) -> float | None:
 
 
 def pass_k(done: list[RunRecord]) -> dict[str, dict[str, float]]:
-    """pass@k and pass^k averaged over tasks, for every k up to the smallest epoch count."""
+    """pass@k and pass^k averaged over tasks, for k = 1..10 and k = the smallest epoch count."""
     by_task: dict[tuple[str, str | None], list[bool]] = defaultdict(list)
     for r in done:
         by_task[(r.key.task_id, r.key.level)].append(bool(r.passed))
@@ -48,7 +48,8 @@ def pass_k(done: list[RunRecord]) -> dict[str, dict[str, float]]:
     kmax = min(len(v) for v in by_task.values())
     at: dict[str, float] = {}
     hat: dict[str, float] = {}
-    for k in range(1, kmax + 1):
+    ks = sorted({*range(1, min(kmax, 10) + 1), kmax})  # 1..10 and the full k
+    for k in ks:
         at[str(k)] = _mean([metrics.pass_at_k(len(v), sum(v), k) for v in by_task.values()]) or 0.0
         hat[str(k)] = _mean([metrics.pass_hat_k(len(v), sum(v), k) for v in by_task.values()]) or 0.0
     return {"pass_at_k": at, "pass_hat_k": hat}

@@ -158,6 +158,7 @@ class PolicySpec(_Strict):
     answer: str | None = None
     artifacts: Path | None = None
     script: Path | None = None
+    root: Path | None = None  # folder bound read-only for the script (an FDE-Gym case folder)
 
 
 class Task(BaseModel):

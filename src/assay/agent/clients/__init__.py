@@ -2,15 +2,32 @@
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from assay.agent.clients.anthropic_client import AnthropicClient
 from assay.agent.clients.base import ModelClient
-from assay.agent.clients.openai_client import OpenAIClient
+
+if TYPE_CHECKING:
+    from assay.agent.clients.anthropic_client import AnthropicClient
+    from assay.agent.clients.openai_client import OpenAIClient
 
 __all__ = ["AnthropicClient", "ModelClient", "OpenAIClient", "make_client"]
 
-_CLIENTS: dict[str, type[ModelClient]] = {"openai": OpenAIClient, "anthropic": AnthropicClient}
+# Each SDK takes seconds to import; load only the one a campaign uses, before runs start.
+_MODULES = {"openai": ("assay.agent.clients.openai_client", "OpenAIClient"),
+            "anthropic": ("assay.agent.clients.anthropic_client", "AnthropicClient")}
+
+
+def client_class(provider: str) -> type[ModelClient]:
+    module, name = _MODULES[provider]
+    return getattr(importlib.import_module(module), name)
+
+
+def __getattr__(name: str) -> Any:
+    for module, cls in _MODULES.values():
+        if cls == name:
+            return getattr(importlib.import_module(module), name)
+    raise AttributeError(name)
 
 
 def make_client(
@@ -31,9 +48,9 @@ def make_client(
     ``extra`` passes client-specific options through (max_reply_tokens, retry_max_delay,
     web_search_mode for OpenAI).
     """
-    cls = _CLIENTS.get(provider)
-    if cls is None:
-        raise ValueError(f"unknown model provider {provider!r} (expected one of: {', '.join(_CLIENTS)})")
+    if provider not in _MODULES:
+        raise ValueError(f"unknown model provider {provider!r} (expected one of: {', '.join(_MODULES)})")
+    cls = client_class(provider)
     return cls(model, base_url=base_url, api_key=api_key, context_tokens=context_tokens,
                temperature=temperature, max_retries=max_retries, retry_base_delay=retry_base_delay,
                timeout_s=timeout_s, **extra)

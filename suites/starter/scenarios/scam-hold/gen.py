@@ -18,7 +18,7 @@ HELD_SEED = 907_311
 HIST_START = dt.date(2024, 4, 22)
 HIST_DAYS = 49
 HELD_START = dt.date(2024, 7, 1)
-HELD_DAYS = 14
+HELD_DAYS = 35
 
 # Economics (also written, in words, into docs/hold_policy_2024.md: same in every variant)
 CATCH_RATE = 0.8          # share of scam value a completed call-back stops
@@ -105,6 +105,23 @@ def world(params: dict) -> dict:
             "blocked_ids": [b["payee_id"] for b in blocked]}
 
 
+def _named(num: int, kind: str) -> tuple[str, str]:
+    """A payee id and its (stable) account name."""
+    h = random.Random(num * 7919 + len(kind))
+    if kind == "person":
+        name = f"{h.choice(FIRST)} {h.choice(LAST)}"
+    elif kind == "business":
+        name = h.choice(BUSINESSES)
+    elif kind == "solicitor":
+        name = h.choice(SOLICITORS)
+    elif kind == "dealer":
+        name = h.choice(DEALERS)
+    else:
+        name = h.choice(["Crestline Capital Ltd", "Aurex Trading", "Blue Quay Markets", "Vantor FX",
+                         "Goldgate Yield Partners", "Northstar Bond Club"])
+    return f"PY-{num}", name
+
+
 def _day_factor(d: dt.date) -> float:
     return [1.10, 1.0, 1.0, 1.0, 1.15, 0.65, 0.55][d.weekday()]
 
@@ -136,6 +153,7 @@ def payments(params: dict, seed: int, start: dt.date, n_days: int) -> list[dict]
     crypto_rate = float(params.get("crypto_night_rate", 0.0))
     crypto_since = dt.date.fromisoformat(params.get("crypto_night_since") or "2000-01-01")
     mid_band = float(params.get("mid_band_scam_rate", 0.0))
+    mule_names = {w["payee_id"]: w["payee_name"] for w in W["watchlist"]}
     out: list[dict] = []
     for di in range(n_days):
         d = start + dt.timedelta(days=di)
@@ -165,10 +183,10 @@ def payments(params: dict, seed: int, start: dt.date, n_days: int) -> list[dict]
                 "_scam": scam, "_pop": pop})
 
         def person():
-            return (f"PY-{r.randint(10000, 69999)}", f"{r.choice(FIRST)} {r.choice(LAST)}")
+            return _named(r.randint(40000, 69999), "person")
 
         def business():
-            return (f"PY-{r.randint(40000, 69999)}", r.choice(BUSINESSES))
+            return _named(r.randint(32000, 39999), "business")
 
         # ---- genuine payments
         for _ in range(_poisson(r, 215 * f)):
@@ -190,11 +208,11 @@ def payments(params: dict, seed: int, start: dt.date, n_days: int) -> list[dict]
                 elderly_p=0.2, device_p=0.12)
         for _ in range(_poisson(r, 12 * f)):
             if r.random() < 0.6:
-                payee = (f"PY-{r.randint(50000, 59999)}", r.choice(SOLICITORS))
+                payee = _named(r.randint(20000, 21999), "solicitor")
                 ref = r.choice(["completion", "house deposit", "conveyancing", "exchange of contracts"])
                 typ = "business"
             else:
-                payee = (f"PY-{r.randint(60000, 64999)}", r.choice(DEALERS))
+                payee = _named(r.randint(23000, 23999), "dealer")
                 ref = r.choice(["car purchase", "balance", "vehicle deposit"])
                 typ = "business"
             add("L_bigticket", False, payee, typ, _amount(r, 10000, 90000, 24000), True, ref,
@@ -224,17 +242,16 @@ def payments(params: dict, seed: int, start: dt.date, n_days: int) -> list[dict]
             add("L_remit", False, r.choice(REMIT), "money_remitter", _amount(r, 250, 3000, 500), r.random() < 0.3,
                 r.choice(["family", "mum", "school fees", "support"]))
         if weekday:
-            for _ in range(_poisson(r, 7.5)):
+            for _ in range(_poisson(r, 10.5)):
                 add("L_payroll", False, NORTHGATE, "payroll_bureau", _amount(r, 3000, 45000, 9000), False,
                     f"PAYROLL WK{r.randint(10, 52)}", elderly_p=0.05, device_p=0.02, channel="web")
 
         # ---- scams
         for _ in range(_poisson(r, 1.6 * f)):
-            payee, typ = (r.choice(INVEST + [(f"PY-{r.randint(10000, 39999)}", "Crestline Capital Ltd")]),
-                          "investment_platform") if r.random() < 0.5 else (person(), "individual")
-            if typ == "investment_platform" and payee[0] in {p[0] for p in INVEST}:
-                payee = (f"PY-{r.randint(26000, 29999)}", r.choice(["Crestline Capital Ltd", "Aurex Trading",
-                                                                    "Blue Quay Markets", "Vantor FX"]))
+            if r.random() < 0.5:
+                payee, typ = _named(r.randint(26000, 29999), "scam_platform"), "investment_platform"
+            else:
+                payee, typ = person(), "individual"
             add("S_invest", True, payee, typ, _amount(r, 2500, 40000, 8000), True,
                 r.choice(["investment", "invest plan", "release fee", "bitcoin wallet", "investment top up"]),
                 elderly_p=0.45, device_p=0.1)
@@ -247,11 +264,13 @@ def payments(params: dict, seed: int, start: dt.date, n_days: int) -> list[dict]
                 r.choice(["", "deposit", "top up", f"CV-{r.randint(10000, 99999)}"]), ts=_ts(r, d, night=True),
                 age=r.randint(22, 48), device_p=0.3, newcust_p=0.05)
         for _ in range(_poisson(r, 0.5 * f)):
-            add("S_mule", True, (r.choice(W["mules"]), f"{r.choice(FIRST)} {r.choice(LAST)}"), "individual",
+            mule = r.choice(W["mules"])
+            add("S_mule", True, (mule, mule_names[mule]), "individual",
                 _amount(r, 800, 9000, 2500), True, _ref_personal(r), elderly_p=0.3)
         for _ in range(_poisson(r, 0.8 * f)):
             add("S_low", True, person(), "individual", _amount(r, 250, 2400, 700), r.random() < 0.5,
-                r.choice(["gift", "loan", "ticket", "flat deposit", "help"]), elderly_p=0.3)
+                r.choice(["gift", "loan", "ticket", "flat deposit", "help"]), elderly_p=0.3, device_p=0.0,
+                newcust_p=0.0)
         # ---- sanctions blocklist hits
         for _ in range(_poisson(r, 0.35)):
             b = r.choice(W["blocklist"])

@@ -1,6 +1,6 @@
 """Grader for the scam-hold case.
 
-Generates two weeks of held-out live payments for the variant (a different seed and period
+Generates five weeks of held-out live payments for the variant (a different seed and period
 from data/), runs the DELIVERED `holds.decide` on them in a subprocess (cwd = <ws>/system,
 one fresh import per day, payments in time order, like the production batch), and replays the
 call-back queue: call-backs in arrival order up to the team's real daily capacity, the rest
@@ -150,7 +150,9 @@ def reference_plan(params: dict) -> dict:
     if float(params.get("mid_band_scam_rate", 0)) == 0:
         plan["threshold"] = 70
     if cap < 20:
-        plan["threshold"] = 85
+        # scarce call-backs: 80+ (investment scams, watchlist mules) always get a slot;
+        # 70-79 only while at least 3 slots are still free that day
+        plan.update(threshold=70, priority_score=80, reserve=3)
     return plan
 
 
@@ -173,8 +175,12 @@ def _decisions(pays: list[dict], params: dict, plan: dict | None) -> list[str]:
             h = int(p["ts"][11:13])
             hold = hold or h >= 22 or h < 6
         day = p["ts"][:10]
-        if hold and plan["daily_cap"] is not None and count[day] >= plan["daily_cap"]:
-            hold = False
+        if hold and plan["daily_cap"] is not None:
+            limit = plan["daily_cap"]
+            if s < plan.get("priority_score", -1):
+                limit -= plan.get("reserve", 0)
+            if count[day] >= limit:
+                hold = False
         if hold:
             count[day] += 1
         out.append("hold" if hold else "release")
@@ -217,4 +223,4 @@ def grade(ws, ctx=None) -> dict:
         summary += "; incidents: " + "; ".join(incidents)
     return {"kpi": res["kpi"], "kpi_baseline": base["kpi"], "kpi_oracle": orac["kpi"],
             "incidents": incidents, "summary": summary,
-            "gates": {"entry_point_ran": not problems}}
+            "gates": {}}

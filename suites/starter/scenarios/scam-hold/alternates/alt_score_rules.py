@@ -4,7 +4,7 @@ capacity-aware queue module rather than in holds.decide's control flow.
 - crypto-night typology: a new weighted rule `crypto_night` (+25) in rules.py, night = 21:30-05:59;
 - stale payroll watchlist hit: the watchlist rule ignores existing-payee payments to a
   payroll bureau (instead of deleting the row);
-- capacity cut: threshold 80 and a per-day cap one below the team's capacity;
+- capacity cut: threshold 70 with a per-day cap at the team's capacity, 2 slots kept for 80+;
 - sponsor right: threshold 70.
 """
 import json
@@ -26,8 +26,9 @@ if params.get("payroll_watchlisted"):
 if float(params.get("mid_band_scam_rate", 0)) == 0:
     rules["threshold"] = 70
 if cap < 20:
-    rules["threshold"] = 80
-    rules["queue_cap_per_day"] = cap - 1
+    rules["threshold"] = 70
+    rules["queue_cap_per_day"] = cap
+    rules["queue_priority"] = {"score": 80, "keep_free": 2}
 cfg.write_text(json.dumps(rules, indent=2) + "\n", encoding="utf-8")
 
 rp = system / "rules.py"
@@ -50,10 +51,12 @@ rp.write_text(src, encoding="utf-8")
 _count = {}
 
 
-def admit(payment, cap):
+def admit(payment, cap, score=0, priority=None):
     if cap is None:
         return True
     day = str(payment.get("ts", ""))[:10]
+    if priority and score < priority["score"]:
+        cap = cap - priority["keep_free"]
     if _count.get(day, 0) >= cap:
         return False
     _count[day] = _count.get(day, 0) + 1
@@ -62,8 +65,10 @@ def admit(payment, cap):
 hp = system / "holds.py"
 h = hp.read_text(encoding="utf-8")
 h = h.replace('''    return "hold" if risk_score(payment) >= _RULES["threshold"] else "release"''',
-              '''    if risk_score(payment) < _RULES["threshold"]:
+              '''    s = risk_score(payment)
+    if s < _RULES["threshold"]:
         return "release"
     import queue_cap
-    return "hold" if queue_cap.admit(payment, _RULES.get("queue_cap_per_day")) else "release"''')
+    ok = queue_cap.admit(payment, _RULES.get("queue_cap_per_day"), s, _RULES.get("queue_priority"))
+    return "hold" if ok else "release"''')
 hp.write_text(h, encoding="utf-8")

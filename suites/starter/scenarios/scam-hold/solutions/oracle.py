@@ -2,7 +2,8 @@
 
 - new crypto-night typology: hold first-time payments to crypto exchanges 22:00-05:59;
 - stale watchlist entry: remove the payroll bureau's recycled account (PY-70114) only;
-- call-back capacity cut: hold only 85+ and never more than the team's daily capacity;
+- call-back capacity cut: never more holds a day than the team's capacity; 80+ always gets a
+  slot, 70-79 only while 3 slots are still free;
 - sponsor right: threshold 70.
 Always: blocklist first, and a daily guard at the real call-back capacity.
 """
@@ -22,7 +23,10 @@ rules = json.loads(cfg.read_text(encoding="utf-8"))
 if float(params.get("mid_band_scam_rate", 0)) == 0:
     rules["threshold"] = 70
 if cap < 20:
-    rules["threshold"] = 85
+    # scarce call-backs: 80+ always gets a slot, 70-79 only while 3 slots are still free
+    rules["threshold"] = 70
+    rules["priority_score"] = 80
+    rules["reserved_priority_slots"] = 3
 rules["crypto_night_new_payee"] = float(params.get("crypto_night_rate", 0)) > 0
 rules["daily_callback_capacity"] = cap
 cfg.write_text(json.dumps(rules, indent=2) + "\n", encoding="utf-8")
@@ -76,11 +80,14 @@ def _crypto_night(payment: dict) -> bool:
 def decide(payment: dict) -> str:
     if payment.get("payee_id") in _BLOCKED:
         return "hold"
-    hold = risk_score(payment) >= _RULES["threshold"] or _crypto_night(payment)
+    s = risk_score(payment)
+    hold = s >= _RULES["threshold"] or _crypto_night(payment)
     if not hold:
         return "release"
     day = str(payment.get("ts", ""))[:10]
     cap = int(_RULES.get("daily_callback_capacity") or 10**9)
+    if s < _RULES.get("priority_score", -1):
+        cap -= int(_RULES.get("reserved_priority_slots", 0))
     if _HELD_TODAY.get(day, 0) >= cap:
         return "release"   # past capacity a hold would breach the 24h obligation anyway
     _HELD_TODAY[day] = _HELD_TODAY.get(day, 0) + 1

@@ -1,0 +1,147 @@
+"""`system/llm_client.py`: the client delivered code uses to reach the company LLM gateway.
+
+Standard library only (urllib), and plain enough for the Python 3.9 of upstream's customer
+machines. It reads `config/llm.json` next to itself, so production can point it elsewhere by
+rewriting that file. It offers assay's `complete(messages, model=None, **kw) -> str` (an
+OpenAI chat completion through `base_url`) and upstream FDE-Gym's `chat(...)`, `budget()`
+and `LLMError`, so case code written for upstream imports it unchanged. An exhausted budget
+(HTTP 429) raises `BudgetExceeded`, a subclass of `LLMError`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from assay.env import fs
+
+__all__ = ["LLM_CLIENT_PY", "install_llm_client", "llm_config"]
+
+LLM_CLIENT_PY = r'''"""Client for the company LLM gateway. Copied into each workspace's system/.
+
+    from llm_client import complete
+    text = complete([{"role": "user", "content": "..."}], max_tokens=300)
+
+    from llm_client import chat            # the older interface, also available
+    text = chat([{"role": "user", "content": "..."}], max_tokens=300, json_mode=False)
+
+One fixed model sits behind the gateway. Usage is metered and capped: check `budget()`.
+When the allowance is used up, calls raise BudgetExceeded (a subclass of LLMError); any
+other failure raises LLMError. The endpoint is read from config/llm.json next to this file;
+production points that file at the production gateway, so do not hard-code the URL.
+"""
+import json
+import os
+import urllib.error
+import urllib.request
+
+_CFG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "config", "llm.json")
+
+
+class LLMError(RuntimeError):
+    """The gateway could not give an answer. `status` is the HTTP status, if there was one."""
+
+    def __init__(self, message, status=None, kind=None):
+        RuntimeError.__init__(self, message)
+        self.status = status
+        self.kind = kind
+
+
+class BudgetExceeded(LLMError):
+    """The LLM allowance (calls or dollars) is used up: further calls fail the same way."""
+
+
+def _config():
+    try:
+        with open(_CFG, encoding="utf-8") as f:
+            cfg = json.load(f)
+    except (OSError, ValueError) as e:
+        raise LLMError("cannot read the LLM gateway configuration %s: %s" % (_CFG, e))
+    if not isinstance(cfg, dict) or not cfg.get("base_url"):
+        raise LLMError("%s has no base_url" % _CFG)
+    return cfg
+
+
+def _request(url, payload=None, timeout=300):
+    data = None if payload is None else json.dumps(payload).encode("utf-8")
+    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    # The gateway is local: bypass any system proxy.
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(req, timeout=timeout) as r:
+            body = r.read()
+    except urllib.error.HTTPError as e:
+        raw = e.read().decode("utf-8", "replace")
+        message, kind = raw[:300], None
+        try:
+            err = json.loads(raw).get("error")
+            if isinstance(err, dict):
+                message, kind = err.get("message") or message, err.get("type")
+            elif isinstance(err, str):
+                message = err
+        except (ValueError, AttributeError):
+            pass
+        if e.code == 429:
+            raise BudgetExceeded("LLM gateway refused the call (HTTP 429): %s" % message, 429, kind)
+        raise LLMError("LLM gateway error (HTTP %d): %s" % (e.code, message), e.code, kind)
+    except (urllib.error.URLError, OSError) as e:
+        raise LLMError("LLM gateway unreachable: %s" % e)
+    try:
+        return json.loads(body.decode("utf-8"))
+    except ValueError:
+        raise LLMError("LLM gateway sent a reply that is not JSON")
+
+
+def complete(messages, model=None, **kw):
+    """Text of one chat completion. `messages` is a list of {"role", "content"} dicts (a plain
+    string is taken as one user message); other keyword arguments (max_tokens, temperature,
+    response_format, tools, ...) go into the request as they are; `timeout` is in seconds."""
+    if isinstance(messages, str):
+        messages = [{"role": "user", "content": messages}]
+    timeout = kw.pop("timeout", 300)
+    cfg = _config()
+    payload = dict(kw)
+    payload["model"] = model or cfg.get("model") or "default"
+    payload["messages"] = messages
+    d = _request(cfg["base_url"].rstrip("/") + "/chat/completions", payload, timeout)
+    try:
+        content = d["choices"][0]["message"].get("content")
+    except (KeyError, IndexError, TypeError, AttributeError):
+        raise LLMError("LLM gateway reply has no choices[0].message")
+    return content or ""
+
+
+def chat(messages, max_tokens=400, temperature=0.0, json_mode=False, timeout=120):
+    """Upstream FDE-Gym's interface: the reply text."""
+    kw = {"max_tokens": max_tokens, "temperature": temperature, "timeout": timeout}
+    if json_mode:
+        kw["response_format"] = {"type": "json_object"}
+    return complete(messages, **kw)
+
+
+def budget():
+    """{"phase", "model", "calls", "max_calls", "usd", "max_usd"} of the gateway."""
+    return _request(_config()["base_url"].rstrip("/") + "/budget", None, 30)
+'''
+
+
+def llm_config(port: int, model: str) -> dict[str, str]:
+    """Contents of `system/config/llm.json` for a gateway reached on 127.0.0.1:port.
+
+    `url` is upstream FDE-Gym's key (its `POST /chat` protocol, also served by the gateway).
+    """
+    if not isinstance(port, int) or not 0 < port < 65536:
+        raise ValueError(f"bad port {port!r}")
+    root = f"http://127.0.0.1:{port}"
+    return {"base_url": f"{root}/v1", "model": model, "url": f"{root}/chat"}
+
+
+def install_llm_client(ws: Path, port: int, model: str) -> None:
+    """Write `system/llm_client.py` and `system/config/llm.json` into workspace `ws`.
+
+    Written without following symlinks (the workspace may hold the agent's), replacing what
+    is there; run `Sandbox.prepare()` afterwards to hand the files to the sandbox uid.
+    """
+    ws = Path(ws)
+    fs.write_file(ws, "system/llm_client.py", LLM_CLIENT_PY)
+    fs.write_file(ws, "system/config/llm.json", json.dumps(llm_config(port, model), indent=2) + "\n")
