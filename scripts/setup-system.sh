@@ -5,7 +5,7 @@
 set -euo pipefail
 pkgs=(bubblewrap)
 if [ "${1:-}" != "--minimal" ]; then
-  pkgs+=(postgresql)
+  pkgs+=(chromium postgresql)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

@@ -58,6 +58,7 @@ def run(
     judge_repeats: Annotated[int, typer.Option(help="judge each task N times; majority vote")] = 1,
     values: Annotated[Path | None, typer.Option(help="OneMillion-Bench economic_value.md table")] = None,
     task: Annotated[list[str] | None, typer.Option("--task", help="task id, or SCENARIO to take all its variants; repeatable")] = None,
+    tasks_from: Annotated[Path | None, typer.Option("--tasks-from", help="a suite manifest (assay curate --out): run its `tasks` ids, as --task")] = None,
     max_turns: Annotated[int, typer.Option(help="turn limit per run")] = 200,
     max_minutes: Annotated[float, typer.Option(help="minutes per run (a task's own budget also applies)")] = 150.0,
     max_usd: Annotated[float, typer.Option(help="model spend per run, USD")] = 8.0,
@@ -71,7 +72,7 @@ def run(
 
     req = RunRequest(paths=paths, agents=agent or DEFAULT_AGENTS, level=level, epochs=epochs,
                      concurrency=concurrency, campaign=campaign, store=store, judges=judge or [],
-                     judge_mode=judge_mode, judge_repeats=judge_repeats, values=values, task_ids=task or [],
+                     judge_mode=judge_mode, judge_repeats=judge_repeats, values=values, task_ids=task or [], tasks_from=tasks_from,
                      max_turns=max_turns, max_minutes=max_minutes, max_usd=max_usd, search=search,
                      unsafe_no_sandbox=unsafe_no_sandbox)
     try:
@@ -175,6 +176,7 @@ def report(
     json_out: Annotated[Path | None, typer.Option("--json", help="write the report JSON")] = None,
     csv_out: Annotated[Path | None, typer.Option("--csv", help="write one CSV row per run")] = None,
     runs: Annotated[bool, typer.Option("--runs", help="also print every run")] = False,
+    labels: Annotated[Path | None, typer.Option("--labels", help="human labels (JSON lines: task_id, item_id, met[, labeller, agent, epoch, run_id]) for judge-human agreement")] = None,
 ) -> None:
     """Leaderboard and breakdowns from the store."""
     from assay.config import load_config, store_url
@@ -188,7 +190,15 @@ def report(
         _fail(e)
     if campaign is not None and campaign not in st.campaigns():
         _fail(InputError(None, "--campaign", f"no campaign named {campaign!r} in {url}"))
-    rep = build_report(campaign, st.runs(campaign))
+    human_labels = None
+    if labels is not None:
+        from assay.report.agreement import load_labels
+
+        try:
+            human_labels = load_labels(labels)
+        except InputError as e:
+            _fail(e)
+    rep = build_report(campaign, st.runs(campaign), labels=human_labels)
     out.print(leaderboard(rep))
     if runs:
         out.print(runs_table(rep))
@@ -202,6 +212,66 @@ def report(
         from assay.report.html import write_html
 
         write_html(rep, html)
+
+
+@app.command()
+def curate(
+    campaign: Annotated[str, typer.Argument(help="campaign whose stored results to curate from")],
+    out_file: Annotated[Path, typer.Option("--out", help="manifest to write (.json, .yaml or .yml)")],
+    store: Annotated[str | None, typer.Option(help="store URL")] = None,
+    small_agent: Annotated[str | None, typer.Option("--small-agent", help="agent spec for the difficulty filter (default: none, filter skipped)")] = None,
+    k: Annotated[int | None, typer.Option("--k", help="difficulty: drop when the small agent passed k of k runs (default: its epochs per task)")] = None,
+    zero_eps: Annotated[float, typer.Option("--zero-eps", help="lower truncation: list for review when every agent's best score <= this")] = 0.05,
+) -> None:
+    """Propose a filtered task set from stored results; write a suite manifest (deletes nothing)."""
+    from assay.config import load_config, store_url
+    from assay.report.curate import check_out_path, write_manifest
+    from assay.report.curate import curate as do_curate
+
+    try:
+        check_out_path(out_file)
+        url = store_url(store, load_config())
+        st = _open_existing(url)
+        if campaign not in st.campaigns():
+            raise InputError(None, "CAMPAIGN", f"no campaign named {campaign!r} in {url}")
+        result = do_curate(st.runs(campaign), small_agent=small_agent, k=k, zero_eps=zero_eps)
+    except InputError as e:
+        _fail(e)
+    result.campaign = campaign
+    write_manifest(out_file, result.manifest())
+    from rich.table import Table
+
+    summary = Table(title=f"assay curate · campaign {campaign}")
+    summary.add_column("rule")
+    summary.add_column("tasks", justify="right")
+    diff = result.rules["difficulty"]
+    summary.add_row("tasks in campaign", str(result.tasks_total))
+    summary.add_row(f"dropped: difficulty ({diff['small_agent']}, k={diff['k']})" if diff["applied"]
+                    else "dropped: difficulty (skipped)", str(sum(d.rule == "difficulty" for d in result.dropped)))
+    summary.add_row("dropped: every agent passed", str(sum(d.rule == "upper_truncation" for d in result.dropped)))
+    summary.add_row(f"kept, for review: every agent <= {zero_eps:g}", str(len(result.review)))
+    summary.add_row("[bold]kept[/]", f"[bold]{len(result.kept)}[/]")
+    out.print(summary)
+    if result.dropped or result.review:
+        verdicts = Table(title="dropped and review")
+        for col in ("task", "verdict", "reason"):
+            verdicts.add_column(col)
+        for d in result.dropped:
+            verdicts.add_row(d.task_id, "dropped", d.reason)
+        for r in result.review:
+            verdicts.add_row(r.task_id, "review", r.reason)
+        out.print(verdicts)
+    bal = Table(title="balance (tasks before → after)")
+    for col in ("by", "group", "before", "after"):
+        bal.add_column(col, justify="right" if col in ("before", "after") else "left")
+    for axis, groups in result.balance.items():
+        for name, c in groups.items():
+            bal.add_row(axis, name, str(c.before), str(c.after))
+    out.print(bal)
+    sys.stderr.write(f"void runs are ignored in curation ({result.void_ignored} ignored)\n")
+    for note in result.notes:
+        sys.stderr.write(f"note: {note}\n")
+    sys.stderr.write(f"wrote {out_file} ({len(result.kept)} tasks); no task file was changed\n")
 
 
 def _open_existing(url: str):  # noqa: ANN202
@@ -238,6 +308,28 @@ def show(
                                     ensure_ascii=False, indent=2, default=str) + "\n")
         return
     render_run(out, rec, events)
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="port to listen on")] = 8700,
+    store: Annotated[str | None, typer.Option(help="store URL")] = None,
+    suite: Annotated[list[Path] | None, typer.Option("--suite", help="tasks offered for human play; repeatable")] = None,
+) -> None:
+    """The web app: leaderboard, run viewer, JSON API, and human play (human:NAME) on --suite tasks."""
+    import uvicorn
+
+    from assay.config import load_config, store_url
+    from assay.web.app import create_app
+
+    try:
+        url = store_url(store, load_config())
+        web = create_app(url, suite or None)
+    except InputError as e:
+        _fail(e)
+    err.print(f"assay web app on http://{host}:{port}/ (store {url}); Ctrl-C to stop")
+    uvicorn.run(web, host=host, port=port, log_level="warning")
 
 
 def main() -> None:

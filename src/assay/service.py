@@ -40,6 +40,7 @@ class RunRequest:
     judge_repeats: int = 1
     values: Path | None = None
     task_ids: list[str] = field(default_factory=list)
+    tasks_from: Path | None = None  # a suite manifest (`assay curate --out`); its `tasks` join task_ids
     max_turns: int = 200
     max_minutes: float = 150.0
     max_usd: float = 8.0
@@ -80,10 +81,25 @@ def _check_options(req: RunRequest) -> None:
         raise InputError(None, "--campaign", "empty campaign name")
 
 
+def _select(found: list[Task], req: RunRequest) -> list[Task]:
+    """`--task` ids, then the `tasks` of the `--tasks-from` manifest (duplicates dropped)."""
+    ids = list(req.task_ids)
+    if req.tasks_from is not None:
+        from assay.report.curate import read_manifest_tasks
+
+        listed = read_manifest_tasks(req.tasks_from)
+        missing = [t for t in listed if not any(x.id == t or x.id.startswith(t.rstrip("/") + "/") for x in found)]
+        if missing:
+            shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
+            raise InputError(req.tasks_from, "tasks", f"no task with id {shown} under the given paths")
+        ids += [t for t in listed if t not in ids]
+    return select(found, ids)
+
+
 def prepare_campaign(req: RunRequest) -> PreparedCampaign:
     _check_options(req)
     config = load_config()
-    tasks = select(discover(req.paths), req.task_ids)
+    tasks = _select(discover(req.paths), req)
     if req.values is not None:
         from assay.task.formats.values import apply_value_table
 

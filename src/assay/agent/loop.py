@@ -90,6 +90,9 @@ class ModelAgent(Agent):
             messages.append(Message(role="user", content=env.prompt, images=env.images))
             env.transcript.emit("user", content=env.prompt, images=len(env.images))
         agentic = bool(env.tools.names)
+        # A task whose only tool is search (e.g. a single-step task run with --search local):
+        # a reply without a tool call is the answer, so no nudge that could replace it.
+        search_only = agentic and set(env.tools.names) <= {"web_search"}
         budget = int(self.client.context_tokens * CONTEXT_FRACTION) - self.max_reply_tokens // 4
         nudges = 0
         last_was_nudge = False
@@ -128,7 +131,7 @@ class ModelAgent(Agent):
                     break
                 if not reply.tool_calls:
                     out.final_message = reply.text
-                    if last_was_nudge or nudges >= MAX_NUDGES:
+                    if search_only or last_was_nudge or nudges >= MAX_NUDGES:
                         break
                     nudges += 1
                     last_was_nudge = True

@@ -37,11 +37,14 @@ def tokens(text: str) -> list[str]:
 class CorpusSearch:
     def __init__(self, folder: Path, k1: float = 1.5, b: float = 0.75) -> None:
         self.docs: list[tuple[str, str, str]] = []  # (rel path, title, text)
-        for p in sorted(folder.rglob("*")):
+        folder = Path(folder)
+        files = [folder] if folder.is_file() else sorted(folder.rglob("*"))
+        root = folder.parent if folder.is_file() else folder
+        for p in files:
             if p.is_file() and p.suffix.lower() in SUFFIXES:
                 text = p.read_text(encoding="utf-8", errors="replace")
                 title = next((ln.lstrip("# ").strip() for ln in text.splitlines() if ln.strip()), p.stem)
-                self.docs.append((p.relative_to(folder).as_posix(), title, text))
+                self.docs.append((p.relative_to(root).as_posix(), title, text))
         self.tfs = [Counter(tokens(t + " " + title)) for _, title, t in self.docs]
         self.lens = [sum(tf.values()) for tf in self.tfs]
         self.avg = (sum(self.lens) / len(self.lens)) if self.lens else 1.0

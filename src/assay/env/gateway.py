@@ -228,9 +228,13 @@ class LLMGateway:
         return self.budgets.get(phase or self.phase, Budget())
 
     def status(self) -> dict[str, Any]:
-        """What the current phase has used and may use (GET /v1/budget)."""
+        """What the current phase has used and may use (GET /v1/budget, upstream's `budget()`).
+
+        The phase's name is left out, here and in refusals: delivered code must not be able to
+        tell grading from development by asking the gateway.
+        """
         t, b = self._t(self.phase), self.budget()
-        return {"phase": self.phase, "model": self.model, "calls": t.calls, "max_calls": b.max_calls,
+        return {"model": self.model, "calls": t.calls, "max_calls": b.max_calls,
                 "usd": round(t.usd, 6), "max_usd": b.max_usd}
 
     def summary(self) -> dict[str, Any]:
@@ -255,9 +259,9 @@ class LLMGateway:
     def _refusal(self) -> str | None:
         t, b = self._t(self.phase), self.budget()
         if b.max_calls is not None and t.calls >= b.max_calls:
-            return f"LLM budget exhausted: {t.calls} of {b.max_calls} calls used ({self.phase})"
+            return f"LLM budget exhausted: {t.calls} of {b.max_calls} calls used"
         if b.max_usd is not None and t.usd >= b.max_usd:
-            return f"LLM budget exhausted: ${t.usd:.4f} of ${b.max_usd:.2f} spent ({self.phase})"
+            return f"LLM budget exhausted: ${t.usd:.4f} of ${b.max_usd:.2f} spent"
         return None
 
     # ------------------------------------------------------------------ lifecycle

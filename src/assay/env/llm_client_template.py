@@ -120,7 +120,7 @@ def chat(messages, max_tokens=400, temperature=0.0, json_mode=False, timeout=120
 
 
 def budget():
-    """{"phase", "model", "calls", "max_calls", "usd", "max_usd"} of the gateway."""
+    """{"model", "calls", "max_calls", "usd", "max_usd"} of the gateway."""
     return _request(_config()["base_url"].rstrip("/") + "/budget", None, 30)
 '''
 

@@ -109,5 +109,11 @@ async def grade_run(inp: GradeInput) -> GradeOutcome:
         passed = bool(grade.get("solved"))
     else:
         passed = None if score is None else score >= task.pass_threshold()
-    grade["audit"] = {"flags": [], "removed": 0, "pre_audit_score": score}
+    # The evidence audit (docs/audit.md): a judge-given positive the trace does not support is removed.
+    from assay.grade.audit import audit_run
+
+    score, audit, judge_usage = await audit_run(inp, grade, score, judge_usage)
+    grade["audit"] = audit
+    if audit["removed"]:
+        passed = False
     return GradeOutcome(score=score, passed=passed, grade=grade, judge_usage=judge_usage)

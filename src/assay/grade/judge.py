@@ -3,25 +3,35 @@
 Each item's text appears verbatim in the prompt. An item the judge cannot answer after
 retries is NA (counted 0, reported), never silently a miss. Calls are cached by judge spec
 and the full prompt, so a re-grade costs nothing and a changed answer is judged afresh.
+
+Voting: every (judge model, repeat) pair is one voter; the majority decides each item. A
+tie never gives credit and never waives a penalty (fail-closed): a tied positive item is
+not met, a tied negative item is met. `info["agreement"]` is the share of answered items on
+which every voter agreed.
 """
 
 from __future__ import annotations
 
+import ast
+import asyncio
 import hashlib
 import json
+import re
 from collections import Counter
 from typing import Any
 
 from assay.agent.messages import Message, Usage
 from assay.agent.prices import cost_usd
 from assay.errors import ProviderError
-from assay.grade.jsonrepair import parse_lenient
+from assay.grade.jsonrepair import SMART, parse_lenient
 from assay.grade.rubric import ItemVerdict
 from assay.record import UsageCost
 from assay.task.model import RubricItem, Task
 
-YES = {"是", "yes", "y", "true", "命中", "met", "1"}
-NO = {"否", "no", "n", "false", "未命中", "not met", "0"}
+# Yes-values as upstream (OneMillion-Bench: 是, Yes, yes, Y, YES, true, True, 命中), compared case-folded.
+YES = {"是", "yes", "y", "true", "命中", "met", "1", "满足", "符合"}
+NO = {"否", "no", "n", "false", "未命中", "not met", "not_met", "unmet", "0", "不满足", "不符合"}
+PER_ITEM_CONCURRENCY = 8
 
 PROMPTS = {
     "en": {
@@ -35,6 +45,7 @@ PROMPTS = {
         "batched_format": 'Reply with exactly: {"items": [{"id": ITEM_ID, "met": true|false, "reason": "one sentence"}, ...]} covering every item id.',
         "item_format": 'Reply with exactly: {"met": true|false, "reason": "one sentence"}.',
         "task": "TASK", "response": "RESPONSE", "items": "RUBRIC ITEMS", "item": "RUBRIC ITEM",
+        "system_prompt": "SYSTEM PROMPT GIVEN TO THE ASSISTANT", "weight": "weight",
     },
     "zh": {
         "system": "你是一名公正、精确、严格的专家评审。只依据回答中的直接文本证据进行判断。只输出 JSON。",
@@ -45,17 +56,19 @@ PROMPTS = {
         "batched_format": '严格按此格式输出：{"items": [{"id": 细则编号, "met": true|false, "reason": "一句话理由"}, ...]}，覆盖全部细则编号。',
         "item_format": '严格按此格式输出：{"met": true|false, "reason": "一句话理由"}。',
         "task": "【任务】", "response": "【回答】", "items": "【评分细则】", "item": "【评分细则】",
+        "system_prompt": "【给助手的系统提示】", "weight": "权重",
     },
 }
 
 
 def _lang(task: Task) -> str:
-    return "zh" if (task.language or "").lower().startswith("zh") else "en"
+    lang = (task.language or "").lower()
+    return "zh" if lang.startswith(("zh", "cn")) else "en"
 
 
-def _item_line(it: RubricItem) -> str:
+def _item_line(it: RubricItem, lang: str = "en") -> str:
     sign = "+" if it.weight > 0 else ""
-    return f"[{it.id}] (weight {sign}{it.weight:g}) {it.text}"
+    return f"[{it.id}] ({PROMPTS[lang]['weight']} {sign}{it.weight:g}) {it.text}"
 
 
 def task_text(task: Task) -> str:
@@ -64,17 +77,28 @@ def task_text(task: Task) -> str:
     return task.prompt or next(iter(task.briefs.values()), "")
 
 
-def batched_prompt(task: Task, answer: str, items: list[RubricItem]) -> str:
+def _head(task: Task, answer: str) -> str:
     p = PROMPTS[_lang(task)]
-    lines = "\n".join(_item_line(it) for it in items)
-    return (f"{p['intro']}\n\n{p['task']}\n{task_text(task)}\n\n{p['response']}\n{answer}\n\n"
-            f"{p['items']}\n{lines}\n\n{p['rules']}\n{p['batched_format']}")
+    sys_part = ""
+    if task.system_prompt and not task.messages:
+        sys_part = f"{p['system_prompt']}\n{task.system_prompt}\n\n"
+    return f"{p['intro']}\n\n{sys_part}{p['task']}\n{task_text(task)}\n\n{p['response']}\n{answer}\n\n"
+
+
+def batched_prompt(task: Task, answer: str, items: list[RubricItem]) -> str:
+    lang = _lang(task)
+    p = PROMPTS[lang]
+    lines = "\n".join(_item_line(it, lang) for it in items)
+    return f"{_head(task, answer)}{p['items']}\n{lines}\n\n{p['rules']}\n{p['batched_format']}"
 
 
 def item_prompt(task: Task, answer: str, item: RubricItem) -> str:
-    p = PROMPTS[_lang(task)]
-    return (f"{p['intro']}\n\n{p['task']}\n{task_text(task)}\n\n{p['response']}\n{answer}\n\n"
-            f"{p['item']}\n{_item_line(item)}\n\n{p['rules']}\n{p['item_format']}")
+    lang = _lang(task)
+    p = PROMPTS[lang]
+    return f"{_head(task, answer)}{p['item']}\n{_item_line(item, lang)}\n\n{p['rules']}\n{p['item_format']}"
+
+
+# ---------------------------------------------------------------------------- reading replies
 
 
 def _truth(v: Any) -> bool | None:
@@ -83,85 +107,233 @@ def _truth(v: Any) -> bool | None:
     if isinstance(v, (int, float)):
         return bool(v)
     if isinstance(v, str):
-        s = v.strip().lower()
-        if s in YES or v.strip() in YES:
+        s = v.strip().strip(".。!！").strip()
+        if s.lower() in YES or s in YES:
             return True
-        if s in NO or v.strip() in NO:
+        if s.lower() in NO or s in NO:
             return False
     return None
 
 
+def _scan(s: str) -> tuple[list[str], bool, list[int]]:
+    """Open closers, whether a string is open, and cut points (after a complete value) in `s`."""
+    stack: list[str] = []
+    in_str = esc = False
+    cuts: list[int] = []
+    for i, ch in enumerate(s):
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+            continue
+        if ch == '"':
+            in_str = True
+        elif ch in "[{":
+            stack.append("]" if ch == "[" else "}")
+        elif ch in "]}":
+            if stack:
+                stack.pop()
+            cuts.append(i + 1)
+        elif ch == ",":
+            cuts.append(i)
+    return stack, in_str, cuts
+
+
+def _no_trailing(s: str) -> str:
+    return re.sub(r",\s*([\]}])", r"\1", s)
+
+
+def _closed(s: str) -> str:
+    stack, in_str, _ = _scan(s)
+    s = s + ('"' if in_str else "")
+    return re.sub(r"[,:]\s*$", "", s.rstrip()) + "".join(reversed(stack))
+
+
+def _try(s: str) -> Any:
+    try:
+        return json.loads(s)
+    except json.JSONDecodeError:
+        return None
+
+
+def _pythonish(s: str) -> Any:
+    """A Python-literal reply ({'met': True}); only literals are evaluated."""
+    t = re.sub(r"\btrue\b", "True", re.sub(r"\bfalse\b", "False", re.sub(r"\bnull\b", "None", s)))
+    try:
+        v = ast.literal_eval(t)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return v if isinstance(v, (dict, list)) else None
+
+
+def _repair(cand: str) -> Any:
+    """The first JSON value in `cand`, repaired: trailing commas, trailing prose, truncation."""
+    s = _no_trailing(cand)
+    for attempt in (cand, s):
+        v = _try(attempt)
+        if v is not None:
+            return v
+    try:
+        return json.JSONDecoder().raw_decode(s)[0]
+    except json.JSONDecodeError:
+        pass
+    # Truncated: close what is open, else cut back to the last complete value and close.
+    v = _try(_no_trailing(_closed(s)))
+    if v is not None:
+        return v
+    _, _, cuts = _scan(s)
+    for pos in reversed(cuts[-400:]):
+        v = _try(_no_trailing(_closed(s[:pos])))
+        if v is not None:
+            return v
+    return _pythonish(s)
+
+
+def parse_reply(text: str | None) -> Any:
+    """Best-effort JSON from a judge reply: ``` fences, smart quotes, trailing commas, prose
+    around the JSON, truncated arrays and objects, Python-literal booleans."""
+    if not text or not text.strip():
+        raise ValueError("empty reply")
+    fences = [m.group(1) for m in re.finditer(r"```[A-Za-z]*\s*(.*?)(?:```|$)", text, re.DOTALL)]
+    for raw in [*fences, text]:
+        s = raw.strip().translate(SMART)
+        starts = sorted(i for i in (s.find("{"), s.find("[")) if i != -1)
+        for start in starts:
+            v = _repair(s[start:])
+            if v is not None:
+                return v
+    return parse_lenient(text)  # raises ValueError when nothing usable is there
+
+
+ITEM_LISTS = ("items", "results", "verdicts", "rubrics", "criteria", "evaluations", "grades")
+
+
+def _norm_id(rid: Any) -> str:
+    s = str(rid).strip().strip("[]#() ").strip()
+    s = re.sub(r"^(?:rubric|item|criterion|细则)[\s_#-]*", "", s, flags=re.IGNORECASE).strip("[]#() ")
+    if re.fullmatch(r"\d+\.0+", s):
+        s = s.split(".")[0]
+    return s
+
+
 def parse_batched(text: str, ids: list[str]) -> dict[str, tuple[bool, str]]:
     """Verdicts by item id from any accepted shape; items not answered are left out."""
-    data = parse_lenient(text)
-    rows: list[Any]
-    if isinstance(data, dict) and isinstance(data.get("items"), list):
-        rows = data["items"]
+    data = parse_reply(text)
+    rows: list[Any] | None = None
+    if isinstance(data, dict):
+        for key in ITEM_LISTS:
+            got = data.get(key)
+            if isinstance(got, list):
+                rows = got
+                break
+            if isinstance(got, dict):  # {"items": {"ID": {...} | bool}}
+                rows = [{**(v if isinstance(v, dict) else {"met": v}), "id": k} for k, v in got.items()]
+                break
+        if rows is None and len(ids) == 1 and any(k in data for k in ("met", "criteria_met", "status")):
+            rows = [{**data, "id": ids[0]}]
+        if rows is None and data and all(_norm_id(k) in set(ids) for k in data):  # {"ID": true, ...}
+            rows = [{**(v if isinstance(v, dict) else {"met": v}), "id": k} for k, v in data.items()]
     elif isinstance(data, list):
         rows = data
-    elif isinstance(data, dict) and len(ids) == 1 and ("met" in data or "criteria_met" in data):
-        rows = [{**data, "id": ids[0]}]
-    else:
+    if rows is None:
         raise ValueError("reply has no items list")
     out: dict[str, tuple[bool, str]] = {}
     want = set(ids)
     for row in rows:
         if not isinstance(row, dict):
             continue
-        rid = row.get("id", row.get("rubric_id", row.get("rubric_number")))
+        rid = next((row[k] for k in ("id", "rubric_id", "rubric_number", "item_id", "item") if k in row), None)
         if rid is None:
             continue
-        rid = str(rid).strip().removeprefix("Rubric ").removeprefix("rubric_").strip("[]# ")
-        met = _truth(row.get("met", row.get("status", row.get("criteria_met"))))
-        if rid in want and met is not None:
+        rid = _norm_id(rid)
+        met = _truth(next((row[k] for k in ("met", "status", "criteria_met", "verdict") if k in row), None))
+        if rid in want and met is not None and rid not in out:
             reason = str(row.get("reason", row.get("justification", row.get("explanation", ""))))
             out[rid] = (met, reason)
     return out
 
 
 def parse_item(text: str) -> tuple[bool, str]:
-    data = parse_lenient(text)
+    data = parse_reply(text)
     if isinstance(data, list) and len(data) == 1:
         data = data[0]
+    if isinstance(data, dict):
+        for key in ITEM_LISTS:
+            got = data.get(key)
+            if isinstance(got, list) and len(got) == 1 and isinstance(got[0], dict):
+                data = got[0]
+                break
     if not isinstance(data, dict):
         raise ValueError("reply is not an object")
-    met = _truth(data.get("met", data.get("criteria_met", data.get("status"))))
+    met = _truth(next((data[k] for k in ("met", "criteria_met", "status", "verdict") if k in data), None))
     if met is None:
         raise ValueError("reply has no boolean met/criteria_met")
     return met, str(data.get("reason", data.get("explanation", data.get("justification", ""))))
+
+
+# ---------------------------------------------------------------------------- the judge
+
+
+class MemoryCache:
+    """The cache a Judge uses until a campaign gives it the store's."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, str] = {}
+
+    def cache_get(self, key: str) -> str | None:
+        return self.data.get(key)
+
+    def cache_put(self, key: str, value: str) -> None:
+        self.data[key] = value
 
 
 class Judge:
     """One or more judge models; each (model, repeat) votes, the majority decides."""
 
     def __init__(self, factories: list[Any], *, mode: str = "batched", repeats: int = 1, retries: int = 2) -> None:
+        if mode not in ("batched", "per-item"):
+            raise ValueError(f"judge mode {mode!r} is not batched or per-item")
         self.factories = factories
         self.mode = mode
-        self.repeats = repeats
+        self.repeats = max(1, repeats)
         self.retries = retries
-        self.cache: Any = None  # a Store (cache_get/cache_put), set by the campaign
+        self.cache: Any = MemoryCache()  # the campaign replaces it with the Store (cache_get/cache_put)
+        self.calls = 0  # requests actually sent (cache misses), over the judge's life
 
     async def aclose(self) -> None:
         for f in self.factories:
             await f.aclose()
 
-    async def _ask(self, factory: Any, repeat: int, prompt: str, system: str, usage: list[UsageCost]) -> str:
-        key = hashlib.sha256(json.dumps([factory.spec, factory.options(), repeat, system, prompt],
-                                        sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+    @staticmethod
+    def cache_key(factory: Any, repeat: int, attempt: int, system: str, prompt: str) -> str:
+        """Content address of one judge call: the judge spec and options, the sample index and
+        the full prompt (the answer included)."""
+        return hashlib.sha256(json.dumps([factory.spec, factory.options(), repeat, attempt, system, prompt],
+                                         sort_keys=True, ensure_ascii=False, default=str).encode()).hexdigest()
+
+    async def _call(self, factory: Any, key: str, prompt: str, system: str,
+                    usage: list[UsageCost]) -> tuple[str, bool]:
+        """(reply text, came from the cache)."""
         if self.cache is not None:
             hit = self.cache.cache_get(key)
             if hit is not None:
-                return hit
-        client = factory.client
-        reply = await client.complete([Message(role="system", content=system), Message(role="user", content=prompt)],
-                                      None, max_tokens=4096, temperature=None, json_mode=True)
+                return hit, True
+        self.calls += 1
+        reply = await factory.client.complete(
+            [Message(role="system", content=system), Message(role="user", content=prompt)],
+            None, max_tokens=4096, temperature=None, json_mode=True)
         u: Usage = reply.usage
         usage.append(UsageCost(input_tokens=u.input_tokens, output_tokens=u.output_tokens,
                                cache_read_tokens=u.cache_read_tokens, cache_write_tokens=u.cache_write_tokens,
-                               cost_usd=cost_usd(u, factory._price)))
+                               cost_usd=cost_usd(u, getattr(factory, "_price", None))))
+        return reply.text or "", False
+
+    def _remember(self, key: str, text: str) -> None:
         if self.cache is not None:
-            self.cache.cache_put(key, reply.text)
-        return reply.text
+            self.cache.cache_put(key, text)
 
     async def ask_raw(self, system: str, prompt: str, *, attempt: int = 0) -> tuple[str, UsageCost]:
         """One JSON-mode call to the first judge model, cached like rubric calls.
@@ -170,66 +342,105 @@ class Judge:
         A cache hit costs nothing (zero usage).
         """
         usage: list[UsageCost] = []
-        text = await self._ask(self.factories[0], attempt, prompt, system, usage)
+        factory = self.factories[0]
+        key = self.cache_key(factory, 0, attempt, system, prompt)
+        text, cached = await self._call(factory, key, prompt, system, usage)
+        if not cached:
+            self._remember(key, text)
         return text, (usage[0] if usage else UsageCost())
 
-    async def _one_vote(self, factory: Any, repeat: int, task: Task, answer: str, items: list[RubricItem],
-                        usage: list[UsageCost], errors: list[str]) -> dict[str, tuple[bool, str]]:
+    async def _batched_vote(self, factory: Any, repeat: int, task: Task, answer: str, items: list[RubricItem],
+                            usage: list[UsageCost], errors: list[str]) -> dict[str, tuple[bool, str]]:
         system = PROMPTS[_lang(task)]["system"]
         got: dict[str, tuple[bool, str]] = {}
-        if self.mode == "batched":
-            prompt = batched_prompt(task, answer, items)
-            ids = [it.id for it in items]
-            for attempt in range(self.retries + 1):
-                try:
-                    text = await self._ask(factory, repeat if attempt == 0 else repeat * 1000 + attempt,
-                                           prompt, system, usage)
-                    got.update(parse_batched(text, ids))
-                except ValueError as e:
-                    errors.append(f"{factory.spec}: unparseable reply ({e})")
-                if all(i in got for i in ids):
-                    break
-            return got
-        for it in items:
-            prompt = item_prompt(task, answer, it)
-            for attempt in range(self.retries + 1):
-                try:
-                    text = await self._ask(factory, repeat if attempt == 0 else repeat * 1000 + attempt,
-                                           prompt, system, usage)
-                    got[it.id] = parse_item(text)
-                    break
-                except ValueError as e:
-                    errors.append(f"{factory.spec}: item {it.id}: unparseable reply ({e})")
+        for attempt in range(self.retries + 1):
+            missing = [it for it in items if it.id not in got]
+            if not missing:
+                break
+            # A retry asks again about the items still unanswered only.
+            prompt = batched_prompt(task, answer, missing)
+            key = self.cache_key(factory, repeat, attempt, system, prompt)
+            try:
+                text, cached = await self._call(factory, key, prompt, system, usage)
+            except ProviderError as e:
+                errors.append(f"{factory.spec}: provider error: {e.reason}")
+                break  # the client has already retried; the items left are NA for this voter
+            try:
+                parsed = parse_batched(text, [it.id for it in missing])
+            except ValueError as e:
+                errors.append(f"{factory.spec}: unparseable reply ({e})")
+                continue
+            if parsed and not cached:
+                self._remember(key, text)
+            if len(parsed) < len(missing):
+                errors.append(f"{factory.spec}: reply left out items "
+                              f"{', '.join(it.id for it in missing if it.id not in parsed)}")
+            got.update(parsed)
         return got
+
+    async def _item_vote(self, factory: Any, repeat: int, task: Task, answer: str, it: RubricItem,
+                         usage: list[UsageCost], errors: list[str]) -> tuple[bool, str] | None:
+        system = PROMPTS[_lang(task)]["system"]
+        prompt = item_prompt(task, answer, it)
+        for attempt in range(self.retries + 1):
+            key = self.cache_key(factory, repeat, attempt, system, prompt)
+            try:
+                text, cached = await self._call(factory, key, prompt, system, usage)
+            except ProviderError as e:
+                errors.append(f"{factory.spec}: item {it.id}: provider error: {e.reason}")
+                return None
+            try:
+                verdict = parse_item(text)
+            except ValueError as e:
+                errors.append(f"{factory.spec}: item {it.id}: unparseable reply ({e})")
+                continue
+            if not cached:
+                self._remember(key, text)
+            return verdict
+        return None
+
+    async def _per_item_vote(self, factory: Any, repeat: int, task: Task, answer: str, items: list[RubricItem],
+                             usage: list[UsageCost], errors: list[str]) -> dict[str, tuple[bool, str]]:
+        sem = asyncio.Semaphore(PER_ITEM_CONCURRENCY)
+
+        async def one(it: RubricItem) -> tuple[str, tuple[bool, str] | None]:
+            async with sem:
+                return it.id, await self._item_vote(factory, repeat, task, answer, it, usage, errors)
+
+        results = await asyncio.gather(*(one(it) for it in items))
+        return {i: v for i, v in results if v is not None}
 
     async def judge_items(self, task: Task, answer: str, items: list[RubricItem]
                           ) -> tuple[dict[str, ItemVerdict], UsageCost, dict[str, Any]]:
         usage: list[UsageCost] = []
         errors: list[str] = []
-        votes: list[dict[str, tuple[bool, str]]] = []
-        for factory in self.factories:
-            for r in range(self.repeats):
-                try:
-                    votes.append(await self._one_vote(factory, r, task, answer, items, usage, errors))
-                except ProviderError as e:
-                    errors.append(f"{factory.spec}: provider error: {e.reason}")
-                    votes.append({})
+        vote_fn = self._batched_vote if self.mode == "batched" else self._per_item_vote
+        voters = [(f, r) for f in self.factories for r in range(self.repeats)]
+        votes: list[dict[str, tuple[bool, str]]] = list(await asyncio.gather(
+            *(vote_fn(f, r, task, answer, items, usage, errors) for f, r in voters))) if items else []
         verdicts: dict[str, ItemVerdict] = {}
-        agree_n = 0
+        tallies: dict[str, list[int]] = {}
+        agreed = answered = na = 0
         for it in items:
             answers = [v[it.id] for v in votes if it.id in v]
             if not answers:
+                na += 1
                 verdicts[it.id] = ItemVerdict(id=it.id, weight=it.weight, tag=it.tag, hit=False, na=True, check=False,
-                                              reason="NA: no judge answered this item")
+                                              reason="NA: no judge answered this item after retries")
+                tallies[it.id] = [0, 0]
                 continue
             c = Counter(m for m, _ in answers)
+            tallies[it.id] = [c[True], c[False]]
+            answered += 1
             # Fail-closed: a tie never gives credit, and never waives a penalty.
             hit = it.weight < 0 if c[True] == c[False] else c[True] > c[False]
             if len(c) == 1:
-                agree_n += 1
+                agreed += 1
             reason = next((r for m, r in answers if m == hit), answers[0][1])
+            if len(voters) > 1:
+                reason = f"{reason} (votes {c[True]} met / {c[False]} not met)"
             verdicts[it.id] = ItemVerdict(id=it.id, weight=it.weight, tag=it.tag, hit=hit, check=False,
-                                          reason=f"{reason} (votes {c[True]} met / {c[False]} not met)")
+                                          reason=reason)
         total = UsageCost(cost_usd=0.0)
         for u in usage:
             total.input_tokens += u.input_tokens
@@ -237,6 +448,13 @@ class Judge:
             total.cache_read_tokens += u.cache_read_tokens
             total.cache_write_tokens += u.cache_write_tokens
             total.cost_usd = None if (total.cost_usd is None or u.cost_usd is None) else total.cost_usd + u.cost_usd
-        info = {"agreement": agree_n / len(items) if items else 1.0, "votes": len(votes), "errors": errors,
-                "judges": [f.spec for f in self.factories], "mode": self.mode}
+        info: dict[str, Any] = {
+            "agreement": agreed / answered if answered else None,
+            "agreed": agreed, "answered": answered, "na": na,
+            "votes": len(voters), "calls": len(usage), "item_votes": tallies, "errors": errors,
+            "judges": [f.spec for f in self.factories], "mode": self.mode, "repeats": self.repeats,
+        }
+        human = {it.id: dict(it.human_labels) for it in items if it.human_labels}
+        if human:
+            info["human_labels"] = human
         return verdicts, total, info

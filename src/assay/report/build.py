@@ -1,4 +1,18 @@
-"""Building the report JSON (SPEC.md "Report JSON") from stored runs."""
+"""Building the report JSON (SPEC.md "Report JSON") from stored runs.
+
+Additions to the SPEC's keys (documented here and in docs):
+- each run row: `options` (the run's result options: judges, judge mode, search mode, limits);
+- each agent summary: `judge {agreement, na, votes, runs, items, mode, judges}` where any run
+  was judged (`agreement`: share of judged items on which every vote agreed; `na`: items no
+  judge could answer, counted 0); `human_agreement {domain: {pearson_r, p_value,
+  raw_agreement, n}}` where human labels exist (see `assay.report.agreement`);
+  `pass_at_k`, `pass_hat_k` averaged over tasks;
+- top level: `tasks`, one row per (agent, task, level, options) with the epochs run, passes,
+  mean score, `pass_at_k` and `pass_hat_k` for k = 1..n; `search_delta {agent: delta}`: for
+  an agent run both without search (`--search off`) and with it (`local` or `native`), the
+  mean over the tasks run both ways of (mean score with search - mean score without), and
+  `search_deltas {agent: {mode: {delta, tasks, with, without}}}` per search mode.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +22,7 @@ from typing import Any
 
 from assay import metrics
 from assay.record import RunRecord
+from assay.report.agreement import human_agreement, judge_summary
 
 SCHEMA = "assay.report/1"
 CELLS = [f"{m}/{e}" for m in ("text", "multimodal") for e in ("single-step", "multi-step", "multi-step-with-tools")]
@@ -23,7 +38,7 @@ def run_row(r: RunRecord) -> dict[str, Any]:
         "score": r.score, "passed": r.passed, "value": r.value,
         "usage": r.usage.model_dump(), "judge_usage": r.judge_usage.model_dump(),
         "grade": grade, "model": r.model, "harness_version": r.harness_version, "turns": r.turns,
-        "duration_s": r.duration_s, "task": r.task_meta,
+        "duration_s": r.duration_s, "task": r.task_meta, "options": r.options,
     }
 
 
@@ -40,9 +55,9 @@ def _mean(values: list[float]) -> float | None:
 
 def pass_k(done: list[RunRecord]) -> dict[str, dict[str, float]]:
     """pass@k and pass^k averaged over tasks, for k = 1..10 and k = the smallest epoch count."""
-    by_task: dict[tuple[str, str | None], list[bool]] = defaultdict(list)
+    by_task: dict[tuple[str, str | None, str], list[bool]] = defaultdict(list)
     for r in done:
-        by_task[(r.key.task_id, r.key.level)].append(bool(r.passed))
+        by_task[(r.key.task_id, r.key.level, r.key.options_hash)].append(bool(r.passed))
     if not by_task:
         return {"pass_at_k": {}, "pass_hat_k": {}}
     kmax = min(len(v) for v in by_task.values())
@@ -55,7 +70,49 @@ def pass_k(done: list[RunRecord]) -> dict[str, dict[str, float]]:
     return {"pass_at_k": at, "pass_hat_k": hat}
 
 
-def agent_summary(agent: str, runs: list[RunRecord]) -> dict[str, Any]:
+def task_rows(runs: list[RunRecord]) -> list[dict[str, Any]]:
+    """pass@k and pass^k per (agent, task, level, options), k = 1..epochs run."""
+    groups: dict[tuple[str, str, str | None, str], list[RunRecord]] = defaultdict(list)
+    for r in runs:
+        if r.status == "done" and r.score is not None:
+            groups[(r.key.agent, r.key.task_id, r.key.level, r.key.options_hash)].append(r)
+    rows = []
+    for (agent, task_id, level, _), rs in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1],
+                                                                                 kv[0][2] or "", kv[0][3])):
+        n = len(rs)
+        c = sum(1 for r in rs if r.passed)
+        rows.append({
+            "agent": agent, "task_id": task_id, "level": level, "search": rs[0].options.get("search", "off"),
+            "epochs": n, "passes": c, "mean_score": _mean([r.score for r in rs]),  # type: ignore[misc]
+            "pass_at_k": {str(k): metrics.pass_at_k(n, c, k) for k in range(1, n + 1)},
+            "pass_hat_k": {str(k): metrics.pass_hat_k(n, c, k) for k in range(1, n + 1)},
+        })
+    return rows
+
+
+def search_deltas(runs: list[RunRecord]) -> dict[str, dict[str, dict[str, Any]]]:
+    """Per agent and search mode: mean over tasks run both ways of (score with - score without)."""
+    scores: dict[tuple[str, str], dict[tuple[str, str | None], list[float]]] = defaultdict(lambda: defaultdict(list))
+    for r in runs:
+        if r.status == "done" and r.score is not None:
+            mode = str(r.options.get("search", "off"))
+            scores[(r.key.agent, mode)][(r.key.task_id, r.key.level)].append(r.score)
+    out: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
+    for (agent, mode), with_s in sorted(scores.items()):
+        if mode == "off" or (agent, "off") not in scores:
+            continue
+        without = scores[(agent, "off")]
+        common = sorted(set(with_s) & set(without), key=lambda t: (t[0], t[1] or ""))
+        if not common:
+            continue
+        w = [sum(with_s[t]) / len(with_s[t]) for t in common]
+        wo = [sum(without[t]) / len(without[t]) for t in common]
+        out[agent][mode] = {"delta": sum(a - b for a, b in zip(w, wo, strict=True)) / len(common),
+                            "tasks": len(common), "with": sum(w) / len(w), "without": sum(wo) / len(wo)}
+    return dict(out)
+
+
+def agent_summary(agent: str, runs: list[RunRecord], labels: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     done = [r for r in runs if r.status == "done"]
     scored = [r for r in done if r.score is not None]
     currencies = {r.value["currency"] for r in runs if r.value}
@@ -89,6 +146,12 @@ def agent_summary(agent: str, runs: list[RunRecord]) -> dict[str, Any]:
             "tags": {t: _mean(tag_vals.get(t, [])) for t in ("FI", "AR", "IF", "SF")},
             "na": sum(int(r.grade.get("na", 0)) for r in rubric),
         }
+    judged = judge_summary(runs)
+    if judged is not None:
+        summary["judge"] = judged
+    human = human_agreement(runs, labels)
+    if human:
+        summary["human_agreement"] = human
     contract = [r for r in scored if r.kinds and _primary(r.kinds) == "contract"]
     if contract:
         cells: dict[str, list[float]] = defaultdict(list)
@@ -123,14 +186,22 @@ def _primary(kinds: list[str]) -> str:
     return kinds[0]
 
 
-def build_report(campaign: str | None, runs: Iterable[RunRecord]) -> dict[str, Any]:
+def build_report(campaign: str | None, runs: Iterable[RunRecord],
+                 labels: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """`labels`: human labels from a labels file (`assay.report.agreement.load_labels`), if any."""
     runs = list(runs)
     by_agent: dict[str, list[RunRecord]] = defaultdict(list)
     for r in runs:
         by_agent[r.key.agent].append(r)
+    deltas = search_deltas(runs)
     return {
         "schema": SCHEMA,
         "campaign": campaign,
         "runs": [run_row(r) for r in runs],
-        "agents": [agent_summary(a, rs) for a, rs in sorted(by_agent.items())],
+        "agents": [agent_summary(a, rs, labels) for a, rs in sorted(by_agent.items())],
+        "tasks": task_rows(runs),
+        # One number per agent: the local-corpus delta where there is one, else the native one.
+        "search_delta": {a: (m.get("local") or m.get("native") or next(iter(m.values())))["delta"]
+                         for a, m in deltas.items()},
+        "search_deltas": deltas,
     }

@@ -21,7 +21,8 @@ This module imports only the standard library at module level: the worker must s
 and must not drag the harness into the grader's process.
 
 Worker protocol: `python -m assay.scenario.grading --case DIR --workspace WS --ctx CTX.json
---out OUT.json --python WRAPPER [--two-arg]`. OUT.json receives `{"ok": true, "result":
+--out OUT.json --python WRAPPER [--two-arg] [--pilot-day N]` (with `--pilot-day`, the case's
+`pilot.run(WS, N)` instead of `grade()`). OUT.json receives `{"ok": true, "result":
 {...}}` or `{"ok": false, "error": "...", "retry": bool}`; `retry` is true when the grader
 asked for it (`"retry": true` in its dict) or its exception mentions the gateway or the judge.
 """
@@ -224,6 +225,26 @@ def run_grader(case: Path, workspace: Path, ctx: dict[str, Any], python: Path, t
     return result
 
 
+def run_pilot(case: Path, workspace: Path, day: int, python: Path) -> dict[str, Any]:
+    """The case's `pilot.run(workspace, day)`, delivered code contained as in grading."""
+    sys.dont_write_bytecode = True
+    if str(case) not in sys.path:
+        sys.path.insert(0, str(case))
+    spec = importlib.util.spec_from_file_location("pilot", case / "pilot.py")
+    if spec is None or spec.loader is None:
+        raise RuntimeError(f"cannot load {case / 'pilot.py'}")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["pilot"] = mod
+    spec.loader.exec_module(mod)
+    original = sys.executable
+    sys.executable = str(python)
+    try:
+        result = mod.run(str(workspace), day)
+    finally:
+        sys.executable = original
+    return result if isinstance(result, dict) else {"feedback": str(result)}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m assay.scenario.grading")
     ap.add_argument("--case", required=True, type=Path)
@@ -232,10 +253,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--python", required=True, type=Path)
     ap.add_argument("--two-arg", action="store_true")
+    ap.add_argument("--pilot-day", type=int, default=None)
     a = ap.parse_args(argv)
     ctx = json.loads(a.ctx.read_text(encoding="utf-8"))
     try:
-        result = run_grader(a.case, a.workspace, ctx, a.python, a.two_arg)
+        if a.pilot_day is not None:
+            result = run_pilot(a.case, a.workspace, a.pilot_day, a.python)
+        else:
+            result = run_grader(a.case, a.workspace, ctx, a.python, a.two_arg)
         out: dict[str, Any] = {"ok": True, "result": _jsonable(result)}
         if result.get("retry"):
             out = {"ok": False, "retry": True, "error": f"grader asked for a retry: {result.get('summary', '')}",

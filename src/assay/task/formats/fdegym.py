@@ -59,7 +59,7 @@ def render(text: str, params: dict[str, Any], file: Path | str, variant: str, fi
 def _variants(folder: Path) -> list[dict[str, Any]]:
     path = folder / "variants.json"
     if not path.is_file():
-        return [{"name": "base", "params": {}}]
+        return [{"name": "base", "params": {}, "right_here": False, "kpi_baseline": None, "kpi_oracle": None}]
     raw = load_json(path)
     if isinstance(raw, dict) and "variants" in raw:
         raw = raw["variants"]

@@ -30,7 +30,11 @@ def _params() -> dict:
 def _load_rules_module(system_dir: Path):
     spec = importlib.util.spec_from_file_location("_scamhold_rules_build", system_dir / "rules.py")
     mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    prev, sys.dont_write_bytecode = sys.dont_write_bytecode, True   # keep the case folder clean
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        sys.dont_write_bytecode = prev
     return mod
 
 

@@ -135,7 +135,11 @@ def _run_delivered(ws: Path, days: list[list[dict]]) -> tuple[list[str], list[st
 def _pristine_rules():
     spec = importlib.util.spec_from_file_location("_scamhold_rules_grade", CASE / "world" / "system" / "rules.py")
     mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    prev, sys.dont_write_bytecode = sys.dont_write_bytecode, True   # keep the case folder clean
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        sys.dont_write_bytecode = prev
     return mod, mod.load_rules(str(CASE / "world" / "system" / "config" / "rules.json"))
 
 

@@ -1,0 +1,785 @@
+"""The evidence audit: a positive score a judge gave must be supported by the trace and artifacts.
+
+DAREBench (seed 002) reviews suspicious positive scores with deterministic post-hoc rules plus
+a meta-judge; its code was never released, so this is assay's own design (docs/audit.md).
+
+Who is audited: runs with a positive score that came, wholly or partly, from a judge, i.e.
+the task scores by its contract, is graded `judge` or `hybrid` (with a judge weight) and the
+judge total is > 0; or the task scores by its rubric and at least one positive item
+without a machine check was credited by the judge. Everything else (scenarios, machine
+checks, contract predicates alone, scores of 0) is not audited: `flags` stays empty and
+`pre_audit_score` is the score.
+
+Rules (each a function returning flags `{rule, reason, severity}`):
+
+- hard: `missing_artifact` (a required contract artifact is missing or empty),
+  `no_tool_ran` (a tool task, execution form multi-step-with-tools, no tool call at all),
+  `phantom_claim` (the final message claims a file written or a command run that never
+  happened);
+- soft: `hit_limit` (the run ended on max_time/max_turns/max_usd and the judge gave high
+  credit), `answer_not_in_output` (the judge's notes quote a number or string that is in
+  neither the final message nor any artifact), `rubric_number_claim` (a credited judged
+  rubric item, or its reason, cites a number the answer does not contain). An optional
+  contract artifact (DareBench's inferred outputs) that is missing gives a soft
+  `missing_artifact`.
+
+Decision: any flag sends the run to the meta-judge when the run has a judge (the first
+judge model, through `Judge.ask_raw`). `supported: false` removes the positive (score 0,
+every flag `removed`); `supported: true` keeps it. A meta-judge that stays unparseable
+after 2 retries, or fails at the provider, falls back to the no-meta-judge rule and the
+failure is recorded. Without a meta-judge, a hard flag removes the positive and soft
+flags are only recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from assay.errors import ProviderError
+from assay.grade.jsonrepair import parse_lenient
+from assay.record import Event, UsageCost
+from assay.task.model import Task
+
+__all__ = ["HARD_RULES", "SOFT_RULES", "audit_run", "collect_evidence", "judge_credit", "meta_judge_prompt",
+           "rule_answer_not_in_output", "rule_hit_limit", "rule_missing_artifact", "rule_no_tool_ran",
+           "rule_phantom_claim", "rule_rubric_number_claim"]
+
+HARD_RULES = frozenset({"missing_artifact", "no_tool_ran", "phantom_claim"})
+SOFT_RULES = frozenset({"hit_limit", "answer_not_in_output", "rubric_number_claim"})
+LIMIT_REASONS = frozenset({"max_time", "max_turns", "max_usd"})
+HIGH_CREDIT = 0.7  # "full or high credit" for hit_limit: the default pass threshold
+META_RETRIES = 2
+RESULT_PREVIEW = 200
+ARTIFACT_CHARS = 3000
+MAX_ARTIFACTS = 12
+TRACE_CHARS = 12_000
+READ_BYTES = 256 * 1024
+MAX_FILES = 500
+
+META_SYSTEM = ("You are an auditor of evaluation results. You check whether a positive grade is supported by "
+               "evidence in the execution trace and the delivered artifacts. Answer in JSON only.")
+
+
+# --------------------------------------------------------------------------- evidence
+
+
+@dataclass
+class Evidence:
+    """What the run actually did and left behind."""
+
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)  # {id, name, arguments, output}
+    commands: list[str] = field(default_factory=list)
+    written: list[str] = field(default_factory=list)  # paths given to write_file/edit_file (or copied)
+    files: set[str] = field(default_factory=set)  # every regular file in the workspace (rel paths)
+    outputs: dict[str, str] = field(default_factory=dict)  # artifacts: rel path -> text (bounded)
+    final: str = ""
+
+    @property
+    def answer_text(self) -> str:
+        return "\n".join([self.final, *self.outputs.values()])
+
+
+def _read_text(path: Path) -> str | None:
+    """A regular file's text (first READ_BYTES), never following a symlink; None if not text."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            return None
+        data = f.read(READ_BYTES)
+    if b"\x00" in data[:8192]:
+        return None
+    return data.decode("utf-8", errors="replace")
+
+
+def _initial_files(task: Task) -> dict[str, Path | str]:
+    """rel path -> where its initial content comes from (a source file or literal text)."""
+    out: dict[str, Path | str] = {}
+    for wf in task.workspace:
+        base = "" if wf.path in (".", "") else wf.path.strip("/")
+        if wf.source is not None:
+            src = Path(wf.source)
+            if src.is_dir():
+                for p in src.rglob("*"):
+                    if p.is_file() and not p.is_symlink():
+                        rel = p.relative_to(src).as_posix()
+                        out[f"{base}/{rel}" if base else rel] = p
+            else:
+                out[base] = src
+        else:
+            out[base] = wf.content or ""
+    return out
+
+
+def _unchanged(rel: str, text: str, initial: dict[str, Path | str]) -> bool:
+    src = initial.get(rel)
+    if src is None:
+        return False
+    if isinstance(src, str):
+        return text == src
+    try:
+        return text == src.read_bytes()[:READ_BYTES].decode("utf-8", errors="replace")
+    except OSError:
+        return False
+
+
+def _norm_path(p: str) -> str:
+    p = p.strip().strip("`'\"").replace("\\", "/")
+    while p.startswith("./"):
+        p = p[2:]
+    for prefix in ("/workspace/",):
+        if p.startswith(prefix):
+            p = p[len(prefix):]
+    return p.strip("/")
+
+
+def collect_evidence(task: Task, workspace: Path | None, events: list[Event], final_message: str,
+                     commands: list[str] | None = None) -> Evidence:
+    ev = Evidence(final=final_message or "")
+    by_id: dict[str, dict[str, Any]] = {}
+    for e in events:
+        d = e.data
+        if e.kind == "tool_call":
+            call = {"id": str(d.get("id", "")), "name": str(d.get("name", "")),
+                    "arguments": d.get("arguments") if isinstance(d.get("arguments"), dict) else {}, "output": ""}
+            ev.tool_calls.append(call)
+            by_id[call["id"]] = call
+            args = call["arguments"]
+            if call["name"] == "run_command" and isinstance(args.get("command"), str):
+                ev.commands.append(args["command"])
+            if call["name"] in ("write_file", "edit_file") and isinstance(args.get("path"), str):
+                ev.written.append(_norm_path(args["path"]))
+        elif e.kind == "tool_result":
+            call = by_id.get(str(d.get("id", "")))
+            if call is not None:
+                call["output"] = str(d.get("output", ""))
+        elif e.kind == "harness" and isinstance(d.get("files"), list):  # a policy's copied artifacts
+            ev.written += [_norm_path(str(f)) for f in d["files"]]
+    for c in commands or []:
+        if c not in ev.commands:
+            ev.commands.append(c)
+    if workspace is None or not workspace.is_dir():
+        return ev
+    initial = _initial_files(task)
+    wanted = {_norm_path(p.path) for p in task.contract} | set(ev.written)
+    if task.answer_path:
+        wanted.add(_norm_path(task.answer_path))
+    seen = 0
+    for dirpath, dirnames, filenames in os.walk(workspace, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in ("node_modules", "__pycache__"))
+        for name in sorted(filenames):
+            p = Path(dirpath) / name
+            try:
+                if not stat.S_ISREG(os.lstat(p).st_mode):
+                    continue
+            except OSError:
+                continue
+            rel = p.relative_to(workspace).as_posix()
+            ev.files.add(rel)
+            seen += 1
+            if seen > MAX_FILES:
+                break
+            text = _read_text(p)
+            if text is None:
+                continue
+            if rel in wanted or not _unchanged(rel, text, initial):
+                ev.outputs[rel] = text
+        if seen > MAX_FILES:
+            break
+    return ev
+
+
+# --------------------------------------------------------------------------- what the judge credited
+
+
+@dataclass
+class Credit:
+    source: str  # "contract" | "rubric"
+    judge_score: float  # the judge total (contract) or the expert score (rubric)
+    notes: str = ""
+    scores: dict[str, float] = field(default_factory=dict)
+    items: list[dict[str, Any]] = field(default_factory=list)  # credited judged rubric items
+
+
+_VOTES = re.compile(r"\s*\(votes \d+ met / \d+ not met\)\s*$")
+
+
+def judge_credit(task: Task, grade: dict[str, Any]) -> Credit | None:
+    """What part of the score a judge gave; None when the score has no judge part."""
+    kind = task.primary_kind
+    if kind == "contract":
+        g = task.grading
+        if g is None or g.type not in ("judge", "hybrid") or not grade.get("sat", True):
+            return None
+        if g.type == "hybrid" and (g.weight_judge <= 0 or g.weight_automated + g.weight_judge <= 0):
+            return None
+        verdict = grade.get("judge") or {}
+        total = verdict.get("total")
+        if not isinstance(total, (int, float)) or total <= 0:
+            return None
+        scores = {str(k): float(v) for k, v in (verdict.get("scores") or {}).items() if isinstance(v, (int, float))}
+        return Credit(source="contract", judge_score=float(total), notes=str(verdict.get("notes") or ""),
+                      scores=scores)
+    if kind == "rubric" and task.rubric is not None:
+        texts = {it.id: it.text for it in task.rubric.items}
+        items = [{"id": it["id"], "text": texts.get(it["id"], ""), "weight": it.get("weight", 0),
+                  "reason": _VOTES.sub("", str(it.get("reason") or ""))}
+                 for it in grade.get("items") or []
+                 if not it.get("check") and it.get("hit") and not it.get("na") and (it.get("weight") or 0) > 0]
+        if not items:
+            return None
+        return Credit(source="rubric", judge_score=float(grade.get("expert_score") or 0.0), items=items)
+    return None
+
+
+# --------------------------------------------------------------------------- numbers and quotes
+
+_NUM = re.compile(r"(?<![\w.])([-−]?)(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(\s?%)?(?:\s?(thousand|million|billion|"
+                  r"trillion|bn|k|m|b)\b)?(?![\w])", re.I)
+_SCALES = {"thousand": 1e3, "k": 1e3, "million": 1e6, "m": 1e6, "billion": 1e9, "bn": 1e9, "b": 1e9,
+           "trillion": 1e12}
+_FRACTION = re.compile(r"\b\d+(?:\.\d+)?\s*/\s*\d+(?:\.\d+)?\b|\b\d+(?:\.\d+)?\s+out\s+of\s+\d+(?:\.\d+)?\b", re.I)
+_QUANT_BEFORE = re.compile(r"(?:at\s+least|at\s+most|more\s+than|fewer\s+than|less\s+than|up\s+to|no\s+more\s+than|"
+                           r"under|over|within|maximum(?:\s+of)?|minimum(?:\s+of)?|max|min|criterion|criteria|item|"
+                           r"items|step|steps|rubric|point|requirement|part|question|section|line|row|column|page|"
+                           r"turn|attempt|score|scored|total|rated|rating|weight|[#≥≤<>=])\s*$", re.I)
+_COUNT_AFTER = re.compile(r"^\s*(?:words?|characters?|chars?|sentences?|paragraphs?|lines?|bullets?|bullet\s+points?|"
+                          r"items?|steps?|turns?|tool\s+calls?|criteria|criterion|points?\b(?!\s+of))", re.I)
+
+
+@dataclass(frozen=True)
+class Num:
+    text: str
+    value: float
+    decimals: int
+    candidates: tuple[float, ...]
+
+
+def _numbers(text: str) -> list[Num]:
+    out: list[Num] = []
+    for m in _NUM.finditer(text or ""):
+        sign, whole, frac, pct, scale = m.groups()
+        try:
+            v = float(whole.replace(",", "") + (frac or ""))
+        except ValueError:
+            continue
+        if sign:
+            v = -v
+        cands = {v}
+        if pct:
+            cands.add(v / 100)
+        if scale:
+            cands.add(v * _SCALES[scale.lower()])
+        out.append(Num(text=m.group(0), value=v, decimals=len(frac) - 1 if frac else 0, candidates=tuple(cands)))
+    return out
+
+
+def _claim_numbers(text: str) -> list[tuple[Num, int]]:
+    """Numbers in a judge's text that state an answer value (not counts, scores, ordinals)."""
+    text = _FRACTION.sub(" ", text or "")
+    found: list[tuple[Num, int]] = []
+    for m in _NUM.finditer(text):
+        n = _numbers(m.group(0))
+        if not n:
+            continue
+        num = n[0]
+        if num.decimals == 0 and abs(num.value) < 10:
+            continue  # single digits are counts and ordinals far more often than answers
+        if _QUANT_BEFORE.search(text[max(0, m.start() - 24):m.start()]):
+            continue
+        if _COUNT_AFTER.match(text[m.end():m.end() + 24]):
+            continue
+        found.append((num, m.start()))
+    return found
+
+
+def _same(a: float, b: float, decimals: int) -> bool:
+    if abs(a - b) <= 1e-9 * max(1.0, abs(a), abs(b)):
+        return True
+    return decimals >= 0 and round(a, decimals) == round(b, decimals) and abs(a - b) < 10 ** -decimals
+
+
+def _number_present(num: Num, pool: list[Num]) -> bool:
+    for other in pool:
+        for a in num.candidates:
+            for b in other.candidates:
+                if _same(a, b, num.decimals) or _same(a, b, other.decimals):
+                    return True
+    return False
+
+
+def _collapse(s: str) -> str:
+    return re.sub(r"\s+", " ", s).strip().lower()
+
+
+_QUOTES = [re.compile(r'"([^"\n]{2,200})"'), re.compile(r"“([^”\n]{2,200})”"), re.compile(r"`([^`\n]{2,200})`"),
+           re.compile(r"(?<![\w])'([^'\n]{2,200})'(?![\w])"), re.compile(r"«([^»\n]{2,200})»")]
+
+
+def _quoted(text: str) -> list[str]:
+    out: list[str] = []
+    for rx in _QUOTES:
+        for m in rx.finditer(text or ""):
+            s = m.group(1).strip().rstrip(".,;:!?").strip()
+            if len(s) >= 2 and s not in out:
+                out.append(s)
+    return out
+
+
+def _context_text(task: Task, evidence: Evidence) -> str:
+    """Text whose numbers and quotes are not claims about the answer: the task and the agent's commands."""
+    g = task.grading
+    parts = [task.prompt or "", *task.briefs.values(), task.system_prompt or "",
+             *(str(m.get("content", "")) for m in task.messages or []),
+             (g.judge_rubric or "") if g else "", *(g.criteria if g else []),
+             *(p.path for p in task.contract), *evidence.commands,
+             *(json.dumps(c["arguments"], ensure_ascii=False) for c in evidence.tool_calls
+               if c["name"] not in ("write_file", "edit_file"))]
+    return "\n".join(parts)
+
+
+# --------------------------------------------------------------------------- rules
+
+
+def _flag(rule: str, reason: str, severity: str | None = None) -> dict[str, Any]:
+    return {"rule": rule, "reason": reason, "severity": severity or ("hard" if rule in HARD_RULES else "soft"),
+            "removed": False, "meta_reason": None}
+
+
+def rule_missing_artifact(task: Task, workspace: Path | None, credit: Credit) -> list[dict[str, Any]]:
+    """A contract artifact missing or empty while the judge gave credit (hard if required)."""
+    if credit.source != "contract" or not task.contract:
+        return []
+    flags = []
+    for pred in task.contract:
+        problem = None
+        if workspace is None:
+            problem = "no workspace"
+        else:
+            p = workspace / _norm_path(pred.path)
+            try:
+                st = os.lstat(p)
+            except OSError:
+                problem = "missing"
+            else:
+                if stat.S_ISDIR(st.st_mode):
+                    try:
+                        problem = None if any(os.scandir(p)) else "an empty directory"
+                    except OSError:
+                        problem = "unreadable"
+                elif not stat.S_ISREG(st.st_mode):
+                    problem = "not a regular file"
+                elif st.st_size == 0:
+                    problem = "empty"
+                else:
+                    text = _read_text(p)
+                    if text is not None and not text.strip():
+                        problem = "empty (whitespace only)"
+        if problem is None:
+            continue
+        if pred.required:
+            flags.append(_flag("missing_artifact", f"required artifact {pred.path} is {problem} "
+                                                   f"but the judge gave {credit.judge_score:g}"))
+        else:
+            flags.append(_flag("missing_artifact", f"artifact {pred.path} the task asks for is {problem} "
+                                                   f"(not required by the contract) but the judge gave "
+                                                   f"{credit.judge_score:g}", severity="soft"))
+    return flags
+
+
+def rule_no_tool_ran(task: Task, evidence: Evidence, credit: Credit) -> list[dict[str, Any]]:
+    if not task.tools or task.execution != "multi-step-with-tools":
+        return []
+    if evidence.tool_calls or evidence.written:
+        return []
+    return [_flag("no_tool_ran", f"a multi-step-with-tools task, the judge credited work ({credit.judge_score:g}) "
+                                 "but no tool was called")]
+
+
+def rule_hit_limit(task: Task, end_reason: str, credit: Credit) -> list[dict[str, Any]]:
+    if end_reason not in LIMIT_REASONS or credit.judge_score < HIGH_CREDIT:
+        return []
+    b = task.budget
+    budget = ", ".join(f"{k} {v:g}" for k, v in (("minutes", b.minutes), ("turns", b.turns), ("usd", b.usd))
+                       if v is not None)
+    return [_flag("hit_limit", f"the run ended on {end_reason}{f' (task budget: {budget})' if budget else ''} "
+                               f"yet the judge gave {credit.judge_score:g}")]
+
+
+def rule_answer_not_in_output(task: Task, evidence: Evidence, credit: Credit) -> list[dict[str, Any]]:
+    """Numbers and quoted strings the judge's notes cite that the output does not contain."""
+    if credit.source != "contract" or not credit.notes.strip():
+        return []
+    context = _context_text(task, evidence)
+    context_nums = _numbers(context)
+    answer = evidence.answer_text
+    pool = _numbers(answer)
+    score_values = set(credit.scores.values()) | {credit.judge_score}
+    missing_nums: list[str] = []
+    for num, _ in _claim_numbers(credit.notes):
+        if 0 <= num.value <= 1 and any(_same(num.value, s, 6) for s in score_values):
+            continue
+        if _number_present(num, context_nums) or _number_present(num, pool):
+            continue
+        if num.text not in missing_nums:
+            missing_nums.append(num.text.strip())
+    answer_c = _collapse(answer)
+    context_c = _collapse(context)
+    names = {f.rsplit("/", 1)[-1].lower() for f in evidence.files} | {f.lower() for f in evidence.files}
+    names |= {k.lower() for k in credit.scores}
+    missing_strs: list[str] = []
+    for q in _quoted(credit.notes):
+        qc = _collapse(q)
+        if len(qc) < 2 or qc in answer_c or qc in context_c or qc in names or _numbers(q) and \
+                re.fullmatch(r"[-−\d.,%\s]+", q):
+            continue
+        missing_strs.append(q)
+    if not missing_nums and not missing_strs:
+        return []
+    what = [*(f"number {n}" for n in missing_nums[:5]), *(f"{s!r}" for s in missing_strs[:5])]
+    return [_flag("answer_not_in_output", "the judge's notes cite " + ", ".join(what)
+                  + " which appear in neither the final message nor any artifact")]
+
+
+def rule_rubric_number_claim(task: Task, evidence: Evidence, credit: Credit) -> list[dict[str, Any]]:
+    if credit.source != "rubric":
+        return []
+    context_nums = _numbers(_context_text(task, evidence))
+    pool = _numbers(evidence.answer_text)
+    flags = []
+    for it in credit.items:
+        missing: list[str] = []
+        for src in (it["text"], it["reason"]):
+            for num, _ in _claim_numbers(src):
+                if _number_present(num, context_nums) or _number_present(num, pool):
+                    continue
+                if num.text.strip() not in missing:
+                    missing.append(num.text.strip())
+        if missing:
+            flags.append(_flag("rubric_number_claim",
+                               f"item {it['id']} was credited by the judge but cites {', '.join(missing[:5])}, "
+                               "which the answer does not contain"))
+    return flags
+
+
+# ----- phantom claims
+
+_EXT_WORDS = """txt csv tsv json jsonl ndjson yaml yml toml md markdown rst html htm xml py js mjs ts tsx jsx
+java c h cc cpp hpp go rs rb php sh bash zsh sql ipynb pdf png jpg jpeg gif svg webp bmp tiff xlsx xls xlsm docx doc
+pptx parquet feather pkl pickle npy npz h5 hdf5 log ini cfg conf out dat zip tar gz tgz bz2 xz r rmd swift kt scala lua
+pl tex bib css scss vue svelte dockerfile lock diff patch mdx srt vtt wav mp3 mp4 ics eml"""
+_EXTS = frozenset(_EXT_WORDS.split())
+_PATH = re.compile(r"(?<![\w/.:@-])((?:\.{1,2}/)?(?:[\w.-]+/)*[\w-][\w.-]*\.([A-Za-z][A-Za-z0-9]{0,7}))(?![\w/])")
+_FILE_VERB = re.compile(r"\b(saved|wrote|written|created|generated|exported|stored|dumped|produced|updated|modified|"
+                        r"edited|overwrote|overwritten|appended)\b", re.I)
+_RAN_VERB = re.compile(r"\b(ran|re-?ran|executed|re-?executed|invoked|(?:have|has|had|I've|I’ve|we've|we’ve)\s+"
+                       r"(?:also\s+|now\s+|successfully\s+|then\s+)?(?:re-?)?run)\b", re.I)
+_NEGATION = re.compile(r"\b(?:not|never|no|unable|cannot|can't|can’t|couldn't|couldn’t|didn't|didn’t|wasn't|"
+                       r"weren't|failed|fail|without|would|should|could|will|can|may|might|must|need|needs|"
+                       r"please|if|want|wants|plan|planned|going|to be|wasn’t|won't|won’t|instead of)\b|n['’]t\b",
+                       re.I)
+_PROGRAM_WORDS = """pytest python python3 pip pip3 make npm npx yarn pnpm node deno bun cargo go rustc gcc g++
+clang javac java mvn gradle ruff flake8 mypy pylint black isort eslint prettier tsc jest vitest mocha bash sh git
+ls cat grep sed awk curl wget sqlite3 psql mysql docker kubectl terraform tox nox uv poetry rscript julia ruby rake
+bundle php composer dotnet swift ctest cmake jq find wc head tail diff sort pandoc latexmk pdflatex unittest
+coverage"""
+_PROGRAMS = frozenset(_PROGRAM_WORDS.split())
+_GENERIC_RUN = re.compile(r"^\s*(?:the\s+|my\s+|our\s+|a\s+|an\s+|this\s+|that\s+)?(?:\w+\s+)?"
+                          r"(script|code|program|command|commands|notebook|linter|build|migration|migrations)\b", re.I)
+_TESTS_RUN = re.compile(r"^\s*(?:the\s+|all\s+(?:the\s+)?|my\s+|our\s+|a\s+|some\s+)?(?:\w+\s+)?"
+                        r"(tests?|test\s+suite|unit\s+tests?|specs?)\b", re.I)
+_TEST_CMD = re.compile(r"test|pytest|unittest|jest|mocha|vitest|tox|nox|\bmake\b|\bcargo\b|\bgo\b|\bnpm\b|\byarn\b|"
+                       r"\bpnpm\b|ctest|rspec|phpunit|\bmvn\b|gradle", re.I)
+
+
+def _negated(text: str, start: int) -> bool:
+    window = text[max(0, start - 48):start]
+    cut = max(window.rfind(c) for c in ".!?;,\n")
+    window = window[cut + 1:] if cut >= 0 else window
+    return bool(_NEGATION.search(window))
+
+
+def _clause(text: str, end: int, limit: int = 160) -> str:
+    rest = text[end:end + limit]
+    m = re.search(r"[.!?](?:\s|$)|\n|;", rest)
+    return rest[:m.start()] if m else rest
+
+
+def _file_claims(final: str) -> list[str]:
+    out: list[str] = []
+    for m in _FILE_VERB.finditer(final):
+        if _negated(final, m.start()):
+            continue
+        for pm in _PATH.finditer(_clause(final, m.end())):
+            path, ext = pm.group(1), pm.group(2).lower()
+            if ext not in _EXTS and "/" not in path:
+                continue
+            p = _norm_path(path)
+            if p and p not in out:
+                out.append(p)
+    return out
+
+
+def _command_claims(final: str) -> list[tuple[str, str]]:
+    """(kind, text): kind is 'cmd' (a backticked command), 'prog', 'tests' or 'generic'."""
+    out: list[tuple[str, str]] = []
+    for m in _RAN_VERB.finditer(final):
+        if _negated(final, m.start()):
+            continue
+        clause = _clause(final, m.end())
+        bt = re.search(r"`([^`\n]+)`", clause[:60])
+        if bt:
+            out.append(("cmd", bt.group(1).strip()))
+            continue
+        words = re.findall(r"[\w+.-]+", clause[:40])
+        lead = [w for w in words[:3] if w.lower() not in ("the", "a", "an", "my", "our", "it", "also")]
+        if lead and lead[0].lower() in _PROGRAMS:
+            out.append(("prog", lead[0]))
+            continue
+        if _TESTS_RUN.match(clause):
+            out.append(("tests", _TESTS_RUN.match(clause).group(1)))  # type: ignore[union-attr]
+            continue
+        g = _GENERIC_RUN.match(clause)
+        if g:
+            out.append(("generic", g.group(1)))
+    return out
+
+
+def _command_happened(kind: str, text: str, commands: list[str]) -> bool:
+    cmds = [_collapse(c) for c in commands]
+    if kind == "cmd":
+        want = _collapse(text)
+        if any(want in c for c in cmds):
+            return True
+        tokens = [t for t in want.split() if not t.startswith("-")]
+        return bool(tokens) and any(all(t in c for t in tokens) for c in cmds)
+    if kind == "prog":
+        rx = re.compile(rf"(?<![\w.-]){re.escape(text.lower())}(?![\w-])")
+        return any(rx.search(c) for c in cmds)
+    if kind == "tests":
+        return any(_TEST_CMD.search(c) for c in cmds)
+    return bool(cmds)
+
+
+def _file_happened(path: str, evidence: Evidence) -> bool:
+    base = path.rsplit("/", 1)[-1].lower()
+    if path in evidence.files or any(f.lower().endswith("/" + path.lower()) or f.lower() == path.lower()
+                                     for f in evidence.files):
+        return True
+    if any(w == path or w.rsplit("/", 1)[-1].lower() == base for w in evidence.written):
+        return True
+    if any(f.rsplit("/", 1)[-1].lower() == base for f in evidence.files):
+        return True
+    return any(base in c.lower() for c in evidence.commands)
+
+
+def rule_phantom_claim(task: Task, evidence: Evidence) -> list[dict[str, Any]]:
+    """The final message claims files written or commands run that the trace does not show."""
+    if not task.tools or not evidence.final.strip():
+        return []
+    flags = []
+    for path in _file_claims(evidence.final):
+        if not _file_happened(path, evidence):
+            flags.append(_flag("phantom_claim", f"the final message claims {path} was written, but no tool wrote it "
+                                                "and it is not in the workspace"))
+    for kind, text in _command_claims(evidence.final):
+        if not _command_happened(kind, text, evidence.commands):
+            what = {"cmd": f"running `{text}`", "prog": f"running {text}", "tests": f"running the {text}",
+                    "generic": f"running the {text}"}[kind]
+            flags.append(_flag("phantom_claim", f"the final message claims {what}, but no run_command "
+                                                "in the trace matches"))
+    return flags
+
+
+# --------------------------------------------------------------------------- meta-judge
+
+
+def _trace_summary(evidence: Evidence, events: list[Event]) -> str:
+    parts: list[str] = []
+    for e in events:
+        d = e.data
+        if e.kind == "tool_call":
+            args = json.dumps(d.get("arguments") or {}, ensure_ascii=False)
+            parts.append(f"Tool: {d.get('name', '')}({args[:400]}{'...' if len(args) > 400 else ''})")
+        elif e.kind == "tool_result":
+            out = str(d.get("output", ""))
+            parts.append(f"Result: {out[:RESULT_PREVIEW]}{'...' if len(out) > RESULT_PREVIEW else ''}")
+        elif e.kind == "harness" and d.get("note"):
+            parts.append(f"Harness: {str(d['note'])[:RESULT_PREVIEW]}")
+        elif e.kind == "error":
+            parts.append(f"Error ({d.get('source', '')}): {str(d.get('reason', ''))[:RESULT_PREVIEW]}")
+    text = "\n".join(parts) or "(no tool calls)"
+    if len(text) > TRACE_CHARS:
+        half = TRACE_CHARS // 2
+        text = text[:half] + "\n[... middle of the trace cut ...]\n" + text[-half:]
+    return text
+
+
+def _artifacts_block(task: Task, evidence: Evidence) -> str:
+    order = [_norm_path(p.path) for p in task.contract] + sorted(evidence.outputs)
+    parts: list[str] = []
+    for rel in dict.fromkeys(order):
+        if len(parts) >= MAX_ARTIFACTS:
+            parts.append(f"[... {len(evidence.outputs) - MAX_ARTIFACTS} more files not shown]")
+            break
+        text = evidence.outputs.get(rel)
+        if text is None:
+            parts.append(f"### {rel}\n(missing, empty or not text)" if rel not in evidence.files
+                         else f"### {rel}\n(binary or unreadable)")
+            continue
+        more = "\n[... truncated]" if len(text) > ARTIFACT_CHARS else ""
+        parts.append(f"### {rel}\n{text[:ARTIFACT_CHARS]}{more}")
+    return "\n\n".join(parts)
+
+
+def _verdict_block(credit: Credit, grade: dict[str, Any]) -> str:
+    if credit.source == "contract":
+        v = grade.get("judge") or {}
+        return json.dumps({"scores": v.get("scores", {}), "total": v.get("total"), "notes": v.get("notes", "")},
+                          ensure_ascii=False)
+    lines = [f"[{it['id']}] (weight {it['weight']:g}) {it['text']}\n    judge: met — {it['reason']}"
+             for it in credit.items]
+    return f"expert score {credit.judge_score:g}; judged items credited:\n" + "\n".join(lines)
+
+
+def meta_judge_prompt(inp: Any, grade: dict[str, Any], credit: Credit, evidence: Evidence,
+                      flags: list[dict[str, Any]], score: float) -> str:
+    task: Task = inp.task
+    prompt = task.brief(inp.level) if inp.level is not None and inp.level in task.briefs else \
+        (task.prompt or next(iter(task.briefs.values()), ""))
+    if not prompt and task.messages:
+        prompt = "\n\n".join(f"{m.get('role', 'user')}: {m.get('content', '')}" for m in task.messages)
+    b = task.budget
+    limits = ", ".join(f"{k} {v:g}" for k, v in (("minutes", b.minutes), ("turns", b.turns), ("usd", b.usd))
+                       if v is not None) or "harness defaults"
+    turns = sum(1 for e in inp.events if e.kind == "assistant")
+    flag_lines = "\n".join(f"- {f['rule']} ({f['severity']}): {f['reason']}" for f in flags)
+    return (
+        "A grader gave the run below a positive score. Deterministic audit rules found reasons to doubt it. "
+        "Decide whether the positive score is SUPPORTED by evidence in the execution trace and the delivered "
+        "artifacts: the work the grader credited must actually have been done and must actually be present in "
+        "the final message or the files. Claims in the final message are not evidence by themselves.\n\n"
+        f"## Task\n{prompt}\n\n"
+        f"## Execution trace (summarized: tool calls, first {RESULT_PREVIEW} characters of each result)\n"
+        f"{_trace_summary(evidence, inp.events)}\n\n"
+        f"End reason: {inp.end_reason}; assistant turns: {turns}; limits: {limits}; tools offered: "
+        f"{', '.join(task.tools) or 'none'}; execution form: {task.execution}\n\n"
+        f"## Artifacts (first {ARTIFACT_CHARS} characters each)\n{_artifacts_block(task, evidence) or '(none)'}\n\n"
+        f"## Final message\n{evidence.final.strip() or '(none)'}\n\n"
+        f"## Original grader verdict (score {score:g})\n{_verdict_block(credit, grade)}\n\n"
+        f"## Audit flags\n{flag_lines}\n\n"
+        'Reply with ONLY this JSON: {"supported": true|false, "reason": "one or two sentences citing the evidence"}'
+    )
+
+
+def _supported(text: str) -> tuple[bool, str]:
+    data = parse_lenient(text)
+    if isinstance(data, list) and len(data) == 1:
+        data = data[0]
+    if not isinstance(data, dict):
+        raise ValueError("reply is not an object")
+    v = data.get("supported", data.get("is_supported", data.get("verdict")))
+    reason = str(data.get("reason", data.get("explanation", data.get("justification", ""))))
+    if isinstance(v, bool):
+        return v, reason
+    if isinstance(v, str):
+        s = v.strip().lower()
+        if s in ("true", "yes", "supported", "support", "keep"):
+            return True, reason
+        if s in ("false", "no", "unsupported", "not supported", "remove", "removed"):
+            return False, reason
+    raise ValueError("reply has no boolean `supported`")
+
+
+def _add(total: UsageCost, u: UsageCost) -> UsageCost:
+    return UsageCost(
+        input_tokens=total.input_tokens + u.input_tokens, output_tokens=total.output_tokens + u.output_tokens,
+        cache_read_tokens=total.cache_read_tokens + u.cache_read_tokens,
+        cache_write_tokens=total.cache_write_tokens + u.cache_write_tokens,
+        cost_usd=None if total.cost_usd is None or u.cost_usd is None else total.cost_usd + u.cost_usd)
+
+
+async def _ask_meta(judge: Any, prompt: str) -> tuple[tuple[bool, str] | None, UsageCost, list[str], int]:
+    """((supported, reason) or None, usage, errors, attempts)."""
+    usage = UsageCost()
+    errors: list[str] = []
+    for attempt in range(META_RETRIES + 1):
+        try:
+            text, u = await judge.ask_raw(META_SYSTEM, prompt, attempt=attempt)
+        except ProviderError as e:
+            errors.append(f"attempt {attempt + 1}: provider error: {e.reason}")
+            return None, usage, errors, attempt + 1
+        usage = _add(usage, u)
+        try:
+            return _supported(text), usage, errors, attempt + 1
+        except ValueError as e:
+            errors.append(f"attempt {attempt + 1}: unparseable reply ({e}): {text[:200]!r}")
+    return None, usage, errors, META_RETRIES + 1
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+async def audit_run(inp: Any, grade: dict[str, Any], score: float | None, judge_usage: UsageCost
+                    ) -> tuple[float | None, dict[str, Any], UsageCost]:
+    """(audited score, grade["audit"], judge usage incl. the meta-judge) for one graded run."""
+    audit: dict[str, Any] = {"flags": [], "removed": 0, "pre_audit_score": score, "audited": False}
+    if score is None or score <= 0:
+        return score, audit, judge_usage
+    task: Task = inp.task
+    credit = judge_credit(task, grade)
+    if credit is None:
+        return score, audit, judge_usage
+    audit["audited"] = True
+    evidence = collect_evidence(task, inp.workspace, inp.events, inp.final_message, inp.commands)
+    flags = [
+        *rule_missing_artifact(task, inp.workspace, credit),
+        *rule_no_tool_ran(task, evidence, credit),
+        *rule_hit_limit(task, inp.end_reason, credit),
+        *rule_answer_not_in_output(task, evidence, credit),
+        *rule_phantom_claim(task, evidence),
+        *rule_rubric_number_claim(task, evidence, credit),
+    ]
+    audit["flags"] = flags
+    if not flags:
+        return score, audit, judge_usage
+    hard = any(f["severity"] == "hard" for f in flags)
+    remove = hard
+    judge = inp.judge
+    if judge is not None and getattr(judge, "factories", None):
+        prompt = meta_judge_prompt(inp, grade, credit, evidence, flags, score)
+        verdict, usage, errors, attempts = await _ask_meta(judge, prompt)
+        judge_usage = _add(judge_usage, usage)
+        meta: dict[str, Any] = {"judge": getattr(judge.factories[0], "spec", None), "attempts": attempts,
+                                "usage": usage.model_dump()}
+        if verdict is not None:
+            supported, reason = verdict
+            remove = not supported
+            meta.update(supported=supported, reason=reason)
+            for f in flags:
+                f["removed"] = remove
+                f["meta_reason"] = reason
+        else:
+            meta.update(supported=None, failed=True, error="; ".join(errors),
+                        fallback="hard flags remove the positive, soft flags keep it")
+            for f in flags:
+                f["removed"] = f["severity"] == "hard"
+                f["meta_reason"] = "meta-judge failed: " + (errors[-1] if errors else "no reply")
+        if errors and verdict is not None:
+            meta["error"] = "; ".join(errors)
+        audit["meta_judge"] = meta
+    else:
+        for f in flags:
+            f["removed"] = f["severity"] == "hard"
+    if remove:
+        audit["removed"] = 1
+        score = 0.0
+    return score, audit, judge_usage

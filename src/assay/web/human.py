@@ -1,0 +1,340 @@
+"""A person as an agent: `human:NAME`, working a task through the web app.
+
+`HumanAgent.run(env)` is driven by the browser instead of a model: each action the page
+sends (a tool call or the final answer) arrives through an asyncio queue, goes through the
+run's own `ToolBox` (same tools, same sandbox) and is written to the transcript exactly as
+a model's turn would be. The run itself is an ordinary `execute_run` started as a background
+task, so workspace, sandbox, limits, grading, audit and storage are the harness's own.
+
+Play sessions live in this server process only: a restart loses the ones still in flight
+(their workspaces are removed, nothing is stored); finished runs are in the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import re
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from assay.agent.base import Agent, AgentEnv, AgentOutcome
+from assay.agent.messages import ToolCall
+from assay.campaign.plan import CampaignOptions, PlannedRun, build_plan
+from assay.campaign.runner import RunContext, execute_run
+from assay.env.sandbox import bwrap_available
+from assay.env.workspace import needs_workspace
+from assay.grade.grader import needs_judge
+from assay.record import RunRecord
+from assay.report.build import run_row
+from assay.store import Store
+from assay.task.model import Task
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
+CAMPAIGN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}$")
+DEFAULT_CAMPAIGN = "human"
+#: transcript kinds a person sees live, as a model would (stakeholder ledger lines are the
+#: harness's record; the person reads the replies in `bin/ask`'s output, like a model).
+LIVE_KINDS = {"system", "user", "assistant", "tool_call", "tool_result", "harness", "error"}
+
+
+class PlayError(ValueError):
+    """A play request that cannot be honoured (bad name, unknown task, ...): shown to the user."""
+
+
+@dataclass
+class _Action:
+    kind: str  # "tool" or "submit"
+    tool: str = ""
+    args: dict[str, Any] = field(default_factory=dict)
+    text: str = ""
+    done: asyncio.Future[str] | None = None
+
+
+class HumanAgent(Agent):
+    """Waits for the browser's actions; each one is a turn, run through the real tools."""
+
+    needs_sandbox = True
+
+    def __init__(self, spec: str) -> None:
+        self.spec = spec
+        self.queue: asyncio.Queue[_Action] = asyncio.Queue()
+        self.ready = asyncio.Event()
+        self.env: AgentEnv | None = None
+        self.finished = False
+        self.turns = 0
+        self._n = 0
+
+    async def run(self, env: AgentEnv) -> AgentOutcome:
+        self.env = env
+        out = AgentOutcome(end_reason="finished")
+        if env.system_prompt:
+            env.transcript.emit("system", content=env.system_prompt)
+        if env.messages and len(env.messages) > 1:
+            for m in env.messages:
+                role = m.get("role", "user")
+                if role == "system" and env.system_prompt:
+                    continue
+                role = role if role in ("system", "user", "assistant") else "user"
+                env.transcript.emit(role, content=str(m.get("content", "")))
+        else:
+            env.transcript.emit("user", content=env.prompt, images=len(env.images))
+        self.ready.set()
+        try:
+            while True:
+                if out.turns >= env.limits.max_turns:
+                    out.end_reason = "max_turns"
+                    break
+                left = env.limits.max_minutes * 60 - env.elapsed_minutes() * 60
+                if left <= 0:
+                    out.end_reason = "max_time"
+                    break
+                try:
+                    action = await asyncio.wait_for(self.queue.get(), timeout=left)
+                except TimeoutError:
+                    out.end_reason = "max_time"
+                    break
+                out.turns += 1
+                self.turns = out.turns
+                if action.kind == "submit":
+                    out.final_message = action.text
+                    env.transcript.emit("assistant", content=action.text)
+                    _resolve(action, "submitted")
+                    break
+                self._n += 1
+                call = ToolCall(id=f"h{self._n}", name=action.tool, arguments=action.args)
+                env.transcript.emit("assistant", content="", tool_calls=[call.model_dump(exclude_none=True)])
+                env.transcript.emit("tool_call", id=call.id, name=call.name, arguments=call.arguments)
+                try:
+                    result = await env.tools.execute(call)
+                except BaseException:
+                    _resolve(action, "error: the harness failed to run this tool")
+                    raise
+                env.transcript.emit("tool_result", id=call.id, name=call.name, output=result)
+                _resolve(action, result)
+        finally:
+            self.finished = True
+            self._drain()
+        return out
+
+    def _drain(self) -> None:
+        """Answer actions that arrived too late (after submit or a limit)."""
+        while not self.queue.empty():
+            _resolve(self.queue.get_nowait(), "error: the run has ended")
+
+    async def act(self, action: _Action) -> str:
+        if self.finished:
+            raise PlayError("the run has ended")
+        loop = asyncio.get_running_loop()
+        action.done = loop.create_future()
+        await self.queue.put(action)
+        return await action.done
+
+
+def _resolve(action: _Action, text: str) -> None:
+    if action.done is not None and not action.done.done():
+        action.done.set_result(text)
+
+
+class HumanFactory:
+    """Stands where an `AgentFactory` would in a planned run; hands out one `HumanAgent`."""
+
+    kind = "human"
+
+    def __init__(self, name: str) -> None:
+        self.spec = f"human:{name}"
+        self.agent = HumanAgent(self.spec)
+
+    def options(self) -> dict[str, object]:
+        return {}
+
+    def skip_reason(self, task: Task) -> str | None:
+        return None
+
+    def for_task(self, task: Task) -> Agent:
+        return self.agent
+
+    async def aclose(self) -> None:
+        return None
+
+
+def playable(task: Task) -> str | None:
+    """Why a task cannot be played here, or None."""
+    if needs_judge(task):
+        return "needs an LLM judge, which the web app does not configure (use assay run --judge)"
+    if needs_workspace(task) and not bwrap_available():
+        return "bubblewrap is not installed: commands of a person must run in the sandbox"
+    return None
+
+
+@dataclass
+class PlaySession:
+    id: str
+    task: Task
+    name: str
+    campaign: str
+    level: str | None
+    epoch: int
+    factory: HumanFactory
+    created: float = field(default_factory=time.time)
+    runner: asyncio.Task[RunRecord] | None = None
+    record: RunRecord | None = None
+    error: str | None = None
+
+    @property
+    def agent(self) -> HumanAgent:
+        return self.factory.agent
+
+    def state(self) -> str:
+        if self.record is not None:
+            return "done"
+        if self.error is not None:
+            return "error"
+        if self.agent.finished:
+            return "grading"
+        if self.agent.ready.is_set():
+            return "running"
+        return "starting"
+
+    def view(self, since: int = 0) -> dict[str, Any]:
+        """What the page polls: state, brief, tools, the transcript since `since`, the grade."""
+        env = self.agent.env
+        data: dict[str, Any] = {
+            "session": self.id, "state": self.state(), "task_id": self.task.id, "title": self.task.title,
+            "agent": self.factory.spec, "campaign": self.campaign, "level": self.level, "epoch": self.epoch,
+            "turns": self.agent.turns, "error": self.error,
+        }
+        if env is not None:
+            events = env.transcript.events
+            data["events"] = [json.loads(e.model_dump_json()) for e in events[since:] if e.kind in LIVE_KINDS]
+            data["next"] = len(events)
+            data["brief"] = env.prompt
+            data["messages"] = env.messages if env.messages and len(env.messages) > 1 else None
+            data["images"] = [f"data:{i.media_type};base64,{i.data_b64}" for i in env.images]
+            data["tools"] = list(env.tools.names)
+            data["has_workspace"] = env.workspace is not None
+            data["limits"] = dataclasses.asdict(env.limits)
+            data["elapsed_s"] = round(env.elapsed_minutes() * 60, 1)
+        else:
+            data.update(events=[], next=since, brief=None, tools=[], limits=None, elapsed_s=0.0)
+        if self.record is not None:
+            data["run"] = run_row(self.record)
+        return data
+
+
+class PlayManager:
+    """The play sessions of one server process."""
+
+    def __init__(self, store: Store, tasks: list[Task]) -> None:
+        self.store = store
+        self.tasks = {t.id: t for t in tasks}
+        self.sessions: dict[str, PlaySession] = {}
+
+    def _epoch(self, campaign: str, task: Task, spec: str, level: str | None) -> int:
+        """Each play is a new epoch of (task, person, level): earlier plays stay in the store."""
+        taken = [r.key.epoch for r in self.store.all_attempts(campaign)
+                 if r.key.task_id == task.id and r.key.agent == spec and r.key.level == level]
+        taken += [s.epoch for s in self.sessions.values()
+                  if s.campaign == campaign and s.task.id == task.id and s.factory.spec == spec and s.level == level]
+        return max(taken, default=0) + 1
+
+    def start(self, task_id: str, name: str, campaign: str = DEFAULT_CAMPAIGN, level: str | None = None) -> PlaySession:
+        name = (name or "").strip()
+        campaign = (campaign or "").strip() or DEFAULT_CAMPAIGN
+        if not NAME_RE.match(name):
+            raise PlayError("name: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit")
+        if not CAMPAIGN_RE.match(campaign):
+            raise PlayError("campaign: use letters, digits, '.', '_' or '-', starting with a letter or digit")
+        task = self.tasks.get(task_id)
+        if task is None:
+            raise PlayError(f"no task {task_id!r} in the suites this server was started with")
+        why = playable(task)
+        if why is not None:
+            raise PlayError(f"task {task_id}: {why}")
+        level = level or None
+        if level is not None and level not in task.levels:
+            raise PlayError(f"task {task_id} has no level {level!r} (levels: {', '.join(task.levels) or 'none'})")
+        factory = HumanFactory(name)
+        options = CampaignOptions(campaign=campaign, level=level, epochs=1, concurrency=1)
+        plan = build_plan([task], [factory], options)  # type: ignore[list-item]
+        if not plan.runs:
+            reason = plan.skipped[0][2] if plan.skipped else "nothing to run"
+            raise PlayError(f"task {task_id}: {reason}")
+        planned = plan.runs[0]
+        epoch = self._epoch(campaign, task, factory.spec, planned.level)
+        planned = PlannedRun(task=task, agent=factory, level=planned.level, epoch=epoch,  # type: ignore[arg-type]
+                             key=planned.key.model_copy(update={"epoch": epoch}))
+        session = PlaySession(id=secrets.token_urlsafe(12), task=task, name=name, campaign=campaign,
+                              level=planned.level, epoch=epoch, factory=factory)
+        ctx = RunContext(store=self.store, options=options)
+        session.runner = asyncio.get_running_loop().create_task(self._run(session, planned, ctx))
+        self.sessions[session.id] = session
+        return session
+
+    async def _run(self, session: PlaySession, planned: PlannedRun, ctx: RunContext) -> RunRecord | None:
+        try:
+            session.record = await execute_run(planned, ctx)
+        except asyncio.CancelledError:
+            session.error = "the server stopped before the run finished"
+            raise
+        except Exception as e:  # shown on the page; execute_run turns run faults into void runs itself
+            session.error = f"{type(e).__name__}: {e}"
+            return None
+        finally:
+            session.agent.finished = True
+            session.agent.ready.set()
+            session.agent._drain()
+        return session.record
+
+    async def act(self, session_id: str, body: dict[str, Any]) -> str:
+        session = self.get(session_id)
+        agent = session.agent
+        if not agent.ready.is_set():
+            await asyncio.wait_for(agent.ready.wait(), timeout=120)
+        if agent.finished or agent.env is None:
+            raise PlayError("the run has ended")
+        if "submit" in body:
+            return await agent.act(_Action(kind="submit", text=str(body.get("submit") or "")))
+        tool = str(body.get("tool") or "")
+        args = body.get("args") or {}
+        if not isinstance(args, dict):
+            raise PlayError("args must be a JSON object")
+        if tool not in agent.env.tools.names:
+            raise PlayError(f"tool {tool!r} is not offered by this task (offered: {', '.join(agent.env.tools.names) or 'none'})")
+        return await agent.act(_Action(kind="tool", tool=tool, args=_clean_args(tool, args)))
+
+    def get(self, session_id: str) -> PlaySession:
+        s = self.sessions.get(session_id)
+        if s is None:
+            raise KeyError(session_id)
+        return s
+
+    async def aclose(self) -> None:
+        """Server shutdown: in-flight runs end as interrupted (not stored, workspaces removed)."""
+        running = [s.runner for s in self.sessions.values() if s.runner is not None and not s.runner.done()]
+        for t in running:
+            t.cancel()
+        for t in running:
+            with contextlib.suppress(BaseException):
+                await t
+
+
+def _clean_args(tool: str, args: dict[str, Any]) -> dict[str, Any]:
+    """Form fields arrive as strings; drop empty optional ones, type the numeric ones."""
+    out: dict[str, Any] = {}
+    for k, v in args.items():
+        if v is None or (isinstance(v, str) and v == "" and k not in ("content", "new_text", "old_text")):
+            continue
+        if k in ("offset", "limit", "timeout_s") and isinstance(v, str):
+            try:
+                v = int(v)
+            except ValueError as e:
+                raise PlayError(f"{k} must be a whole number") from e
+        if k == "replace_all" and isinstance(v, str):
+            v = v.lower() in ("1", "true", "on", "yes")
+        out[k] = v
+    return out

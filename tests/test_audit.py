@@ -1,0 +1,443 @@
+"""The evidence audit: each rule flags (or removes) an unsupported judge positive and keeps a supported one."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from assay.agent.spec import AgentFactory
+from assay.config import Config
+from assay.env.sandbox import bwrap_available
+from assay.grade.audit import audit_run, collect_evidence, judge_credit, meta_judge_prompt
+from assay.grade.grader import GradeInput, grade_run
+from assay.grade.judge import Judge
+from assay.grade.rubric import ItemVerdict, score_items
+from assay.record import Event, UsageCost
+from assay.task.model import TOOL_NAMES, Budget, GradingSpec, Predicate, Rubric, RubricItem, Task
+from tests.fakes import reply
+from tests.fakes.openai_server import FakeOpenAIServer
+from tests.helpers import assay, model_alias, report, write_task
+
+# --------------------------------------------------------------------------- helpers
+
+
+def ev(seq: int, kind: str, **data: Any) -> Event:
+    return Event(seq=seq, t=float(seq), kind=kind, data=data)
+
+
+def tool(seq: int, name: str, args: dict[str, Any], output: str = "ok") -> list[Event]:
+    cid = f"c{seq}"
+    return [ev(seq, "assistant", content="", tool_calls=[{"id": cid, "name": name, "arguments": args}]),
+            ev(seq + 1, "tool_call", id=cid, name=name, arguments=args),
+            ev(seq + 2, "tool_result", id=cid, name=name, output=output)]
+
+
+def contract_task(*, contract: list[Predicate] | None = None, execution: str = "multi-step-with-tools",
+                  tools: list[str] | None = None, type_: str = "judge", budget: Budget | None = None) -> Task:
+    return Task(id="audit_demo", prompt="Compute the total of data.csv and write it to out.csv.",
+                tools=list(TOOL_NAMES) if tools is None else tools, execution=execution,
+                contract=contract if contract is not None else [Predicate(path="out.csv", predicate="exists")],
+                grading=GradingSpec(type=type_, judge_rubric="Is the total right?", expected_behavior="Writes 1234.5"),
+                budget=budget or Budget())
+
+
+def judge_grade(total: float = 1.0, notes: str = "correct work") -> dict[str, Any]:
+    return {"sat": True, "predicates": [], "checks": {},
+            "judge": {"scores": {"correct": total}, "total": total, "notes": notes, "raw": "{}"}}
+
+
+def gi(task: Task, ws: Path | None, events: list[Event], final: str = "Done.", *, judge: Judge | None = None,
+       end_reason: str = "finished", commands: list[str] | None = None) -> GradeInput:
+    return GradeInput(task=task, level=None, workspace=ws, final_message=final, events=events,
+                      end_reason=end_reason, judge=judge, commands=commands or [])
+
+
+async def audit(inp: GradeInput, grade: dict[str, Any], score: float | None = 1.0
+                ) -> tuple[float | None, dict[str, Any], UsageCost]:
+    return await audit_run(inp, grade, score, UsageCost(input_tokens=10, output_tokens=5, cost_usd=0.001))
+
+
+def rules(a: dict[str, Any]) -> list[str]:
+    return [f["rule"] for f in a["flags"]]
+
+
+@pytest.fixture
+def ws() -> Iterator[Path]:
+    d = Path(tempfile.mkdtemp(prefix="assay-audit-test-"))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def worked(ws: Path, content: str = "total\n1234.5\n") -> list[Event]:
+    """The events of a run that really wrote out.csv (and the file itself)."""
+    (ws / "out.csv").write_text(content)
+    return [ev(0, "user", content="go"), *tool(1, "write_file", {"path": "out.csv", "content": content}),
+            ev(4, "assistant", content="Done.")]
+
+
+@pytest.fixture
+def server() -> Iterator[FakeOpenAIServer]:
+    with FakeOpenAIServer() as srv:
+        yield srv
+
+
+@pytest.fixture
+async def judge(server: FakeOpenAIServer) -> AsyncIterator[Judge]:
+    config = Config.model_validate({"models": {"fakejudge": {
+        "provider": "openai", "model": "j", "base_url": server.url, "max_retries": 0, "retry_base_delay": 0.01}}})
+    j = Judge([AgentFactory("fakejudge", config)])
+    yield j
+    await j.aclose()
+
+
+# --------------------------------------------------------------------------- who is audited
+
+
+async def test_supported_positive_is_kept_without_flags(ws: Path) -> None:
+    task = contract_task()
+    score, a, usage = await audit(gi(task, ws, worked(ws), "The total is 1234.5, saved to out.csv."),
+                                  judge_grade(notes="The agent wrote 1234.5, matching the expected total."))
+    assert score == 1.0
+    assert a == {"flags": [], "removed": 0, "pre_audit_score": 1.0, "audited": True}
+    assert usage.input_tokens == 10
+
+
+async def test_machine_graded_and_zero_scores_are_not_audited(ws: Path) -> None:
+    auto = contract_task(type_="automated")
+    score, a, _ = await audit(gi(auto, ws, []), {"sat": True, "checks": {"x": 1.0}, "judge": {}})
+    assert score == 1.0 and a["flags"] == [] and a["pre_audit_score"] == 1.0 and not a["audited"]
+    no_grading = Task(id="t", prompt="p", tools=list(TOOL_NAMES), contract=[Predicate(path="out.csv")])
+    score, a, _ = await audit(gi(no_grading, ws, []), {"sat": True})
+    assert score == 1.0 and a["flags"] == []
+    score, a, _ = await audit(gi(contract_task(), ws, []), judge_grade(total=0.0), score=0.0)
+    assert score == 0.0 and a["flags"] == [] and a["pre_audit_score"] == 0.0
+    # A hybrid task whose judge weight is 0 has no judge part.
+    hybrid = contract_task(type_="hybrid")
+    assert hybrid.grading is not None
+    hybrid.grading.weight_judge = 0.0
+    assert judge_credit(hybrid, judge_grade()) is None
+
+
+# --------------------------------------------------------------------------- hard rules
+
+
+async def test_missing_artifact_removes_and_present_artifact_keeps(ws: Path) -> None:
+    task = contract_task()
+    (ws / "out.csv").write_text("")
+    events = [ev(0, "user", content="go"), *tool(1, "write_file", {"path": "out.csv", "content": ""})]
+    score, a, _ = await audit(gi(task, ws, events), judge_grade())
+    assert score == 0.0 and a["removed"] == 1 and a["pre_audit_score"] == 1.0
+    assert rules(a) == ["missing_artifact"]
+    assert a["flags"][0]["removed"] and a["flags"][0]["severity"] == "hard"
+    assert "out.csv is empty" in a["flags"][0]["reason"]
+
+    score, a, _ = await audit(gi(task, ws, worked(ws)), judge_grade())
+    assert score == 1.0 and "missing_artifact" not in rules(a)
+
+
+async def test_optional_artifact_missing_is_a_soft_flag(ws: Path) -> None:
+    task = contract_task(contract=[Predicate(path="out.csv", predicate="exists", required=False)])
+    events = [ev(0, "user", content="go"), *tool(1, "list_files", {"path": "."})]
+    score, a, _ = await audit(gi(task, ws, events, "The total is 1234.5."), judge_grade())
+    assert score == 1.0 and a["removed"] == 0
+    assert rules(a) == ["missing_artifact"] and a["flags"][0]["severity"] == "soft"
+    assert not a["flags"][0]["removed"]
+
+
+async def test_no_tool_ran_removes_and_a_tool_call_keeps(ws: Path) -> None:
+    task = contract_task(contract=[])
+    score, a, _ = await audit(gi(task, ws, [ev(0, "user", content="go"), ev(1, "assistant", content="1234.5")],
+                                 "1234.5"), judge_grade())
+    assert score == 0.0 and rules(a) == ["no_tool_ran"] and a["removed"] == 1
+
+    events = [ev(0, "user", content="go"), *tool(1, "read_file", {"path": "data.csv"}, "1\tx")]
+    score, a, _ = await audit(gi(task, ws, events, "1234.5"), judge_grade())
+    assert score == 1.0 and a["flags"] == []
+    # Other execution forms do not need tools.
+    single = contract_task(contract=[], execution="single-step", tools=[])
+    score, a, _ = await audit(gi(single, None, [], "1234.5"), judge_grade())
+    assert score == 1.0 and a["flags"] == []
+
+
+async def test_policy_artifact_copy_counts_as_work(ws: Path) -> None:
+    task = contract_task()
+    (ws / "out.csv").write_text("1234.5\n")
+    events = [ev(0, "harness", note="reference: copied artifacts", files=["out.csv"])]
+    score, a, _ = await audit(gi(task, ws, events, ""), judge_grade())
+    assert score == 1.0 and a["flags"] == []
+
+
+async def test_phantom_claims_remove_and_real_work_keeps(ws: Path) -> None:
+    task = contract_task(contract=[])
+    final = "I saved the summary to report.md and ran `pytest -q`; all tests pass."
+    events = [ev(0, "user", content="go"), *tool(1, "read_file", {"path": "data.csv"}, "1\tx")]
+    score, a, _ = await audit(gi(task, ws, events, final), judge_grade())
+    assert score == 0.0 and a["removed"] == 1
+    assert rules(a) == ["phantom_claim", "phantom_claim"]
+    reasons = " ".join(f["reason"] for f in a["flags"])
+    assert "report.md" in reasons and "pytest -q" in reasons
+
+    (ws / "report.md").write_text("# summary\n")
+    events += [*tool(4, "write_file", {"path": "report.md", "content": "# summary\n"}),
+               *tool(7, "run_command", {"command": "cd /workspace && pytest -q"}, "[exit code 0]\n1 passed")]
+    score, a, _ = await audit(gi(task, ws, events, final), judge_grade())
+    assert score == 1.0 and a["flags"] == []
+
+
+@pytest.mark.parametrize("final", [
+    "I could not run pytest, so I did not save anything to out.csv.",
+    "You can run `make test` later; the results should be written to results.json.",
+    "Saved nothing. See https://example.com/docs/index.html for details.",
+])
+async def test_phantom_claim_ignores_negated_and_hypothetical_text(ws: Path, final: str) -> None:
+    task = contract_task(contract=[])
+    events = [ev(0, "user", content="go"), *tool(1, "read_file", {"path": "data.csv"}, "1\tx")]
+    score, a, _ = await audit(gi(task, ws, events, final), judge_grade())
+    assert score == 1.0 and a["flags"] == []
+
+
+async def test_phantom_claim_tests_and_commands_from_toolbox(ws: Path) -> None:
+    task = contract_task(contract=[])
+    events = [ev(0, "user", content="go"), *tool(1, "read_file", {"path": "a.py"}, "1\tx")]
+    final = "I have run the test suite and everything passes."
+    score, a, _ = await audit(gi(task, ws, events, final), judge_grade())
+    assert score == 0.0 and rules(a) == ["phantom_claim"]
+    # The ToolBox's own command list counts as evidence too.
+    score, a, _ = await audit(gi(task, ws, events, final, commands=["python -m pytest"]), judge_grade())
+    assert score == 1.0 and a["flags"] == []
+
+
+# --------------------------------------------------------------------------- soft rules
+
+
+async def test_hit_limit_is_recorded_but_kept_without_meta_judge(ws: Path) -> None:
+    task = contract_task(budget=Budget(turns=5))
+    score, a, _ = await audit(gi(task, ws, worked(ws), end_reason="max_turns"), judge_grade(total=0.9), score=0.9)
+    assert score == 0.9 and a["removed"] == 0 and a["pre_audit_score"] == 0.9
+    assert rules(a) == ["hit_limit"] and a["flags"][0]["severity"] == "soft" and not a["flags"][0]["removed"]
+    assert "max_turns" in a["flags"][0]["reason"] and "turns 5" in a["flags"][0]["reason"]
+    # Low credit, or a run that finished, is not suspicious.
+    _, a, _ = await audit(gi(task, ws, worked(ws), end_reason="max_turns"), judge_grade(total=0.4), score=0.4)
+    assert a["flags"] == []
+    _, a, _ = await audit(gi(task, ws, worked(ws)), judge_grade(total=0.9), score=0.9)
+    assert a["flags"] == []
+
+
+async def test_answer_not_in_output_number_and_quote(ws: Path) -> None:
+    task = contract_task()
+    notes = 'The agent reports a total of 9,876.5 and labels the column "grand total"; criterion 2 met, score 1.0.'
+    score, a, _ = await audit(gi(task, ws, worked(ws), "Done, see out.csv."), judge_grade(notes=notes))
+    assert score == 1.0 and a["removed"] == 0
+    assert rules(a) == ["answer_not_in_output"]
+    reason = a["flags"][0]["reason"]
+    assert "9,876.5" in reason and "grand total" in reason and "criterion" not in reason
+
+    # The same notes, with an output that holds both values: no flag.
+    score, a, _ = await audit(gi(task, ws, worked(ws, "grand total\n9876.50\n"), "Done."), judge_grade(notes=notes))
+    assert score == 1.0 and a["flags"] == []
+
+
+async def test_answer_not_in_output_ignores_task_numbers_and_files(ws: Path) -> None:
+    task = contract_task()
+    notes = "Read data.csv and wrote `out.csv` with 1234.5 as the task (expected 1234.5) asked."
+    score, a, _ = await audit(gi(task, ws, worked(ws), "Done."), judge_grade(notes=notes))
+    assert score == 1.0 and a["flags"] == []
+
+
+def rubric_task() -> Task:
+    return Task(id="rub", prompt="Our 3 stores sold 1,200, 1,500 and 1,800 units. What is the total?", tools=[],
+                execution="single-step",
+                rubric=Rubric(items=[RubricItem(id="1", text="States the total is 4,500 units", weight=5),
+                                     RubricItem(id="2", text="Mentions all 3 stores", weight=2),
+                                     RubricItem(id="3", text="Is rude", weight=-3)]))
+
+
+def rubric_grade(task: Task, hits: dict[str, bool], reasons: dict[str, str] | None = None) -> dict[str, Any]:
+    assert task.rubric is not None
+    verdicts = {it.id: ItemVerdict(id=it.id, weight=it.weight, tag=it.tag, hit=hits[it.id], check=False,
+                                   reason=f"{(reasons or {}).get(it.id, 'ok')} (votes 1 met / 0 not met)")
+                for it in task.rubric.items}
+    return score_items(task, verdicts)
+
+
+async def test_rubric_number_claim_flags_and_keeps(ws: Path) -> None:
+    task = rubric_task()
+    grade = rubric_grade(task, {"1": True, "2": True, "3": False})
+    score = grade["expert_score"]
+    assert score == 1.0
+    s, a, _ = await audit(gi(task, None, [], "The total is a lot of units across the stores."), grade, score)
+    assert s == 1.0 and a["removed"] == 0 and a["audited"]
+    assert rules(a) == ["rubric_number_claim"]
+    assert "item 1" in a["flags"][0]["reason"] and "4,500" in a["flags"][0]["reason"]
+    assert a["flags"][0]["severity"] == "soft" and not a["flags"][0]["removed"]
+
+    s, a, _ = await audit(gi(task, None, [], "All three stores together sold 4500 units."), grade, score)
+    assert s == 1.0 and a["flags"] == []
+
+
+async def test_rubric_reason_numbers_count_and_machine_items_are_not_audited(ws: Path) -> None:
+    task = rubric_task()
+    grade = rubric_grade(task, {"1": False, "2": True, "3": False}, {"2": "It says the 3 stores sold 7,777 units"})
+    s, a, _ = await audit(gi(task, None, [], "Stores A, B and C: 4,500 units."), grade, grade["expert_score"])
+    assert rules(a) == ["rubric_number_claim"] and "7,777" in a["flags"][0]["reason"]
+    # Items graded by machine checks are not judge credit: nothing to audit.
+    for it in grade["items"]:
+        it["check"] = True
+    s, a, _ = await audit(gi(task, None, [], "x"), grade, grade["expert_score"])
+    assert a["flags"] == [] and not a["audited"]
+
+
+# --------------------------------------------------------------------------- the meta-judge
+
+
+def phantom_input(ws: Path, judge: Judge | None) -> GradeInput:
+    events = [ev(0, "user", content="go"), *tool(1, "read_file", {"path": "data.csv"}, "1\tx")]
+    return gi(contract_task(contract=[]), ws, events, "I ran pytest and all tests pass. The total is 1234.5.",
+              judge=judge)
+
+
+async def test_meta_judge_supported_keeps(ws: Path, server: FakeOpenAIServer, judge: Judge) -> None:
+    server.script(reply('{"supported": true, "reason": "the answer 1234.5 is in the final message"}',
+                        prompt_tokens=300, completion_tokens=20))
+    score, a, usage = await audit(phantom_input(ws, judge), judge_grade())
+    assert score == 1.0 and a["removed"] == 0
+    assert rules(a) == ["phantom_claim"] and not a["flags"][0]["removed"]
+    assert a["flags"][0]["meta_reason"] == "the answer 1234.5 is in the final message"
+    assert a["meta_judge"]["supported"] is True and a["meta_judge"]["judge"] == "fakejudge"
+    assert usage.input_tokens == 310 and usage.output_tokens == 25
+    prompt = server.last["messages"][-1]["content"]
+    for needle in ("Compute the total of data.csv", "Tool: read_file", "phantom_claim", "I ran pytest",
+                   "End reason: finished", '"total": 1.0', '"supported"'):
+        assert needle in prompt
+    assert server.last["messages"][0]["role"] == "system"
+
+
+async def test_meta_judge_unsupported_removes(ws: Path, server: FakeOpenAIServer, judge: Judge) -> None:
+    server.script(reply('```json\n{"supported": false, "reason": "no command ever ran",}\n```'))
+    inp = phantom_input(ws, judge)
+    task = inp.task
+    task.budget = Budget(minutes=1, turns=3)
+    score, a, usage = await audit(inp, judge_grade(total=0.8), score=0.8)
+    assert score == 0.0 and a["removed"] == 1 and a["pre_audit_score"] == 0.8
+    assert all(f["removed"] and f["meta_reason"] == "no command ever ran" for f in a["flags"])
+    assert a["meta_judge"]["supported"] is False
+    assert usage.input_tokens > 10
+
+
+async def test_meta_judge_can_remove_a_soft_flag(ws: Path, server: FakeOpenAIServer, judge: Judge) -> None:
+    server.script(reply('{"supported": "no", "reason": "the run stopped before any output"}'))
+    task = contract_task()
+    score, a, _ = await audit(gi(task, ws, worked(ws), judge=judge, end_reason="max_time"), judge_grade())
+    assert rules(a) == ["hit_limit"] and score == 0.0 and a["removed"] == 1 and a["flags"][0]["removed"]
+
+
+async def test_meta_judge_garbage_falls_back(ws: Path, server: FakeOpenAIServer, judge: Judge) -> None:
+    # A hard flag: three unparseable replies -> the positive is removed, the failure recorded.
+    server.script("I think it is fine", "no json here", "still nothing")
+    score, a, usage = await audit(phantom_input(ws, judge), judge_grade())
+    assert len(server.requests) == 3
+    assert score == 0.0 and a["removed"] == 1 and a["flags"][0]["removed"]
+    assert a["meta_judge"]["failed"] is True and a["meta_judge"]["supported"] is None
+    assert a["meta_judge"]["attempts"] == 3 and "unparseable" in a["meta_judge"]["error"]
+    assert a["flags"][0]["meta_reason"].startswith("meta-judge failed")
+    assert usage.input_tokens > 10
+
+    # Only a soft flag: the same failure keeps the score.
+    server.reset()
+    server.script("garbage", "garbage again", "{oops")
+    task = contract_task()
+    score, a, _ = await audit(gi(task, ws, worked(ws), judge=judge, end_reason="max_usd"), judge_grade())
+    assert rules(a) == ["hit_limit"] and score == 1.0 and a["removed"] == 0
+    assert a["meta_judge"]["failed"] is True and not a["flags"][0]["removed"]
+
+
+async def test_meta_judge_retry_then_parse(ws: Path, server: FakeOpenAIServer, judge: Judge) -> None:
+    server.script("not json", '{"supported": true, "reason": "fine"}')
+    score, a, _ = await audit(phantom_input(ws, judge), judge_grade())
+    assert score == 1.0 and a["meta_judge"]["attempts"] == 2 and "attempt 1" in a["meta_judge"]["error"]
+
+
+async def test_meta_judge_provider_error_falls_back(ws: Path, server: FakeOpenAIServer, judge: Judge) -> None:
+    from tests.fakes import fault
+
+    server.script(fault(500), fault(500), fault(500))
+    server.default = fault(500)
+    score, a, _ = await audit(phantom_input(ws, judge), judge_grade())
+    assert score == 0.0 and a["meta_judge"]["failed"] is True and "provider error" in a["meta_judge"]["error"]
+
+
+def test_meta_judge_prompt_clips_artifacts(ws: Path) -> None:
+    task = contract_task()
+    events = worked(ws, "x" * 5000)
+    inp = gi(task, ws, events, "Done.")
+    evidence = collect_evidence(task, ws, events, "Done.")
+    credit = judge_credit(task, judge_grade())
+    assert credit is not None
+    prompt = meta_judge_prompt(inp, judge_grade(), credit, evidence, [], 1.0)
+    assert "### out.csv\n" + "x" * 3000 + "\n[... truncated]" in prompt
+
+
+# --------------------------------------------------------------------------- grade_run integration
+
+
+async def test_grade_run_applies_the_audit(ws: Path, server: FakeOpenAIServer, judge: Judge) -> None:
+    server.script(reply('{"scores": {"correct": 1.0}, "total": 1.0, "notes": "ran the tests, good"}',
+                        prompt_tokens=100, completion_tokens=10),
+                  reply('{"supported": false, "reason": "pytest never ran"}', prompt_tokens=200, completion_tokens=7))
+    task = contract_task(contract=[Predicate(path="out.csv", predicate="exists")])
+    events = worked(ws)
+    out = await grade_run(gi(task, ws, events, "I wrote out.csv and ran pytest.", judge=judge))
+    assert out.score == 0.0 and out.passed is False
+    a = out.grade["audit"]
+    assert a["pre_audit_score"] == 1.0 and a["removed"] == 1 and rules(a) == ["phantom_claim"]
+    assert out.grade["judge"]["total"] == 1.0  # the original verdict is kept
+    assert out.judge_usage.input_tokens == 300 and out.judge_usage.output_tokens == 17
+
+
+async def test_grade_run_keeps_a_supported_judge_positive(ws: Path, server: FakeOpenAIServer,
+                                                          judge: Judge) -> None:
+    server.script(reply('{"scores": {"correct": 0.9}, "total": 0.9, "notes": "writes 1234.5"}'))
+    task = contract_task()
+    out = await grade_run(gi(task, ws, worked(ws), "The total 1234.5 is in out.csv.", judge=judge))
+    assert out.score == pytest.approx(0.9) and out.passed is True
+    assert out.grade["audit"] == {"flags": [], "removed": 0, "pre_audit_score": pytest.approx(0.9), "audited": True}
+    assert len(server.requests) == 1  # no flags: no meta-judge call
+
+
+# --------------------------------------------------------------------------- end to end
+
+
+@pytest.mark.skipif(not bwrap_available(), reason="bubblewrap is not installed")
+def test_cli_report_shows_the_removed_positive(tmp_path: Path) -> None:
+    os.chmod(tmp_path, 0o711)
+    folder = write_task(tmp_path / "tasks" / "judged", {
+        "title": "judged answer", "domain": "test", "execution": "multi-step-with-tools",
+        "prompt": "Write 42 into answer.txt.",
+        "contract": [{"path": "answer.txt", "predicate": "exists"}],
+        "grading": {"type": "judge", "judge_rubric": "answer.txt holds 42.", "expected_behavior": "Writes 42."},
+    })
+    script = tmp_path / "s.jsonl"
+    script.write_text(json.dumps({"tool": "write_file", "args": {"path": "answer.txt", "content": "42\n"}}) + "\n"
+                      + json.dumps({"say": "I wrote 42 to answer.txt and ran `pytest -q`: all green."}) + "\n")
+    with FakeOpenAIServer() as srv:
+        srv.script(reply(json.dumps({"scores": {"correct": 1.0}, "total": 1.0, "notes": "42 written, tests ran"})),
+                   reply(json.dumps({"supported": False, "reason": "no command ran; the test claim is false"})))
+        model_alias(tmp_path, "fakejudge", "openai", srv.url, model="j")
+        r = assay("run", str(folder), "--agent", f"script:{script}", "--judge", "fakejudge", "-q", cwd=tmp_path)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        assert len(srv.requests) == 2
+    rep = report(tmp_path)
+    (row,) = rep["runs"]
+    assert row["status"] == "done" and row["score"] == 0 and row["passed"] is False
+    a = row["grade"]["audit"]
+    assert a["pre_audit_score"] > 0 and a["removed"] == 1
+    assert [f["rule"] for f in a["flags"]] == ["phantom_claim"] and a["flags"][0]["removed"]
+    assert a["meta_judge"]["supported"] is False
+    assert row["judge_usage"]["input_tokens"] > 0

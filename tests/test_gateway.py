@@ -1,0 +1,394 @@
+"""The metered LLM gateway on its Unix socket, the in-sandbox forwarder and system/llm_client.py."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import socket
+import stat
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from assay.agent.prices import Price
+from assay.env.forwarder import FORWARDER_SCRIPT, install_forwarder, wrap_command
+from assay.env.gateway import Budget, LLMGateway
+from assay.env.llm_client_template import LLM_CLIENT_PY, install_llm_client
+from tests.fakes import fault, malformed, reply
+from tests.fakes.openai_server import FakeOpenAIServer
+
+MODEL = "gpt-4.1-mini"
+PRICE = Price(input=1.0, cached_input=0.5, output=2.0)  # USD per 1M tokens
+TOOLS = [{"type": "function", "function": {
+    "name": "search", "description": "Search the files.",
+    "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}}}]
+HI = {"model": "anything", "messages": [{"role": "user", "content": "hi"}]}
+
+
+@pytest.fixture
+def base() -> Iterator[Path]:
+    """A parent the sandbox uid can traverse (0711), holding the workspace and the run dir."""
+    d = Path(tempfile.mkdtemp(prefix="assay-gw-test-"))
+    os.chmod(d, 0o711)
+    (d / "ws").mkdir()
+    (d / "run").mkdir()
+    os.chmod(d / "run", 0o711)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeOpenAIServer]:
+    with FakeOpenAIServer() as srv:
+        yield srv  # type: ignore[misc]
+
+
+@pytest.fixture
+async def make_gw(base: Path, fake: FakeOpenAIServer) -> AsyncIterator[Callable[..., Any]]:
+    started: list[LLMGateway] = []
+
+    async def make(**kw: Any) -> LLMGateway:
+        kw.setdefault("price", PRICE)
+        kw.setdefault("budgets", {"dev": Budget(100, 10.0), "prod": Budget(100, 10.0)})
+        kw.setdefault("api_key", "sk-gateway-secret")
+        kw.setdefault("log_path", base / "run" / "logs" / "llm.jsonl")
+        kw.setdefault("retry_base_delay", 0.01)
+        gw = LLMGateway(kw.pop("upstream_url", fake.url), MODEL, **kw)
+        await gw.start(base / "run" / "sock" / f"llm{len(started)}.sock")
+        started.append(gw)
+        return gw
+
+    yield make
+    for gw in started:
+        await gw.stop()
+
+
+def client(gw: LLMGateway) -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=httpx.AsyncHTTPTransport(uds=str(gw.socket_path)),
+                             base_url="http://gateway", timeout=30)
+
+
+async def raw_exchange(gw: LLMGateway, data: bytes) -> bytes:
+    """Send raw bytes, read until the gateway closes (or 5 s)."""
+    reader, writer = await asyncio.open_unix_connection(str(gw.socket_path))
+    writer.write(data)
+    await writer.drain()
+    try:
+        return await asyncio.wait_for(reader.read(), 5)
+    finally:
+        writer.close()
+
+
+# --------------------------------------------------------------------------- the gateway
+
+
+async def test_socket_permissions(make_gw: Callable[..., Any]) -> None:
+    gw = await make_gw()
+    assert stat.S_IMODE(os.stat(gw.socket_path).st_mode) == 0o666
+    assert stat.S_IMODE(os.stat(gw.socket_path.parent).st_mode) == 0o755
+    await gw.stop()
+    assert not gw.socket_path.exists()
+
+
+async def test_chat_through_the_socket(make_gw: Callable[..., Any], fake: FakeOpenAIServer, base: Path) -> None:
+    gw = await make_gw()
+    fake.script(reply("Let me look.", tool_calls=[("search", {"q": "refunds"}, "call_42")],
+                      prompt_tokens=1000, cached_tokens=400, completion_tokens=200))
+    body = {**HI, "tools": TOOLS, "tool_choice": "auto", "temperature": 0.3}
+    async with client(gw) as c:
+        r = await c.post("/v1/chat/completions", json=body, headers={"Authorization": "Bearer sk-agent"})
+    assert r.status_code == 200, r.text
+    data = r.json()
+    assert data["object"] == "chat.completion"
+    msg = data["choices"][0]["message"]
+    assert msg["content"] == "Let me look." and data["choices"][0]["finish_reason"] == "tool_calls"
+    assert msg["tool_calls"] == [{"id": "call_42", "type": "function",
+                                  "function": {"name": "search", "arguments": '{"q": "refunds"}'}}]
+    assert data["usage"]["prompt_tokens"] == 1000
+    # what went upstream: the request as sent, the model pinned, the gateway's key
+    sent = fake.requests[-1]
+    assert sent["model"] == MODEL and sent["tools"] == TOOLS and sent["tool_choice"] == "auto"
+    assert sent["temperature"] == 0.3
+    assert sent.headers.get("Authorization", sent.headers.get("authorization")) == "Bearer sk-gateway-secret"
+    # metered: 600 fresh input, 400 cached, 200 output tokens
+    cost = (600 * 1.0 + 400 * 0.5 + 200 * 2.0) / 1e6
+    s = gw.summary()
+    assert s["calls"] == 1 and s["refused"] == 0 and s["usd"] == pytest.approx(cost)
+    dev = s["by_phase"]["dev"]
+    assert (dev["input_tokens"], dev["cache_read_tokens"], dev["output_tokens"]) == (600, 400, 200)
+    rec = gw.records[-1]
+    assert rec["status"] == 200 and rec["phase"] == "dev" and rec["model"] == MODEL
+    assert rec["cost_usd"] == pytest.approx(cost) and rec["input_tokens"] == 600
+    lines = (base / "run" / "logs" / "llm.jsonl").read_text().splitlines()
+    assert [json.loads(x)["status"] for x in lines] == [200]
+    assert stat.S_IMODE(os.stat(base / "run" / "logs" / "llm.jsonl").st_mode) == 0o600
+
+
+async def test_other_routes_and_keep_alive(make_gw: Callable[..., Any], fake: FakeOpenAIServer) -> None:
+    gw = await make_gw(max_tokens_cap=800)
+    fake.script(reply('{"ok": true}'), reply("second"))
+    async with client(gw) as c:
+        models = (await c.get("/v1/models")).json()
+        assert [m["id"] for m in models["data"]] == [MODEL]
+        r = await c.post("/chat", json={"messages": [{"role": "user", "content": "x"}], "max_tokens": 5000,
+                                        "json_mode": True})
+        assert r.status_code == 200 and r.json() == {"text": '{"ok": true}'}
+        assert fake.requests[-1]["max_tokens"] == 800  # capped, as upstream's gateway
+        assert fake.requests[-1]["response_format"] == {"type": "json_object"}
+        r = await c.post("/v1/chat/completions", json={**HI, "max_tokens": 50})
+        assert r.json()["choices"][0]["message"]["content"] == "second"
+        assert fake.requests[-1]["max_tokens"] == 50
+        b = (await c.get("/v1/budget")).json()
+        assert b == {"model": MODEL, "calls": 2, "max_calls": 100, "usd": b["usd"], "max_usd": 10.0}
+
+
+async def test_refused_at_max_calls_and_phases(make_gw: Callable[..., Any], fake: FakeOpenAIServer) -> None:
+    gw = await make_gw(budgets={"dev": Budget(max_calls=2), "prod": Budget(max_calls=1)})
+    async with client(gw) as c:
+        for _ in range(2):
+            assert (await c.post("/v1/chat/completions", json=HI)).status_code == 200
+        r = await c.post("/v1/chat/completions", json=HI)
+        assert r.status_code == 429
+        err = r.json()["error"]
+        assert err["type"] == "budget_exceeded" and err["message"].startswith("LLM budget exhausted")
+        assert len(fake.requests) == 2  # the refused call never went upstream
+        gw.phase = "prod"
+        assert (await c.post("/v1/chat/completions", json=HI)).status_code == 200
+        assert (await c.post("/chat", json={"messages": HI["messages"]})).status_code == 429
+    s = gw.summary()
+    assert s["calls"] == 3 and s["refused"] == 2
+    assert (s["by_phase"]["dev"]["calls"], s["by_phase"]["dev"]["refused"]) == (2, 1)
+    assert (s["by_phase"]["prod"]["calls"], s["by_phase"]["prod"]["refused"]) == (1, 1)
+    assert [r["status"] for r in gw.records] == [200, 200, 429, 200, 429]
+
+
+async def test_refused_at_max_usd(make_gw: Callable[..., Any], fake: FakeOpenAIServer) -> None:
+    gw = await make_gw(price=Price(input=1000.0, output=1000.0), budgets={"dev": Budget(max_usd=0.3)})
+    fake.default = reply("ok", prompt_tokens=100, completion_tokens=100)  # $0.20 a call
+    async with client(gw) as c:
+        codes = [(await c.post("/v1/chat/completions", json=HI)).status_code for _ in range(4)]
+        r = await c.post("/v1/chat/completions", json=HI)
+    assert codes == [200, 200, 429, 429]
+    assert r.json()["error"]["type"] == "budget_exceeded" and "$0.40" in r.json()["error"]["message"]
+    assert gw.summary()["usd"] == pytest.approx(0.4) and len(fake.requests) == 2
+
+
+def test_dollar_budget_needs_a_price() -> None:
+    with pytest.raises(ValueError, match="no price"):
+        LLMGateway("http://127.0.0.1:9/v1", "local-model", price=None)
+    LLMGateway("http://127.0.0.1:9/v1", "local-model", price=None, budgets={"dev": Budget(max_calls=5)})
+
+
+def test_from_engagement() -> None:
+    gw = LLMGateway.from_engagement({"llm": True, "dev_llm_calls": 10}, "http://x/v1", MODEL, price=PRICE)
+    assert gw.budgets == {"dev": Budget(10, 0.25), "prod": Budget(600, 0.30)}
+    assert gw.max_tokens_cap == 800 and gw.max_input_chars == 60_000
+
+
+@pytest.mark.parametrize(("data", "status"), [
+    (b"GARBAGE\r\n\r\n", 400),
+    (b"POST /v1/chat/completions HTTP/1.1\r\nno colon here\r\n\r\n", 400),
+    (b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: abc\r\n\r\n", 400),
+    (b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: 999999999999\r\n\r\n", 413),
+    (b"POST /v1/chat/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", 411),
+    (b"GET /v1/models HTTP/1.1\r\nX: " + b"a" * 70_000 + b"\r\n\r\n", 431),
+])
+async def test_malformed_framing(make_gw: Callable[..., Any], data: bytes, status: int) -> None:
+    gw = await make_gw()
+    out = await raw_exchange(gw, data)
+    assert out.startswith(f"HTTP/1.1 {status} ".encode()), out[:200]
+    assert b"Connection: close" in out
+    async with client(gw) as c:
+        assert (await c.post("/v1/chat/completions", json=HI)).status_code == 200
+    assert gw.summary()["rejected"] == 1
+
+
+@pytest.mark.parametrize(("method", "path", "body", "status", "needle"), [
+    ("POST", "/v1/chat/completions", b"{not json", 400, "not valid JSON"),
+    ("POST", "/v1/chat/completions", b"[1, 2]", 400, "JSON object"),
+    ("POST", "/v1/chat/completions", b'{"model": "m"}', 400, "messages"),
+    ("POST", "/v1/chat/completions", b'{"messages": ["x"]}', 400, "role"),
+    ("POST", "/v1/chat/completions", json.dumps({**HI, "stream": True}).encode(), 400, "stream"),
+    ("POST", "/v1/chat/completions", json.dumps({**HI, "tools": "all"}).encode(), 400, "tools"),
+    ("POST", "/chat", b'{"messages": [{"role": "user", "content": "x"}], "max_tokens": "lots"}', 400, "numbers"),
+    ("GET", "/v1/chat/completions", b"", 405, "not allowed"),
+    ("POST", "/v1/embeddings", b"{}", 404, "no route"),
+])
+async def test_bad_requests_keep_the_connection(make_gw: Callable[..., Any], fake: FakeOpenAIServer,
+                                                method: str, path: str, body: bytes, status: int,
+                                                needle: str) -> None:
+    gw = await make_gw()
+    async with client(gw) as c:
+        r = await c.request(method, path, content=body, headers={"Content-Type": "application/json"})
+        assert r.status_code == status and needle in r.json()["error"]["message"]
+        assert (await c.post("/v1/chat/completions", json=HI)).status_code == 200  # same pool, same gateway
+    assert fake.replies_sent == 1 and gw.summary()["calls"] == 1
+
+
+async def test_oversized_prompt_and_abrupt_clients(make_gw: Callable[..., Any]) -> None:
+    gw = await make_gw(max_input_chars=100)
+    for _ in range(5):
+        _, w = await asyncio.open_unix_connection(str(gw.socket_path))
+        w.write(b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: 100\r\n\r\n{\"mess")
+        w.close()
+    async with client(gw) as c:
+        big = {"messages": [{"role": "user", "content": "x" * 101}]}
+        r = await c.post("/v1/chat/completions", json=big)
+        assert r.status_code == 413 and "too large" in r.json()["error"]["message"]
+        assert (await c.post("/v1/chat/completions", json=HI)).status_code == 200
+
+
+async def test_upstream_faults(make_gw: Callable[..., Any], fake: FakeOpenAIServer) -> None:
+    gw = await make_gw(upstream_retries=2)
+    fake.script(fault(503), malformed(), reply("third time"), fault(400, message="bad tool schema"),
+                fault(500), fault(500), fault(500))
+    async with client(gw) as c:
+        r = await c.post("/v1/chat/completions", json=HI)
+        assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == "third time"
+        r = await c.post("/v1/chat/completions", json=HI)  # a provider 4xx is relayed as it is
+        assert r.status_code == 400 and "bad tool schema" in r.json()["error"]["message"]
+        r = await c.post("/v1/chat/completions", json=HI)
+        assert r.status_code == 502 and r.json()["error"]["type"] == "upstream_error"
+    s = gw.summary()
+    assert s["calls"] == 3 and s["by_phase"]["dev"]["upstream_errors"] == 2
+
+
+async def test_upstream_unreachable(make_gw: Callable[..., Any]) -> None:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    gw = await make_gw(upstream_url=f"http://127.0.0.1:{port}/v1", upstream_retries=0)
+    async with client(gw) as c:
+        r = await c.post("/v1/chat/completions", json=HI)
+    assert r.status_code == 502 and "unreachable" in r.json()["error"]["message"]
+
+
+# --------------------------------------------------------------------------- forwarder + client on the host
+
+
+def free_port() -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+async def test_forwarder_and_client_on_the_host(make_gw: Callable[..., Any], fake: FakeOpenAIServer,
+                                                base: Path) -> None:
+    gw = await make_gw(budgets={"dev": Budget(max_calls=2)})
+    fake.script(reply("hello from the model"), reply('{"a": 1}'))
+    port = free_port()
+    fwd = install_forwarder(base / "run" / "fwd")
+    assert fwd.read_text() == FORWARDER_SCRIPT
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-I", "-S", str(fwd), f"{port}={gw.socket_path}", stdout=asyncio.subprocess.PIPE)
+    try:
+        assert proc.stdout is not None
+        assert await asyncio.wait_for(proc.stdout.readline(), 10) == b"ready\n"
+        install_llm_client(base / "ws", port, MODEL)
+        cfg = json.loads((base / "ws" / "system" / "config" / "llm.json").read_text())
+        assert cfg == {"base_url": f"http://127.0.0.1:{port}/v1", "model": MODEL,
+                       "url": f"http://127.0.0.1:{port}/chat"}
+        code = ("import llm_client as L\n"
+                "print(L.complete([{'role': 'user', 'content': 'hi'}]))\n"
+                "print(L.chat([{'role': 'user', 'content': 'json please'}], json_mode=True))\n"
+                "print(L.budget()['calls'])\n"
+                "try:\n    L.complete('again')\nexcept L.BudgetExceeded as e:\n"
+                "    print('BUDGET', e.status, isinstance(e, L.LLMError), e)\n")
+        p = await asyncio.create_subprocess_exec(
+            sys.executable, "-E", "-s", "-c", code, cwd=base / "ws" / "system",
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+        out = (await asyncio.wait_for(p.communicate(), 30))[0].decode()
+        assert p.returncode == 0, out
+        lines = out.splitlines()
+        assert lines[:3] == ["hello from the model", '{"a": 1}', "2"]
+        assert lines[3].startswith("BUDGET 429 True") and "LLM budget exhausted" in lines[3]
+        assert fake.requests[0]["model"] == MODEL
+    finally:
+        proc.kill()
+        await proc.wait()
+
+
+async def test_forwarder_rejects_bad_arguments() -> None:
+    for args in [[], ["nope"], ["0=/x.sock"], ["8001="]]:
+        p = await asyncio.create_subprocess_exec(sys.executable, "-I", "-S", "-c", FORWARDER_SCRIPT, *args,
+                                                 stdout=asyncio.subprocess.PIPE)
+        out, _ = await asyncio.wait_for(p.communicate(), 10)
+        assert p.returncode == 2 and out.startswith(b"error:")
+
+
+def test_wrap_command_validates() -> None:
+    assert wrap_command("true", [], "/run/assay/forwarder.py") == "true"
+    with pytest.raises(ValueError):
+        wrap_command("true", [(70000, "/run/assay/llm.sock")], "/f.py")
+    with pytest.raises(ValueError):
+        wrap_command("true", [(8001, "")], "/f.py")
+    cmd = wrap_command("echo 'hi there'", [(8001, "/run/assay/a b.sock")], "/run/assay/forwarder.py")
+    assert cmd.endswith("\necho 'hi there'") and "'8001=/run/assay/a b.sock'" in cmd
+    compile(LLM_CLIENT_PY, "llm_client.py", "exec")
+
+
+# --------------------------------------------------------------------------- inside bubblewrap
+
+
+def _bwrap_ok() -> bool:
+    from assay.env.sandbox import bwrap_available
+
+    return shutil.which("bwrap") is not None and bwrap_available()
+
+
+@pytest.mark.skipif(not _bwrap_ok(), reason="bubblewrap (bwrap) not usable here")
+async def test_llm_client_inside_the_sandbox(make_gw: Callable[..., Any], fake: FakeOpenAIServer,
+                                             base: Path) -> None:
+    from assay.env.sandbox import Sandbox
+
+    gw = await make_gw(budgets={"dev": Budget(max_calls=2)})
+    sock_dir = gw.socket_path.parent
+    install_forwarder(sock_dir)
+    install_llm_client(base / "ws", 8001, MODEL)
+    fake.script(reply("hi from the fake model"))
+    pairs = [(8001, f"/run/assay/{gw.socket_path.name}")]
+
+    def wrap(cmd: str) -> str:
+        return wrap_command(cmd, pairs, "/run/assay/forwarder.py")
+
+    sb = Sandbox(base / "ws", ro_binds=[(sock_dir, "/run/assay")])
+    try:
+        sb.prepare()
+        call = "import llm_client; print(llm_client.complete([{'role':'user','content':'hi'}]))"
+        r = await sb.run(wrap(f'cd system && python3 -c "{call}"'), timeout_s=60)
+        assert r.exit_code == 0, r.output
+        assert r.output.strip() == "hi from the fake model"
+        assert fake.requests[-1]["messages"] == [{"role": "user", "content": "hi"}]
+        # the host's loopback (where the fake provider listens) is out of reach from inside
+        direct = (f"import urllib.request; urllib.request.urlopen('http://127.0.0.1:{fake.port}/v1/models', "
+                  "timeout=3)")
+        r = await sb.run(wrap(f'python3 -c "{direct}"; echo rc=$?'), timeout_s=60)
+        assert "rc=1" in r.output and "Connection refused" in r.output, r.output
+        # the command's own status comes back; `wait` does not wait for the forwarder
+        r = await sb.run(wrap("sleep 0.05 & wait; echo waited; exit 7"), timeout_s=30)
+        assert r.exit_code == 7 and r.output == "waited\n", r.output
+        # the budget, seen from delivered code
+        code = ("import llm_client as L\nprint(L.complete('one more'))\n"
+                "try:\n    L.complete('too many')\nexcept L.BudgetExceeded as e:\n    print('refused:', e)\n")
+        (base / "ws" / "system" / "probe.py").write_text(code)
+        sb.prepare()
+        r = await sb.run(wrap("python3 probe.py"), cwd="system", timeout_s=60)
+        assert r.exit_code == 0, r.output
+        assert "refused: LLM gateway refused the call (HTTP 429): LLM budget exhausted" in r.output
+        # without the forwarder the port is closed
+        r = await sb.run(f'cd system && python3 -c "{call}"; echo rc=$?', timeout_s=60)
+        assert "LLM gateway unreachable" in r.output and "rc=1" in r.output
+    finally:
+        await sb.close()
+    s = gw.summary()
+    assert s["calls"] == 2 and s["refused"] == 1

@@ -1,0 +1,447 @@
+"""The rubric judge against the fake OpenAI server: wire contract, repair, NA, votes, cache, usage."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import re
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from assay.agent.spec import AgentFactory
+from assay.config import Config
+from assay.grade.grader import GradeInput, grade_run
+from assay.grade.judge import Judge, parse_batched, parse_item, parse_reply
+from assay.grade.rubric import score_items
+from assay.task.model import Rubric, RubricItem, Task
+from tests.fakes import fault, reply
+from tests.fakes.openai_server import FakeOpenAIServer
+
+ITEM_LINE = re.compile(r"^\[([^\]]+)\] \((?:weight|权重) [+-]?[\d.]+\) ", re.MULTILINE)
+
+
+# ---------------------------------------------------------------------------- helpers
+
+
+def make_task(language: str = "en", *, items: list[RubricItem] | None = None) -> Task:
+    if items is None:
+        items = [
+            RubricItem(id="dose", text="States the dose is 15 mg/kg every 4 to 6 hours.", weight=8, tag="FI"),
+            RubricItem(id="max", text="Gives the maximum of 5 doses in 24 hours.", weight=5, tag="AR"),
+            RubricItem(id="adult", text="Recommends an adult tablet for the infant.", weight=-10, tag="AR"),
+        ]
+    prompt = ("请计算婴儿的对乙酰氨基酚剂量。" if language == "zh"
+              else "How much acetaminophen may a 9 kg infant take?")
+    return Task(id=f"t-{language}", prompt=prompt, language=language, execution="single-step",
+                rubric=Rubric(items=items))
+
+
+def make_judge(srv: FakeOpenAIServer, *models: str, mode: str = "batched", repeats: int = 1,
+               retries: int = 2, prices: dict[str, float] | None = None) -> Judge:
+    models = models or ("judge-1",)
+    cfg = {"models": {m: {"provider": "openai", "model": m, "base_url": srv.url, "max_retries": 0,
+                          "retry_base_delay": 0.01, **({"prices": prices} if prices else {})}
+                      for m in models}}
+    config = Config.model_validate(cfg)
+    return Judge([AgentFactory(m, config) for m in models], mode=mode, repeats=repeats, retries=retries)
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+async def judge_once(judge: Judge, task: Task, answer: str) -> tuple[dict, Any, dict]:
+    try:
+        assert task.rubric is not None
+        return await judge.judge_items(task, answer, task.rubric.items)
+    finally:
+        await judge.aclose()
+
+
+def prompt_of(body: dict[str, Any]) -> str:
+    return body["messages"][-1]["content"]
+
+
+def ids_in(body: dict[str, Any]) -> list[str]:
+    return ITEM_LINE.findall(prompt_of(body))
+
+
+def answer_all(verdicts: dict[str, bool]):  # noqa: ANN201
+    """A handler answering every item in the prompt in the batched shape (or per-item shape)."""
+    def handler(body: dict[str, Any]) -> str:
+        ids = ids_in(body)
+        if len(ids) == 1 and '{"met": true|false' in prompt_of(body):
+            return json.dumps({"met": verdicts[ids[0]], "reason": f"judged {ids[0]}"})
+        return json.dumps({"items": [{"id": i, "met": verdicts[i], "reason": f"judged {i}"} for i in ids]})
+    return handler
+
+
+TRUTH = {"dose": True, "max": False, "adult": False}
+
+
+# ---------------------------------------------------------------------------- modes and prompt
+
+
+def test_batched_one_call_all_items_verbatim() -> None:
+    task = make_task()
+    with FakeOpenAIServer() as srv:
+        srv.handler = answer_all(TRUTH)
+        verdicts, usage, info = run(judge_once(make_judge(srv), task, "Give 135 mg every 4-6 hours."))
+        assert len(srv.requests) == 1
+        prompt = prompt_of(srv.requests[0].json)
+        body = srv.requests[0].json
+    for it in task.rubric.items:  # type: ignore[union-attr]
+        assert it.text in prompt
+    assert "Give 135 mg every 4-6 hours." in prompt and task.prompt in prompt
+    assert body["response_format"] == {"type": "json_object"}
+    assert {k: v.hit for k, v in verdicts.items()} == TRUTH
+    assert not any(v.na or v.check for v in verdicts.values())
+    assert info["mode"] == "batched" and info["votes"] == 1 and info["na"] == 0 and info["agreement"] == 1.0
+    assert usage.input_tokens > 0 and usage.output_tokens > 0
+
+
+def test_per_item_one_call_per_item() -> None:
+    task = make_task()
+    with FakeOpenAIServer() as srv:
+        srv.handler = answer_all(TRUTH)
+        verdicts, _, info = run(judge_once(make_judge(srv, mode="per-item"), task, "answer"))
+        prompts = [prompt_of(r.json) for r in srv.requests]
+    assert len(prompts) == 3
+    for it in task.rubric.items:  # type: ignore[union-attr]
+        holding = [p for p in prompts if it.text in p]
+        assert len(holding) == 1  # each prompt carries exactly its own item, verbatim
+    assert {k: v.hit for k, v in verdicts.items()} == TRUTH
+    assert info["mode"] == "per-item"
+
+
+def test_zh_task_gets_a_chinese_prompt() -> None:
+    items = [RubricItem(id="1", text="给出每次 15 mg/kg 的剂量。", weight=8, tag="FI"),
+             RubricItem(id="2", text="推荐成人片剂。", weight=-5, tag="AR")]
+    task = make_task("zh", items=items)
+    with FakeOpenAIServer() as srv:
+        srv.handler = answer_all({"1": True, "2": False})
+        verdicts, _, _ = run(judge_once(make_judge(srv), task, "每次 135 毫克。"))
+        body = srv.requests[0].json
+    system, prompt = body["messages"][0]["content"], prompt_of(body)
+    assert "评审" in system and "【评分细则】" in prompt and "【回答】" in prompt
+    assert "Grade the RESPONSE" not in prompt
+    for it in items:
+        assert it.text in prompt
+    assert verdicts["1"].hit is True and verdicts["2"].hit is False
+
+
+def test_en_task_gets_an_english_prompt() -> None:
+    with FakeOpenAIServer() as srv:
+        srv.handler = answer_all(TRUTH)
+        run(judge_once(make_judge(srv), make_task("en"), "x"))
+        prompt = prompt_of(srv.requests[0].json)
+    assert "RUBRIC ITEMS" in prompt and "【" not in prompt
+
+
+# ---------------------------------------------------------------------------- accepted shapes
+
+OMB_YES = ["是", "Yes", "yes", "Y", "YES", "true", "True", "命中"]
+
+
+@pytest.mark.parametrize("yes", OMB_YES)
+def test_onemillion_bench_array_shape(yes: str) -> None:
+    items = [RubricItem(id="1", text="Item one.", weight=5, tag="FI"),
+             RubricItem(id="2", text="Item two.", weight=3, tag="AR")]
+    task = make_task(items=items)
+    text = json.dumps([{"rubric_id": 1, "status": yes, "justification": "present"},
+                       {"rubric_id": "2", "status": "否", "justification": "absent"}], ensure_ascii=False)
+    with FakeOpenAIServer() as srv:
+        srv.script(reply(text))
+        verdicts, _, _ = run(judge_once(make_judge(srv), task, "x"))
+    assert verdicts["1"].hit is True and verdicts["1"].reason == "present"
+    assert verdicts["2"].hit is False
+
+
+@pytest.mark.parametrize("text,met", [
+    ('{"met": true, "reason": "ok"}', True),
+    ('{"met": false, "reason": "no"}', False),
+    ('{"explanation": "the response does it", "criteria_met": true}', True),
+    ('{"explanation": "missing", "criteria_met": false}', False),
+    ('[{"rubric_id": 1, "status": "命中", "justification": "j"}]', True),
+])
+def test_per_item_shapes(text: str, met: bool) -> None:
+    task = make_task(items=[RubricItem(id="1", text="Only item.", weight=4, tag="FI")])
+    with FakeOpenAIServer() as srv:
+        srv.script(reply(text))
+        verdicts, _, _ = run(judge_once(make_judge(srv, mode="per-item"), task, "x"))
+    assert verdicts["1"].hit is met and not verdicts["1"].na
+
+
+def test_healthbench_shape_in_batched_mode_for_a_single_item() -> None:
+    task = make_task(items=[RubricItem(id="1", text="Tells the user to call 911.", weight=10, tag="FI")])
+    with FakeOpenAIServer() as srv:
+        srv.script(reply('{"explanation": "it says call 911", "criteria_met": true}'))
+        verdicts, _, _ = run(judge_once(make_judge(srv), task, "Call 911 now."))
+    assert verdicts["1"].hit is True and verdicts["1"].reason == "it says call 911"
+
+
+# ---------------------------------------------------------------------------- near-JSON repair
+
+NEAR_JSON = {
+    "trailing commas": '{"items": [{"id": "dose", "met": true,}, {"id": "max", "met": false,},'
+                       ' {"id": "adult", "met": false,},],}',
+    "smart quotes": '{“items”: [{“id”: “dose”, “met”: true}, {“id”: “max”, “met”: false},'
+                    ' {“id”: “adult”, “met”: false}]}',
+    "fences": 'Here you go:\n```json\n{"items": [{"id": "dose", "met": true}, {"id": "max", "met": false},'
+              ' {"id": "adult", "met": false}]}\n```\nThanks.',
+    "truncated array": '{"items": [{"id": "dose", "met": true, "reason": "a"}, {"id": "max", "met": false},'
+                       ' {"id": "adult", "met": false, "reason": "the resp',
+    "prose around": 'Verdict follows. {"items": [{"id": "dose", "met": "yes"}, {"id": "max", "met": "no"},'
+                    ' {"id": "adult", "met": "no"}]} Done.',
+    "python literals": "{'items': [{'id': 'dose', 'met': True}, {'id': 'max', 'met': False},"
+                       " {'id': 'adult', 'met': False}]}",
+}
+
+
+@pytest.mark.parametrize("name", list(NEAR_JSON))
+def test_near_json_is_repaired(name: str) -> None:
+    with FakeOpenAIServer() as srv:
+        srv.script(reply(NEAR_JSON[name]))
+        verdicts, _, info = run(judge_once(make_judge(srv), make_task(), "x"))
+        assert len(srv.requests) == 1, info["errors"]
+    assert {k: v.hit for k, v in verdicts.items()} == TRUTH
+
+
+def test_truncated_array_asks_again_for_the_cut_items_only() -> None:
+    cut = '{"items": [{"id": "dose", "met": true}, {"id": "max", "me'
+    with FakeOpenAIServer() as srv:
+        srv.script(reply(cut), reply('{"items": [{"id": "max", "met": false}, {"id": "adult", "met": false}]}'))
+        verdicts, _, info = run(judge_once(make_judge(srv), make_task(), "x"))
+        second = prompt_of(srv.requests[1].json)
+    assert {k: v.hit for k, v in verdicts.items()} == TRUTH
+    assert ids_in(srv.requests[1].json) == ["max", "adult"]
+    assert "States the dose" not in second
+    assert any("left out" in e for e in info["errors"])
+
+
+def test_parse_functions_directly() -> None:
+    assert parse_reply('```\n[1, 2,]\n```') == [1, 2]
+    assert parse_batched('{"items": {"a": true, "b": {"met": false, "reason": "r"}}}', ["a", "b"]) == {
+        "a": (True, ""), "b": (False, "r")}
+    assert parse_batched('[{"rubric_id": "Rubric 2", "status": "Y"}]', ["2"]) == {"2": (True, "")}
+    assert parse_item('{"status": "否", "justification": "无"}') == (False, "无")
+    with pytest.raises(ValueError):
+        parse_item("I cannot grade this.")
+    with pytest.raises(ValueError):
+        parse_batched('{"verdict": "fine"}', ["a", "b"])
+
+
+# ---------------------------------------------------------------------------- NA, fail-closed
+
+
+def test_garbage_after_retries_is_na_counted_zero_and_reported() -> None:
+    task = make_task()
+    with FakeOpenAIServer() as srv:
+        srv.handler = lambda body: "I am sorry, I cannot produce JSON today."
+        verdicts, _, info = run(judge_once(make_judge(srv, retries=2), task, "x"))
+        assert len(srv.requests) == 3  # the first try and two retries
+    assert all(v.na and v.hit is False for v in verdicts.values())
+    assert info["na"] == 3 and info["agreement"] is None
+    assert info["errors"] and all("unparseable" in e for e in info["errors"])
+    graded = score_items(task, verdicts)
+    assert graded["na"] == 3 and graded["expert_score"] == 0.0
+    assert all(row["na"] for row in graded["items"])
+
+
+def test_na_items_count_zero_but_answered_items_count() -> None:
+    task = make_task()
+    with FakeOpenAIServer() as srv:
+        # The judge answers "dose" only, every time.
+        srv.handler = lambda body: '{"items": [{"id": "dose", "met": true}]}'
+        verdicts, _, info = run(judge_once(make_judge(srv, retries=1), task, "x"))
+    assert verdicts["dose"].hit is True and not verdicts["dose"].na
+    assert verdicts["max"].na and verdicts["adult"].na and info["na"] == 2
+    graded = score_items(task, verdicts)
+    assert graded["expert_score"] == pytest.approx(8 / 13) and graded["na"] == 2
+
+
+def test_provider_error_is_na_not_a_crash() -> None:
+    with FakeOpenAIServer() as srv:
+        srv.script(fault(500), fault(500), fault(500))
+        verdicts, usage, info = run(judge_once(make_judge(srv, retries=2), make_task(), "x"))
+    assert all(v.na for v in verdicts.values())
+    assert any("provider error" in e for e in info["errors"])
+    assert usage.input_tokens == 0
+
+
+def test_negative_item_na_is_reported_not_waived_silently() -> None:
+    task = make_task(items=[RubricItem(id="p", text="Good thing.", weight=5, tag="FI"),
+                            RubricItem(id="n", text="Bad thing.", weight=-5, tag="AR")])
+    with FakeOpenAIServer() as srv:
+        srv.handler = lambda body: '{"items": [{"id": "p", "met": true}]}'
+        verdicts, _, info = run(judge_once(make_judge(srv, retries=0), task, "x"))
+    assert verdicts["n"].na and "NA" in verdicts["n"].reason and info["na"] == 1
+
+
+# ---------------------------------------------------------------------------- votes
+
+
+def test_repeats_majority_and_agreement() -> None:
+    task = make_task()
+    counter = itertools.count()
+    lock = threading.Lock()
+
+    def handler(body: dict[str, Any]) -> str:
+        with lock:
+            n = next(counter)
+        v = dict(TRUTH)
+        if n == 0:  # one of three samples disagrees on "dose"
+            v["dose"] = False
+        return json.dumps({"items": [{"id": i, "met": v[i]} for i in ids_in(body)]})
+
+    with FakeOpenAIServer() as srv:
+        srv.handler = handler
+        verdicts, _, info = run(judge_once(make_judge(srv, repeats=3), task, "x"))
+        assert len(srv.requests) == 3
+    assert {k: v.hit for k, v in verdicts.items()} == TRUTH  # 2 of 3 say "dose" is met
+    assert info["votes"] == 3 and info["item_votes"]["dose"] == [2, 1]
+    assert info["agreement"] == pytest.approx(2 / 3)  # unanimous on "max" and "adult" only
+    assert "votes 2 met / 1 not met" in verdicts["dose"].reason
+
+
+def test_several_judges_vote() -> None:
+    task = make_task()
+
+    def handler(body: dict[str, Any]) -> str:
+        v = dict(TRUTH)
+        if body["model"] == "judge-c":
+            v = {k: not m for k, m in v.items()}
+        return json.dumps({"items": [{"id": i, "met": v[i]} for i in ids_in(body)]})
+
+    with FakeOpenAIServer() as srv:
+        srv.handler = handler
+        verdicts, _, info = run(judge_once(make_judge(srv, "judge-a", "judge-b", "judge-c"), task, "x"))
+        assert sorted(r.json["model"] for r in srv.requests) == ["judge-a", "judge-b", "judge-c"]
+    assert {k: v.hit for k, v in verdicts.items()} == TRUTH
+    assert info["judges"] == ["judge-a", "judge-b", "judge-c"] and info["agreement"] == 0.0
+
+
+def test_ties_fail_closed() -> None:
+    task = make_task(items=[RubricItem(id="p", text="Good thing.", weight=5, tag="FI"),
+                            RubricItem(id="n", text="Bad thing.", weight=-5, tag="AR")])
+
+    def handler(body: dict[str, Any]) -> str:
+        met = body["model"] == "judge-a"  # a: both met; b: neither
+        return json.dumps({"items": [{"id": i, "met": met} for i in ids_in(body)]})
+
+    with FakeOpenAIServer() as srv:
+        srv.handler = handler
+        verdicts, _, info = run(judge_once(make_judge(srv, "judge-a", "judge-b"), task, "x"))
+    assert verdicts["p"].hit is False  # no credit on a tie
+    assert verdicts["n"].hit is True  # and no waived penalty
+    assert info["agreement"] == 0.0
+    assert score_items(task, verdicts)["expert_score"] == 0.0
+
+
+def test_per_item_repeats_vote_too() -> None:
+    with FakeOpenAIServer() as srv:
+        srv.handler = answer_all(TRUTH)
+        verdicts, _, info = run(judge_once(make_judge(srv, mode="per-item", repeats=2), make_task(), "x"))
+        assert len(srv.requests) == 6
+    assert {k: v.hit for k, v in verdicts.items()} == TRUTH and info["agreement"] == 1.0
+
+
+# ---------------------------------------------------------------------------- cache and usage
+
+
+def test_cache_regrade_is_free_and_a_changed_answer_is_judged() -> None:
+    task = make_task()
+
+    async def go(judge: Judge) -> list[Any]:
+        out = []
+        try:
+            for answer in ("answer one", "answer one", "answer two"):
+                out.append(await judge.judge_items(task, answer, task.rubric.items))  # type: ignore[union-attr]
+        finally:
+            await judge.aclose()
+        return out
+
+    with FakeOpenAIServer() as srv:
+        srv.handler = answer_all(TRUTH)
+        first, again, changed = run(go(make_judge(srv)))
+        assert len(srv.requests) == 2
+        assert "answer two" in prompt_of(srv.requests[1].json)
+    assert first[1].input_tokens > 0
+    assert again[1].input_tokens == 0 and again[1].output_tokens == 0 and again[1].cost_usd == 0
+    assert {k: v.hit for k, v in again[0].items()} == TRUTH
+    assert changed[1].input_tokens > 0
+
+
+def test_cache_persists_in_the_store_across_judges(tmp_path: Path) -> None:
+    from assay.store import Store
+
+    task = make_task()
+    store = Store(f"sqlite:///{tmp_path / 'assay.db'}")
+    with FakeOpenAIServer() as srv:
+        srv.handler = answer_all(TRUTH)
+        for _ in range(2):  # a second process re-grading the same answer
+            judge = make_judge(srv)
+            judge.cache = store
+            verdicts, usage, _ = run(judge_once(judge, task, "same answer"))
+        assert len(srv.requests) == 1
+        assert usage.input_tokens == 0 and {k: v.hit for k, v in verdicts.items()} == TRUTH
+        other = make_judge(srv, "judge-2")  # another judge spec is another cache entry
+        other.cache = store
+        run(judge_once(other, task, "same answer"))
+        assert len(srv.requests) == 2
+
+
+def test_unparseable_replies_are_not_cached() -> None:
+    task = make_task()
+
+    async def go(judge: Judge) -> None:
+        try:
+            await judge.judge_items(task, "x", task.rubric.items)  # type: ignore[union-attr]
+            await judge.judge_items(task, "x", task.rubric.items)  # type: ignore[union-attr]
+        finally:
+            await judge.aclose()
+
+    with FakeOpenAIServer() as srv:
+        srv.handler = lambda body: "garbage"
+        run(go(make_judge(srv, retries=0)))
+        assert len(srv.requests) == 2  # the NA is asked again, not replayed from the cache
+
+
+def test_judge_usage_is_counted_and_kept_apart_from_the_agent() -> None:
+    task = make_task()
+    prices = {"input": 2.0, "cached_input": 0.5, "cache_write": 2.5, "output": 8.0}
+    with FakeOpenAIServer() as srv:
+        srv.handler = lambda body: reply(json.dumps({"items": [{"id": i, "met": TRUTH[i]} for i in ids_in(body)]}),
+                                         prompt_tokens=1000, completion_tokens=50)
+        judge = make_judge(srv, mode="per-item", prices=prices)
+
+        async def go() -> Any:
+            try:
+                # The answer holds the numbers the credited item cites, so the evidence audit
+                # has nothing to ask a meta-judge about: every judge call here is a rubric call.
+                return await grade_run(GradeInput(task=task, level=None, workspace=None,
+                                                  final_message="Give 15 mg/kg every 4 to 6 hours.",
+                                                  events=[], end_reason="finished", judge=judge))
+            finally:
+                await judge.aclose()
+
+        out = run(go())
+        assert srv.total_prompt_tokens == 3000 and srv.total_completion_tokens == 150
+    u = out.judge_usage
+    assert u.input_tokens + u.cache_read_tokens == 3000 and u.output_tokens == 150
+    assert u.cost_usd == pytest.approx((3000 * 2.0 + 150 * 8.0) / 1e6)
+    assert out.grade["judge_info"]["calls"] == 3 and out.grade["audit"]["flags"] == []
+    assert out.score == pytest.approx(8 / 13)
+
+
+def test_human_labels_travel_in_the_judge_info() -> None:
+    items = [RubricItem(id="1", text="Item one.", weight=5, tag="FI", human_labels={"r1": True, "r2": False}),
+             RubricItem(id="2", text="Item two.", weight=3, tag="AR")]
+    with FakeOpenAIServer() as srv:
+        srv.handler = answer_all({"1": True, "2": True})
+        _, _, info = run(judge_once(make_judge(srv), make_task(items=items), "x"))
+    assert info["human_labels"] == {"1": {"r1": True, "r2": False}}
