@@ -15,7 +15,8 @@ import pytest
 from assay.agent.spec import AgentFactory
 from assay.config import Config
 from assay.grade.grader import GradeInput, grade_run
-from assay.grade.judge import Judge, parse_batched, parse_item, parse_reply
+from assay.grade.jsonrepair import parse_lenient
+from assay.grade.judge import Judge, parse_batched, parse_item
 from assay.grade.rubric import score_items
 from assay.task.model import Rubric, RubricItem, Task
 from tests.fakes import fault, reply
@@ -224,7 +225,7 @@ def test_truncated_array_asks_again_for_the_cut_items_only() -> None:
 
 
 def test_parse_functions_directly() -> None:
-    assert parse_reply('```\n[1, 2,]\n```') == [1, 2]
+    assert parse_lenient('```\n[1, 2,]\n```') == [1, 2]
     assert parse_batched('{"items": {"a": true, "b": {"met": false, "reason": "r"}}}', ["a", "b"]) == {
         "a": (True, ""), "b": (False, "r")}
     assert parse_batched('[{"rubric_id": "Rubric 2", "status": "Y"}]', ["2"]) == {"2": (True, "")}

@@ -23,9 +23,10 @@ def test_kill_minus_nine_then_resume(tmp_path: Path) -> None:
     tasks = tmp_path / "tasks"
     for i in range(8):
         answer_task(tasks / f"t{i}", want=str(40 + i))
+    marker = f"resume-{os.getpid()}-{tmp_path.name}"
     script = tmp_path / "slow.jsonl"
     script.write_text("\n".join(json.dumps(x) for x in [
-        {"tool": "run_command", "args": {"command": "sleep 1.5; ls"}},
+        {"tool": "run_command", "args": {"command": f"sleep 1.5; echo {marker}"}},
         {"tool": "write_file", "args": {"path": "answer.txt", "content": "nope"}},
         {"say": "done"},
     ]) + "\n")
@@ -64,5 +65,5 @@ def test_kill_minus_nine_then_resume(tmp_path: Path) -> None:
     assert integrity == "ok"
     assert len(done) == 16 and all(n == 1 for _, n in done)
     # No sandbox process outlived the killed scheduler.
-    leftover = subprocess.run(["pgrep", "-f", "sleep 1.5; ls"], capture_output=True, text=True).stdout.split()
+    leftover = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.split()
     assert not leftover

@@ -167,6 +167,21 @@ def test_native_judged_task_end_to_end(tmp_path: Path) -> None:
     again = report(cwd, "--campaign", "again")
     assert again["runs"][0]["judge_usage"]["input_tokens"] == 0  # the cache hit cost nothing
     assert again["runs"][0]["score"] == pytest.approx(0.7)
+    # A labels file adds human labels (here for the default campaign's run).
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text("\n".join(json.dumps(x) for x in [
+        {"task_id": "judged", "item_id": "rude", "met": False, "labeller": "carol", "agent": "reference"},
+        {"task_id": "judged", "item_id": "units", "met": True, "labeller": "carol"},
+        {"task_id": "judged", "item_id": "rude", "met": True, "labeller": "dave", "agent": "someone-else"},
+    ]) + "\n")
+    rep = report(cwd, "--campaign", "default", "--labels", str(labels))
+    ha = by_agent(rep)["reference"]["human_agreement"]["finance"]
+    # 3 pairs from the task file, 2 from the labels file (the third names another agent).
+    assert ha["n"] == 5 and ha["raw_agreement"] == pytest.approx(4 / 5)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"task_id": "judged"}\n')
+    r = assay("report", "--labels", str(bad), cwd=cwd)
+    assert r.returncode == 2 and "item_id" in r.stderr
 
 
 def test_judge_garbage_is_na_reported_per_run_and_agent(tmp_path: Path) -> None:
@@ -358,27 +373,3 @@ def test_onemillion_bench_fixture_with_script_agent_and_human_agreement(tmp_path
     assert list(ha) == ["law"]
     assert ha["law"]["n"] == 6 and 0.0 <= ha["law"]["raw_agreement"] <= 1.0
     assert {"pearson_r", "p_value", "raw_agreement", "n"} <= set(ha["law"])
-
-
-def test_labels_file_adds_human_labels(tmp_path: Path) -> None:
-    cwd = workdir(tmp_path)
-    task = judged_task(tmp_path)
-    with FakeOpenAIServer() as srv:
-        srv.handler = lambda body: judge_reply(body, decide_judged)
-        model_alias(cwd, "j", "openai", srv.url, model=JUDGE_MODEL)
-        r = assay("run", str(task), "--agent", "reference", "--judge", "j", "-q", cwd=cwd)
-        assert r.returncode == 0, r.stderr
-    labels = tmp_path / "labels.jsonl"
-    labels.write_text("\n".join(json.dumps(x) for x in [
-        {"task_id": "judged", "item_id": "rude", "met": False, "labeller": "carol", "agent": "reference"},
-        {"task_id": "judged", "item_id": "units", "met": True, "labeller": "carol"},
-        {"task_id": "judged", "item_id": "rude", "met": True, "labeller": "dave", "agent": "someone-else"},
-    ]) + "\n")
-    rep = report(cwd, "--labels", str(labels))
-    ha = by_agent(rep)["reference"]["human_agreement"]["finance"]
-    # 3 pairs from the task file, 2 from the labels file (the third names another agent).
-    assert ha["n"] == 5 and ha["raw_agreement"] == pytest.approx(4 / 5)
-    bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"task_id": "judged"}\n')
-    r = assay("report", "--labels", str(bad), cwd=cwd)
-    assert r.returncode == 2 and "item_id" in r.stderr

@@ -276,3 +276,58 @@ def test_anchors_pass_on_the_starter_scenarios(tmp_path: Path) -> None:
         for anchor in ("noop", "literal", "reference", "mean literal"):
             assert any(case in ln and f" {anchor} " in ln and "PASS" in ln for ln in rows), (case, anchor)
         assert any(case in ln and "bypass:" in ln for ln in rows)
+
+
+def test_delivered_code_is_contained_while_grading(tmp_path: Path) -> None:
+    """The grader starts delivered code with sys.executable: it runs sandboxed, unprivileged,
+    with no variant parameters, no view of the case folder or of /root, and no network."""
+    os.chmod(tmp_path, 0o711)
+    case = str((TINY / "tiny-case").resolve())
+    leaky = (
+        "import os, socket\n\n\ndef answer():\n    leaks = 0\n"
+        "    if any(k.startswith('FDEGYM') for k in os.environ):\n        leaks += 100\n"
+        f"    if os.path.exists({case!r}):\n        leaks += 1000\n"
+        "    if os.getuid() == 0 or os.path.isdir('/root/.pyenv'):\n        leaks += 10000\n"
+        "    try:\n        socket.create_connection(('1.1.1.1', 53), timeout=1).close()\n        leaks += 100000\n"
+        "    except OSError:\n        pass\n"
+        "    return 7 + leaks\n")
+    spec = _write_script(tmp_path / "leaky.jsonl", [
+        {"tool": "write_file", "args": {"path": "system/app.py", "content": leaky}}, {"say": "done"}])
+    r = assay("run", str(TINY), "--task", "tiny-case/base", "--agent", spec, "-q", cwd=tmp_path, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    (run,) = report(tmp_path)["runs"]
+    assert run["grade"]["grader"]["summary"].startswith("answer 7 vs target 7"), run["grade"]["grader"]
+
+
+def _broken_case(root: Path, name: str, grader: str) -> None:
+    import shutil
+
+    dst = root / name
+    shutil.copytree(TINY / "tiny-onearg", dst)
+    (dst / "grader.py").write_text(grader)
+
+
+def test_grader_crash_timeout_and_retries_void_the_run(tmp_path: Path) -> None:
+    os.chmod(tmp_path, 0o711)
+    cases = tmp_path / "cases"
+    _broken_case(cases, "crash", "def grade(ws):\n    raise ValueError('held-out file missing')\n")
+    _broken_case(cases, "hang", "import time\n\n\ndef grade(ws):\n    time.sleep(60)\n")
+    _broken_case(cases, "flaky", "def grade(ws):\n    raise RuntimeError('judge gateway unavailable')\n")
+    _broken_case(cases, "same", "def grade(ws):\n    return {'kpi': 1, 'kpi_baseline': 1, 'kpi_oracle': 1}\n")
+    r = assay("run", str(cases), "--agent", "noop", "-q", cwd=tmp_path, env={"ASSAY_GRADE_TIMEOUT_S": "3"},
+              timeout=600)
+    assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-3000:]  # done, but runs are void
+    runs = {x["task_id"]: x for x in report(tmp_path)["runs"]}
+    assert all(x["status"] == "void" and x["end_reason"] == "grader_error" for x in runs.values())
+    from assay.store import Store
+
+    st = Store(f"sqlite:///{tmp_path / '.assay' / 'assay.db'}")
+    why = {rec.key.task_id: rec.void_reason or "" for rec in st.runs()}
+    st.close()
+    assert "held-out file missing" in why["crash/base"]
+    assert "timed out after 3 s" in why["hang/base"]
+    assert "gateway unavailable" in why["flaky/base"]
+    assert "equals the baseline" in why["same/base"]
+    flaky_dir = Path(next(rec.run_dir for rec in Store(f"sqlite:///{tmp_path / '.assay' / 'assay.db'}").runs()
+                          if rec.key.task_id == "flaky/base") or "")
+    assert sorted(p.name for p in flaky_dir.glob("grade-*")) == ["grade-1", "grade-2", "grade-3"]  # retried

@@ -12,7 +12,6 @@ which every voter agreed.
 
 from __future__ import annotations
 
-import ast
 import asyncio
 import hashlib
 import json
@@ -23,7 +22,7 @@ from typing import Any
 from assay.agent.messages import Message, Usage
 from assay.agent.prices import cost_usd
 from assay.errors import ProviderError
-from assay.grade.jsonrepair import SMART, parse_lenient
+from assay.grade.jsonrepair import parse_lenient
 from assay.grade.rubric import ItemVerdict
 from assay.record import UsageCost
 from assay.task.model import RubricItem, Task
@@ -115,99 +114,6 @@ def _truth(v: Any) -> bool | None:
     return None
 
 
-def _scan(s: str) -> tuple[list[str], bool, list[int]]:
-    """Open closers, whether a string is open, and cut points (after a complete value) in `s`."""
-    stack: list[str] = []
-    in_str = esc = False
-    cuts: list[int] = []
-    for i, ch in enumerate(s):
-        if in_str:
-            if esc:
-                esc = False
-            elif ch == "\\":
-                esc = True
-            elif ch == '"':
-                in_str = False
-            continue
-        if ch == '"':
-            in_str = True
-        elif ch in "[{":
-            stack.append("]" if ch == "[" else "}")
-        elif ch in "]}":
-            if stack:
-                stack.pop()
-            cuts.append(i + 1)
-        elif ch == ",":
-            cuts.append(i)
-    return stack, in_str, cuts
-
-
-def _no_trailing(s: str) -> str:
-    return re.sub(r",\s*([\]}])", r"\1", s)
-
-
-def _closed(s: str) -> str:
-    stack, in_str, _ = _scan(s)
-    s = s + ('"' if in_str else "")
-    return re.sub(r"[,:]\s*$", "", s.rstrip()) + "".join(reversed(stack))
-
-
-def _try(s: str) -> Any:
-    try:
-        return json.loads(s)
-    except json.JSONDecodeError:
-        return None
-
-
-def _pythonish(s: str) -> Any:
-    """A Python-literal reply ({'met': True}); only literals are evaluated."""
-    t = re.sub(r"\btrue\b", "True", re.sub(r"\bfalse\b", "False", re.sub(r"\bnull\b", "None", s)))
-    try:
-        v = ast.literal_eval(t)
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
-        return None
-    return v if isinstance(v, (dict, list)) else None
-
-
-def _repair(cand: str) -> Any:
-    """The first JSON value in `cand`, repaired: trailing commas, trailing prose, truncation."""
-    s = _no_trailing(cand)
-    for attempt in (cand, s):
-        v = _try(attempt)
-        if v is not None:
-            return v
-    try:
-        return json.JSONDecoder().raw_decode(s)[0]
-    except json.JSONDecodeError:
-        pass
-    # Truncated: close what is open, else cut back to the last complete value and close.
-    v = _try(_no_trailing(_closed(s)))
-    if v is not None:
-        return v
-    _, _, cuts = _scan(s)
-    for pos in reversed(cuts[-400:]):
-        v = _try(_no_trailing(_closed(s[:pos])))
-        if v is not None:
-            return v
-    return _pythonish(s)
-
-
-def parse_reply(text: str | None) -> Any:
-    """Best-effort JSON from a judge reply: ``` fences, smart quotes, trailing commas, prose
-    around the JSON, truncated arrays and objects, Python-literal booleans."""
-    if not text or not text.strip():
-        raise ValueError("empty reply")
-    fences = [m.group(1) for m in re.finditer(r"```[A-Za-z]*\s*(.*?)(?:```|$)", text, re.DOTALL)]
-    for raw in [*fences, text]:
-        s = raw.strip().translate(SMART)
-        starts = sorted(i for i in (s.find("{"), s.find("[")) if i != -1)
-        for start in starts:
-            v = _repair(s[start:])
-            if v is not None:
-                return v
-    return parse_lenient(text)  # raises ValueError when nothing usable is there
-
-
 ITEM_LISTS = ("items", "results", "verdicts", "rubrics", "criteria", "evaluations", "grades")
 
 
@@ -221,7 +127,7 @@ def _norm_id(rid: Any) -> str:
 
 def parse_batched(text: str, ids: list[str]) -> dict[str, tuple[bool, str]]:
     """Verdicts by item id from any accepted shape; items not answered are left out."""
-    data = parse_reply(text)
+    data = parse_lenient(text)
     rows: list[Any] | None = None
     if isinstance(data, dict):
         for key in ITEM_LISTS:
@@ -257,7 +163,7 @@ def parse_batched(text: str, ids: list[str]) -> dict[str, tuple[bool, str]]:
 
 
 def parse_item(text: str) -> tuple[bool, str]:
-    data = parse_reply(text)
+    data = parse_lenient(text)
     if isinstance(data, list) and len(data) == 1:
         data = data[0]
     if isinstance(data, dict):

@@ -145,6 +145,7 @@ def agent_summary(agent: str, runs: list[RunRecord], labels: list[dict[str, Any]
             "pass_rate": _mean([1.0 if r.grade["expert_score"] >= 0.7 else 0.0 for r in rubric]),
             "tags": {t: _mean(tag_vals.get(t, [])) for t in ("FI", "AR", "IF", "SF")},
             "na": sum(int(r.grade.get("na", 0)) for r in rubric),
+            "audit_removed": sum(int((r.grade.get("audit") or {}).get("removed", 0)) for r in rubric),
         }
     judged = judge_summary(runs)
     if judged is not None:

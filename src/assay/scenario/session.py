@@ -318,11 +318,12 @@ class ScenarioSession:
             state = base / name
             state.mkdir(exist_ok=True)
             log = base / f"{name}.log"
-            proc = subprocess.Popen(
-                [sys.executable, str(self.case / script), "--port", str(port), "--mode", mode,
-                 "--state-dir", str(state), "--log", str(log)],
-                cwd=str(self.case), env=self._case_env(), stdin=subprocess.DEVNULL,
-                stdout=open(base / f"{name}.out", "wb"), stderr=subprocess.STDOUT, start_new_session=True)
+            with open(base / f"{name}.out", "wb") as out:  # the child keeps its own copy of the fd
+                proc = subprocess.Popen(
+                    [sys.executable, str(self.case / script), "--port", str(port), "--mode", mode,
+                     "--state-dir", str(state), "--log", str(log)],
+                    cwd=str(self.case), env=self._case_env(), stdin=subprocess.DEVNULL,
+                    stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
             self._services[f"{mode}:{name}"] = {"proc": proc, "port": port}
             urls[name] = f"http://127.0.0.1:{port}"
         for name, url in urls.items():
@@ -396,22 +397,19 @@ class ScenarioSession:
             elif self.engagement.get("llm"):
                 argv.append("--two-arg")
             env = self._case_env(TMPDIR=str(tmp))
-            log = open(wdir / "worker.log", "wb")
-            try:
+            with open(wdir / "worker.log", "wb") as log:
                 p = subprocess.Popen(argv, cwd=str(tmp), env=env, stdin=subprocess.DEVNULL, stdout=log,
                                      stderr=subprocess.STDOUT, start_new_session=True)
-                try:
-                    p.wait(timeout=timeout)
-                except subprocess.TimeoutExpired:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.killpg(p.pid, signal.SIGKILL)
-                    p.wait()
-                    return {"ok": False, "timeout": True, "error": f"{mode} timed out after {timeout:g} s"}
-                finally:
-                    with contextlib.suppress(ProcessLookupError, PermissionError):
-                        os.killpg(p.pid, signal.SIGKILL)
+            try:
+                p.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+                return {"ok": False, "timeout": True, "error": f"{mode} timed out after {timeout:g} s"}
             finally:
-                log.close()
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(p.pid, signal.SIGKILL)
             if not out_file.is_file():
                 tail = " | ".join((wdir / "worker.log").read_text(errors="replace").strip().splitlines()[-4:])
                 return {"ok": False, "error": f"{mode} worker crashed (exit {p.returncode}): {tail[:600]}"}
