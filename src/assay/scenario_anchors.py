@@ -62,11 +62,12 @@ ANCHOR_RULES = {
 
 
 def gateway_available() -> bool:
+    """True when the session's gateway hook exists (`assay.env.gateway.start_for_scenario`)."""
     try:
-        from assay.env import gateway  # type: ignore[attr-defined]  # noqa: F401
+        from assay.env import gateway
     except ModuleNotFoundError:
         return False
-    return True
+    return callable(getattr(gateway, "start_for_scenario", None))
 
 
 def _check(agent: str, u: float, task: Task) -> tuple[bool, str] | None:

@@ -298,7 +298,7 @@ class ScenarioSession:
     async def _start_gateway(self) -> None:
         """Hook for the company LLM gateway (`assay.env.gateway.start_for_scenario(session)`)."""
         try:
-            from assay.env import gateway  # type: ignore[attr-defined]
+            from assay.env import gateway
         except ModuleNotFoundError:
             raise HarnessError("gateway not available: this case uses the company LLM gateway "
                                "(engagement.json llm: true), which this version of assay cannot provide yet") from None
