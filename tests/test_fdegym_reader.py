@@ -72,7 +72,7 @@ def test_one_argument_case_without_variants() -> None:
 
 def test_discover_finds_cases_by_engagement_json() -> None:
     ids = [t.id for t in discover([FIX])]
-    assert ids == ["tiny-case/base", "tiny-case/alt", "tiny-onearg/base"]
+    assert ids == ["llm-case/base", "tiny-case/base", "tiny-case/alt", "tiny-onearg/base"]
 
 
 @pytest.mark.parametrize("form", ["list", "mapping"])

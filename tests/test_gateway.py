@@ -392,3 +392,105 @@ async def test_llm_client_inside_the_sandbox(make_gw: Callable[..., Any], fake: 
         await sb.close()
     s = gw.summary()
     assert s["calls"] == 2 and s["refused"] == 1
+
+
+# --------------------------------------------------------------------------- scenario plumbing
+
+
+def test_resolve_upstream(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from assay.config import Config, ModelAlias, PriceConfig
+    from assay.env.gateway import gateway_model_spec, resolve_upstream
+    from assay.errors import InputError
+
+    cfg = Config(models={
+        "gw": ModelAlias(provider="openai", model="m1", base_url="http://127.0.0.1:9/v1",
+                         prices=PriceConfig(input=1.0, output=2.0)),
+        "claude": ModelAlias(provider="anthropic", model="claude-x", prices=PriceConfig(input=1.0, output=2.0)),
+        "unpriced": ModelAlias(provider="openai", model="no-such-model-xyz", base_url="http://127.0.0.1:9/v1"),
+    })
+    up = resolve_upstream("gw", cfg)
+    assert (up.url, up.model, up.price) == ("http://127.0.0.1:9/v1", "m1", Price(input=1.0, output=2.0))
+    for spec, words in (("claude", "OpenAI-compatible"), ("anthropic/claude-sonnet-4-5", "OpenAI-compatible"),
+                        ("unpriced", "no price known"), ("nonsense", "unknown model spec")):
+        with pytest.raises(InputError, match=words) as e:
+            resolve_upstream(spec, cfg)
+        assert e.value.field == "--gateway-model"
+    monkeypatch.setenv("ASSAY_GATEWAY_MODEL", "gw")
+    assert gateway_model_spec() == "gw"
+    assert gateway_model_spec(type("O", (), {"gateway_model": "other"})()) == "other"
+
+
+async def test_relays_on_the_host(tmp_path: Path) -> None:
+    """unix -> tcp (a service's relay) and tcp -> unix (the gateway without a sandbox)."""
+    from assay.env.relay import Relay
+
+    async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        data = await reader.read(100)
+        writer.write(b"echo:" + data)
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(echo, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    sock = tmp_path / "svc_echo.sock"
+    a = Relay.unix_to_tcp(sock, port)
+    await a.start()
+    b = Relay.tcp_to_unix(sock)
+    await b.start()
+    try:
+        assert stat.S_IMODE(os.stat(sock).st_mode) == 0o666
+        for opener in (lambda: asyncio.open_unix_connection(str(sock)),
+                       lambda: asyncio.open_connection("127.0.0.1", b.port)):
+            r, w = await opener()
+            w.write(b"ping")
+            await w.drain()
+            assert await asyncio.wait_for(r.read(), 5) == b"echo:ping"
+            w.close()
+    finally:
+        await b.stop()
+        await a.stop()
+        server.close()
+    assert not sock.exists()
+
+
+@pytest.mark.skipif(not _bwrap_ok(), reason="bubblewrap (bwrap) not usable here")
+async def test_sandbox_command_wrapper_reaches_a_host_service(base: Path) -> None:
+    """Sandbox(command_wrapper=...) wraps every command (argv ones too, as policy scripts run):
+    a host TCP service, relayed to a socket in /run/assay, answers on 127.0.0.1:8002 inside."""
+    from assay.env.relay import Relay
+    from assay.env.sandbox import Sandbox
+
+    async def hello(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readline()
+        writer.write(b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nservice says hi")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(hello, "127.0.0.1", 0)
+    sock_dir = base / "run" / "svc"
+    sock_dir.mkdir()
+    os.chmod(sock_dir, 0o755)
+    install_forwarder(sock_dir)
+    relay = Relay.unix_to_tcp(sock_dir / "svc_hello.sock", server.sockets[0].getsockname()[1])
+    await relay.start()
+    pairs = [(8002, "/run/assay/svc_hello.sock")]
+    sb = Sandbox(base / "ws", ro_binds=[(sock_dir, "/run/assay")],
+                 command_wrapper=lambda cmd: wrap_command(cmd, pairs, "/run/assay/forwarder.py"))
+    try:
+        sb.prepare()
+        code = "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:8002/x', timeout=5).read().decode())"
+        r = await sb.run(["python3", "-c", code], timeout_s=60)
+        assert r.exit_code == 0 and r.output.strip() == "service says hi", r.output
+        r = await sb.run("exit 3", timeout_s=30)
+        assert r.exit_code == 3
+    finally:
+        await sb.close()
+        await relay.stop()
+        server.close()
+
+
+def test_gateway_model_is_in_the_options_hash_only_when_set() -> None:
+    from assay.campaign.plan import CampaignOptions
+
+    assert "gateway_model" not in CampaignOptions().result_options()
+    assert CampaignOptions(gateway_model="gw").result_options()["gateway_model"] == "gw"

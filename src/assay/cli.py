@@ -64,6 +64,7 @@ def run(
     max_usd: Annotated[float, typer.Option(help="model spend per run, USD")] = 8.0,
     search: Annotated[str, typer.Option(help="off|native|local")] = "off",
     unsafe_no_sandbox: Annotated[bool, typer.Option("--unsafe-no-sandbox", help="run model/script agents without bubblewrap (recorded on every run)")] = False,
+    gateway_model: Annotated[str | None, typer.Option("--gateway-model", help="OpenAI-compatible model (spec or assay.toml alias) behind scenarios' company LLM gateway (default: ASSAY_GATEWAY_MODEL)")] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="write the report JSON here")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar")] = False,
 ) -> None:
@@ -74,7 +75,7 @@ def run(
                      concurrency=concurrency, campaign=campaign, store=store, judges=judge or [],
                      judge_mode=judge_mode, judge_repeats=judge_repeats, values=values, task_ids=task or [], tasks_from=tasks_from,
                      max_turns=max_turns, max_minutes=max_minutes, max_usd=max_usd, search=search,
-                     unsafe_no_sandbox=unsafe_no_sandbox)
+                     unsafe_no_sandbox=unsafe_no_sandbox, gateway_model=gateway_model)
     try:
         prepared = prepare_campaign(req)
     except InputError as e:
@@ -107,9 +108,11 @@ def tasks(
 ) -> None:
     """List the tasks found under PATHS."""
     from assay.task.discover import discover
+    from assay.task.formats.values import apply_found_value_tables
 
     try:
         found = discover(paths)
+        apply_found_value_tables(found, paths)  # OneMillion-Bench values, as `assay run` picks them up
     except InputError as e:
         _fail(e)
     rows = [{"id": t.id, "kinds": t.kinds, "domain": t.domain, "language": t.language, "levels": t.levels,
@@ -170,7 +173,7 @@ def validate(
 
 @app.command()
 def report(
-    campaign: Annotated[str | None, typer.Option(help="campaign (default: every campaign)")] = None,
+    campaign: Annotated[str | None, typer.Option(help="campaign (default: every campaign; named when the store holds only one)")] = None,
     store: Annotated[str | None, typer.Option(help="store URL")] = None,
     html: Annotated[Path | None, typer.Option(help="write an HTML report with plots")] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="write the report JSON")] = None,
@@ -188,8 +191,11 @@ def report(
         st = _open_existing(url)
     except InputError as e:
         _fail(e)
-    if campaign is not None and campaign not in st.campaigns():
+    names = st.campaigns()
+    if campaign is not None and campaign not in names:
         _fail(InputError(None, "--campaign", f"no campaign named {campaign!r} in {url}"))
+    if campaign is None and len(names) == 1:
+        campaign = names[0]  # the only campaign (usually `default`): name it in the report
     human_labels = None
     if labels is not None:
         from assay.report.agreement import load_labels

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from fractions import Fraction
 
 import numpy as np
 
@@ -163,16 +164,13 @@ def _check_nck(n: int, c: int, k: int) -> None:
 def pass_at_k(n: int, c: int, k: int) -> float:
     """Unbiased pass@k from ``n`` samples of which ``c`` passed: ``1 - C(n-c, k) / C(n, k)``.
 
-    Computed in product form ``1 - prod_{i=n-c+1}^{n} (1 - k/i)`` (Chen et al. 2021), which is
-    stable for large ``n``. 1.0 when ``n - c < k``.
+    Computed exactly on integers (``fractions.Fraction`` of ``math.comb``), then rounded once,
+    so e.g. ``pass_at_k(5, 2, 1) == 0.4``. 1.0 when ``n - c < k``.
     """
     _check_nck(n, c, k)
     if n - c < k:
         return 1.0
-    prod = 1.0
-    for i in range(n - c + 1, n + 1):
-        prod *= 1.0 - k / i
-    return 1.0 - prod
+    return float(1 - Fraction(math.comb(n - c, k), math.comb(n, k)))
 
 
 def pass_hat_k(n: int, c: int, k: int) -> float:
@@ -183,10 +181,7 @@ def pass_hat_k(n: int, c: int, k: int) -> float:
     _check_nck(n, c, k)
     if c < k:
         return 0.0
-    prod = 1.0
-    for i in range(k):
-        prod *= (c - i) / (n - i)
-    return prod
+    return float(Fraction(math.comb(c, k), math.comb(n, k)))
 
 
 # --- statistics --------------------------------------------------------------------------

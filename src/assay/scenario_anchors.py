@@ -62,12 +62,13 @@ ANCHOR_RULES = {
 
 
 def gateway_available() -> bool:
-    """True when the session's gateway hook exists (`assay.env.gateway.start_for_scenario`)."""
+    """True when the session's gateway hook exists (`assay.env.gateway.start_for_scenario`) and a
+    model for it is configured ($ASSAY_GATEWAY_MODEL)."""
     try:
         from assay.env import gateway
     except ModuleNotFoundError:
         return False
-    return callable(getattr(gateway, "start_for_scenario", None))
+    return callable(getattr(gateway, "start_for_scenario", None)) and gateway.gateway_model_spec() is not None
 
 
 def _check(agent: str, u: float, task: Task) -> tuple[bool, str] | None:
@@ -103,7 +104,8 @@ async def run_scenario_anchors(tasks: list[Task], *, store_url: str | None = Non
             continue
         if t.scenario.get("engagement", {}).get("llm") and not gateway_available():
             verdicts.append(AnchorVerdict(t.id, "all", None, "gateway not available: case uses the company "
-                                                             "LLM gateway; not checked", True))
+                                                             "LLM gateway and ASSAY_GATEWAY_MODEL is not set; "
+                                                             "not checked", True))
             continue
         runnable.append(t)
     if not runnable:
@@ -115,7 +117,10 @@ async def run_scenario_anchors(tasks: list[Task], *, store_url: str | None = Non
             if name not in names:
                 names.append(name)
     agents = [AgentFactory(n, config) for n in names]
-    options = CampaignOptions(campaign="anchors", level="L3", concurrency=max(2, min(8, os.cpu_count() or 2)))
+    from assay.env.gateway import gateway_model_spec
+
+    options = CampaignOptions(campaign="anchors", level="L3", concurrency=max(2, min(8, os.cpu_count() or 2)),
+                              gateway_model=gateway_model_spec())
     with tempfile.TemporaryDirectory(prefix="assay-scenario-anchors-") as tmp:
         os.chmod(tmp, 0o711)
         url = store_url or f"sqlite:///{Path(tmp) / 'anchors.db'}"

@@ -46,6 +46,7 @@ class RunRequest:
     max_usd: float = 8.0
     search: str = "off"
     unsafe_no_sandbox: bool = False
+    gateway_model: str | None = None  # None: $ASSAY_GATEWAY_MODEL
 
 
 @dataclass
@@ -119,7 +120,7 @@ def prepare_campaign(req: RunRequest) -> PreparedCampaign:
         campaign=req.campaign, level=req.level, epochs=req.epochs, concurrency=req.concurrency,
         judges=list(req.judges), judge_mode=req.judge_mode, judge_repeats=req.judge_repeats,
         max_turns=req.max_turns, max_minutes=req.max_minutes, max_usd=req.max_usd, search=req.search,
-        unsafe_no_sandbox=req.unsafe_no_sandbox,
+        unsafe_no_sandbox=req.unsafe_no_sandbox, gateway_model=_gateway_model(req, config),
     )
     plan = build_plan(tasks, agents, options)
     if not bwrap_available() and not req.unsafe_no_sandbox:
@@ -128,6 +129,7 @@ def prepare_campaign(req: RunRequest) -> PreparedCampaign:
             raise InputError(None, "--agent", f"bubblewrap is not installed, so {', '.join(unsafe)} cannot be "
                                               "sandboxed; install it (scripts/setup-system.sh) or pass "
                                               "--unsafe-no-sandbox")
+    _check_gateway(plan, options)
     judge = None
     judged = sorted({p.task.id for p in plan.runs if needs_judge(p.task)})
     if judged and not req.judges:
@@ -143,6 +145,30 @@ def prepare_campaign(req: RunRequest) -> PreparedCampaign:
     _check_store_url(url)
     prepared = PreparedCampaign(tasks=tasks, agents=agents, plan=plan, options=options, store_url=url, judge=judge)
     return prepared
+
+
+def _gateway_model(req: RunRequest, config: Any) -> str | None:
+    """`--gateway-model`, else $ASSAY_GATEWAY_MODEL; checked now (OpenAI-compatible, priced)."""
+    from assay.env.gateway import GATEWAY_MODEL_ENV, gateway_model_spec, resolve_upstream
+
+    spec = gateway_model_spec(req)
+    if spec is not None:
+        field = "--gateway-model" if (req.gateway_model or "").strip() else GATEWAY_MODEL_ENV
+        resolve_upstream(spec, config, field=field)
+    return spec
+
+
+def _check_gateway(plan: Plan, options: CampaignOptions) -> None:
+    """Scenarios with `llm: true` need a model behind the company LLM gateway: refuse up front."""
+    if options.gateway_model:
+        return
+    needing = sorted({p.task.id for p in plan.runs
+                      if p.task.scenario is not None and (p.task.scenario.get("engagement") or {}).get("llm")})
+    if needing:
+        shown = ", ".join(needing[:10]) + (f" and {len(needing) - 10} more" if len(needing) > 10 else "")
+        raise InputError(None, "--gateway-model", f"these scenarios use the company LLM gateway (engagement.json "
+                                                  f"llm: true): {shown}; pass --gateway-model MODEL (an "
+                                                  "OpenAI-compatible model or alias) or set ASSAY_GATEWAY_MODEL")
 
 
 def _check_store_url(url: str) -> None:

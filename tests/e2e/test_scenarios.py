@@ -255,7 +255,8 @@ def test_fixture_case_end_to_end(tmp_path: Path) -> None:
 
 def test_variant_overrides_and_one_argument_grader(tmp_path: Path) -> None:
     os.chmod(tmp_path, 0o711)
-    r = assay("run", str(TINY), "--agent", "noop", "--agent", "literal", "-q", cwd=tmp_path, timeout=600)
+    r = assay("run", str(TINY), "--task", "tiny-case", "--task", "tiny-onearg", "--agent", "noop", "--agent", "literal",
+              "-q", cwd=tmp_path, timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     runs = {(x["task_id"], x["agent"]): x for x in report(tmp_path)["runs"]}
     alt_noop = runs[("tiny-case/alt", "noop")]["grade"]

@@ -27,14 +27,18 @@ class CampaignOptions:
     max_usd: float = 8.0
     search: str = "off"
     unsafe_no_sandbox: bool = False
+    gateway_model: str | None = None  # model behind scenarios' company LLM gateway (--gateway-model)
 
     def result_options(self) -> dict[str, Any]:
         """Everything that can change a result; hashed into every run key."""
-        return {
+        opts: dict[str, Any] = {
             "judges": sorted(self.judges), "judge_mode": self.judge_mode, "judge_repeats": self.judge_repeats,
             "max_turns": self.max_turns, "max_minutes": self.max_minutes, "max_usd": self.max_usd,
             "search": self.search, "sandbox": not self.unsafe_no_sandbox,
         }
+        if self.gateway_model:  # only when set, so campaigns without a gateway keep their run keys
+            opts["gateway_model"] = self.gateway_model
+        return opts
 
 
 @dataclass

@@ -133,7 +133,9 @@ async def execute_run(planned: PlannedRun, ctx: RunContext, attempt: int = 1) ->
                 prompt = session.prompt()
                 binds += session.ro_binds()
                 sandbox_env.update(session.sandbox_env())
-            sandbox = Sandbox(workspace, isolated=ctx.isolated, ro_binds=binds, env=sandbox_env)
+            wrapper = session.command_wrapper() if session is not None else None  # gateway/service forwarder
+            sandbox = Sandbox(workspace, isolated=ctx.isolated, ro_binds=binds, env=sandbox_env,
+                              command_wrapper=wrapper)
             sandbox.prepare()
         search = ctx.search_factory(task) if ctx.search_factory is not None else None
         tools = ToolBox(workspace, sandbox, task.tools, search=search)
@@ -155,11 +157,13 @@ async def execute_run(planned: PlannedRun, ctx: RunContext, attempt: int = 1) ->
                 fs.write_file(workspace, task.answer_path, outcome.final_message,
                               owner=sandbox.uid if sandbox else None)
             try:
+                t_grade = time.monotonic()
                 result = await grade_run(GradeInput(task=task, level=planned.level, workspace=workspace,
                                                     final_message=outcome.final_message, events=transcript.events,
                                                     end_reason=outcome.end_reason, judge=ctx.judge,
                                                     scenario=session, commands=tools.commands))
                 score, passed, grade, judge_usage = result.score, result.passed, result.grade, result.judge_usage
+                grade["grade_seconds"] = round(time.monotonic() - t_grade, 4)
             except GraderError as e:
                 void_reason = str(e)
                 outcome.end_reason = "grader_error"

@@ -28,6 +28,7 @@ import posixpath
 import pwd
 import re
 import resource
+import shlex
 import shutil
 import signal
 import stat
@@ -352,7 +353,12 @@ class Sandbox:
     def __init__(self, workspace: Path, *, isolated: bool = True, uid: int | None = None,
                  ro_binds: Sequence[tuple[Path, str]] = (),
                  env: Mapping[str, str] | None = None,
-                 limits: Limits = Limits()) -> None:
+                 limits: Limits = Limits(),
+                 command_wrapper: Callable[[str], str] | None = None) -> None:
+        """`command_wrapper`, when given, rewrites every command (an argv is joined with
+        shlex first) into the shell command actually run, e.g. a scenario's service forwarder
+        (`assay.env.forwarder.wrap_command`) started in front of it."""
+        self.command_wrapper = command_wrapper
         self.workspace: Path = Path(os.path.abspath(workspace))
         self.isolated: bool = isolated
         self.limits: Limits = limits
@@ -476,6 +482,9 @@ class Sandbox:
         """Run one command to completion (or timeout) and collect its interleaved output."""
         if self._closed:
             raise RuntimeError("sandbox is closed")
+        if self.command_wrapper is not None:
+            command = self.command_wrapper(command if isinstance(command, str) else
+                                           shlex.join(str(a) for a in command))
         if isinstance(command, str):
             shell = "/usr/bin/bash" if os.path.exists("/usr/bin/bash") else "/bin/sh"
             argv = [shell, "-c", command]

@@ -279,10 +279,23 @@ def _checks_source(task: Task) -> tuple[str, str] | None:
         return g.checks_code, g.checks_style
     if g.checks_file is not None:
         try:
-            return Path(g.checks_file).read_text(encoding="utf-8"), "native"
+            code = Path(g.checks_file).read_text(encoding="utf-8")
         except OSError as e:
             raise GraderError(f"cannot read checks file {g.checks_file}: {e.strerror}") from None
+        if not _defines_grade(code):
+            return None  # a file of `python` predicate functions only: the contract decides
+        return code, "native"
     return None
+
+
+def _defines_grade(code: str) -> bool:
+    import ast
+
+    try:
+        tree = ast.parse(code)
+    except SyntaxError as e:
+        raise GraderError(f"checks file does not parse: {e.msg} (line {e.lineno})") from None
+    return any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == "grade" for n in tree.body)
 
 
 def _scores(result: Any) -> dict[str, float]:

@@ -40,6 +40,11 @@ def items_needing_judge(task: Task) -> list[RubricItem]:
     return [it for it in task.rubric.items if it.check is None] if task.rubric else []
 
 
+def _free_tag(tags: list[str]) -> str | None:
+    """The report's `tag` for an item without a capability tag (HealthBench): its `axis:` tag, else its first."""
+    return next((t for t in tags if t.startswith("axis:")), tags[0] if tags else None)
+
+
 def score_items(task: Task, verdicts: dict[str, ItemVerdict]) -> dict[str, Any]:
     """Expert score (or HealthBench's unclipped per-example score) and per-tag scores."""
     assert task.rubric is not None
@@ -60,7 +65,8 @@ def score_items(task: Task, verdicts: dict[str, ItemVerdict]) -> dict[str, Any]:
         "tags": tags,
         "na": sum(1 for v in verdicts.values() if v.na),
         "items": [
-            {"id": it.id, "weight": it.weight, "tag": it.tag, "hit": verdicts[it.id].hit,
+            {"id": it.id, "weight": it.weight, "tag": it.tag or _free_tag(it.tags), "tags": list(it.tags),
+             "hit": verdicts[it.id].hit,
              "na": verdicts[it.id].na, "check": verdicts[it.id].check, "reason": verdicts[it.id].reason}
             for it in items
         ],

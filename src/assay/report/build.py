@@ -127,7 +127,8 @@ def agent_summary(agent: str, runs: list[RunRecord], labels: list[dict[str, Any]
         "mean_score": _mean([r.score for r in scored]),  # type: ignore[misc]
         "economic_value": econ,
         "cost_usd": None if any(c is None for c in costs) else sum(c or 0.0 for c in costs),
-        "judge_cost_usd": sum(r.judge_usage.cost_usd or 0.0 for r in runs),
+        "judge_cost_usd": (None if any(r.judge_usage.cost_usd is None for r in runs)
+                           else sum(r.judge_usage.cost_usd or 0.0 for r in runs)),  # null: a price is unknown
         "tokens": sum(r.usage.input_tokens + r.usage.output_tokens + r.usage.cache_read_tokens
                       + r.usage.cache_write_tokens for r in runs),
         **pass_k(scored),

@@ -15,14 +15,20 @@ unprivileged uid of its own, with
   folder and bound read-only at its original path,
 - a private /tmp, no network, and an environment cleared to PATH, HOME, LANG (plus
   PYTHONDONTWRITEBYTECODE / PYTHONIOENCODING / PYTHONHASHSEED / PYTHONUNBUFFERED when the
-  grader set them): nothing FDEGYM_*.
+  grader set them): nothing FDEGYM_*,
+- for a case with the company LLM gateway or services, the grade's prod socket folder bound
+  read-only at /run/assay and the forwarder (`assay.env.forwarder`) started in front of the
+  interpreter, so `127.0.0.1:8001` (gateway) and `8002+` (services) lead to the prod instances.
+Without bubblewrap the interpreter runs unsandboxed as that uid, its path arguments and cwd
+pointed at the staged copies.
 
 This module imports only the standard library at module level: the worker must start fast
 and must not drag the harness into the grader's process.
 
 Worker protocol: `python -m assay.scenario.grading --case DIR --workspace WS --ctx CTX.json
---out OUT.json --python WRAPPER [--two-arg] [--pilot-day N]` (with `--pilot-day`, the case's
-`pilot.run(WS, N)` instead of `grade()`). OUT.json receives `{"ok": true, "result":
+--out OUT.json --python WRAPPER [--two-arg] [--pilot-day N] [--grader FILE] [--pilot FILE]`
+(with `--pilot-day`, the case's `pilot.run(WS, N)` instead of `grade()`; `--grader`/`--pilot`
+name the files when they are not `DIR/grader.py`/`DIR/pilot.py`, as in a native scenario). OUT.json receives `{"ok": true, "result":
 {...}}` or `{"ok": false, "error": "...", "retry": bool}`; `retry` is true when the grader
 asked for it (`"retry": true` in its dict) or its exception mentions the gateway or the judge.
 """
@@ -111,12 +117,27 @@ def main():
                 "--bind", ws, ws]
         for real, dst in staged:
             args += ["--ro-bind", dst, real]
+        if CFG.get("svc_dir"):
+            args += ["--ro-bind", CFG["svc_dir"], "/run/assay"]
         args += ["--chdir", os.path.realpath(cwd), "--clearenv"]
         for k, v in env.items():
             args += ["--setenv", k, v]
-        args += ["--", python] + argv
+        if CFG.get("prelude"):  # the service forwarder first, then the interpreter in its place
+            import shlex
+            args += ["--", "/bin/sh", "-c", CFG["prelude"] + "exec " + shlex.join([python] + argv)]
+        else:
+            args += ["--", python] + argv
         exe, exe_env = CFG["bwrap"], {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
-    else:
+    else:  # no sandbox: point the arguments and the cwd at the staged copies the uid can read
+        def mapped(a):
+            r = os.path.realpath(a) if a.startswith("/") else None
+            for real, dst in staged:
+                if r is not None and under(r, real):
+                    return dst + r[len(real):]
+            return a
+
+        argv = [mapped(a) for a in argv]
+        os.chdir(mapped(os.path.realpath(cwd)))
         args, exe, exe_env = [python] + argv, python, env
     if os.geteuid() == 0 and uid:
         import resource
@@ -138,10 +159,17 @@ main()
 '''
 
 
-def wrapper_config(*, workspace: Path, stage_root: Path, uid: int | None, isolated: bool) -> dict[str, Any]:
-    """What the wrapper needs, computed by the harness (the bwrap layout is the sandbox's own)."""
+def wrapper_config(*, workspace: Path, stage_root: Path, uid: int | None, isolated: bool,
+                   svc_dir: str | Path | None = None, pairs: list[tuple[int, str]] | None = None) -> dict[str, Any]:
+    """What the wrapper needs, computed by the harness (the bwrap layout is the sandbox's own).
+
+    `svc_dir` (isolated only) is bound read-only at /run/assay and, with `pairs` (port, socket
+    inside), the forwarder there is started in front of the interpreter, so delivered code
+    reaches the prod gateway and services at the same 127.0.0.1 ports as during development.
+    """
     import shutil
 
+    from assay.env.forwarder import FORWARDER_NAME, wrap_command
     from assay.env.sandbox import Limits, _system_layout
 
     return {
@@ -153,6 +181,9 @@ def wrapper_config(*, workspace: Path, stage_root: Path, uid: int | None, isolat
         "layout": _system_layout(),
         "tmp_bytes": Limits().tmp_bytes,
         "python": "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else "/bin/python3",
+        "svc_dir": str(svc_dir) if svc_dir is not None and isolated else None,
+        "prelude": wrap_command("", list(pairs), f"/run/assay/{FORWARDER_NAME}")
+        if svc_dir is not None and isolated and pairs else "",
     }
 
 
@@ -167,18 +198,20 @@ def write_wrapper(path: Path, config: dict[str, Any]) -> Path:
 # --------------------------------------------------------------------------- the worker
 
 
-def _load_grader(case: Path) -> Any:
+def _load_grader(case: Path, path: Path | None = None) -> Any:
     sys.dont_write_bytecode = True
-    if str(case) not in sys.path:
-        sys.path.insert(0, str(case))
-    spec = importlib.util.spec_from_file_location("grader", case / "grader.py")
+    path = path or case / "grader.py"
+    for d in (case, path.parent):
+        if str(d) not in sys.path:
+            sys.path.insert(0, str(d))
+    spec = importlib.util.spec_from_file_location("grader", path)
     if spec is None or spec.loader is None:
-        raise RuntimeError(f"cannot load {case / 'grader.py'}")
+        raise RuntimeError(f"cannot load {path}")
     mod = importlib.util.module_from_spec(spec)
     sys.modules["grader"] = mod
     spec.loader.exec_module(mod)
     if not callable(getattr(mod, "grade", None)):
-        raise RuntimeError("grader.py defines no grade() function")
+        raise RuntimeError(f"{path.name} defines no grade() function")
     return mod
 
 
@@ -207,8 +240,9 @@ def _jsonable(obj: Any) -> Any:
     return str(obj)
 
 
-def run_grader(case: Path, workspace: Path, ctx: dict[str, Any], python: Path, two_arg: bool) -> dict[str, Any]:
-    mod = _load_grader(case)
+def run_grader(case: Path, workspace: Path, ctx: dict[str, Any], python: Path, two_arg: bool,
+               grader: Path | None = None) -> dict[str, Any]:
+    mod = _load_grader(case, grader)
     call_ctx = dict(ctx)
     call_ctx["facts"] = set(ctx.get("facts", []))
     original = sys.executable
@@ -225,14 +259,16 @@ def run_grader(case: Path, workspace: Path, ctx: dict[str, Any], python: Path, t
     return result
 
 
-def run_pilot(case: Path, workspace: Path, day: int, python: Path) -> dict[str, Any]:
+def run_pilot(case: Path, workspace: Path, day: int, python: Path, pilot: Path | None = None) -> dict[str, Any]:
     """The case's `pilot.run(workspace, day)`, delivered code contained as in grading."""
     sys.dont_write_bytecode = True
-    if str(case) not in sys.path:
-        sys.path.insert(0, str(case))
-    spec = importlib.util.spec_from_file_location("pilot", case / "pilot.py")
+    pilot = pilot or case / "pilot.py"
+    for d in (case, pilot.parent):
+        if str(d) not in sys.path:
+            sys.path.insert(0, str(d))
+    spec = importlib.util.spec_from_file_location("pilot", pilot)
     if spec is None or spec.loader is None:
-        raise RuntimeError(f"cannot load {case / 'pilot.py'}")
+        raise RuntimeError(f"cannot load {pilot}")
     mod = importlib.util.module_from_spec(spec)
     sys.modules["pilot"] = mod
     spec.loader.exec_module(mod)
@@ -254,13 +290,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--python", required=True, type=Path)
     ap.add_argument("--two-arg", action="store_true")
     ap.add_argument("--pilot-day", type=int, default=None)
+    ap.add_argument("--grader", type=Path, default=None, help="the grader file (default: CASE/grader.py)")
+    ap.add_argument("--pilot", type=Path, default=None, help="the pilot file (default: CASE/pilot.py)")
     a = ap.parse_args(argv)
     ctx = json.loads(a.ctx.read_text(encoding="utf-8"))
     try:
         if a.pilot_day is not None:
-            result = run_pilot(a.case, a.workspace, a.pilot_day, a.python)
+            result = run_pilot(a.case, a.workspace, a.pilot_day, a.python, a.pilot)
         else:
-            result = run_grader(a.case, a.workspace, ctx, a.python, a.two_arg)
+            result = run_grader(a.case, a.workspace, ctx, a.python, a.two_arg, a.grader)
         out: dict[str, Any] = {"ok": True, "result": _jsonable(result)}
         if result.get("retry"):
             out = {"ok": False, "retry": True, "error": f"grader asked for a retry: {result.get('summary', '')}",

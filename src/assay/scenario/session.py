@@ -8,6 +8,7 @@ FDE-Gym case variant, see `assay.task.formats.fdegym`):
     await session.setup()          # build the world, TASK.md, bin/ask, the stakeholder server
     session.prompt()               # what the agent is told first
     session.ro_binds()             # [(run_dir/svc, "/run/assay")]: the socket dir, read-only
+    session.command_wrapper()      # wraps agent commands with the service forwarder (or None)
     session.sandbox_env()          # variant env for trusted policies only, {} for anyone else
     await session.grade(ws, events, commands)   # -> the scenario grade fields
     await session.close()
@@ -15,6 +16,18 @@ FDE-Gym case variant, see `assay.task.formats.fdegym`):
 Variant secrecy: the parameters reach case code (build_world, pilot, services, grader,
 and the task's own policy scripts) through the environment of processes the harness
 starts; never the workspace, never a model's or a script agent's sandbox.
+
+Reaching the company LLM gateway and the case's services from inside a sandbox: both sit
+behind Unix sockets in the socket folder (`llm.sock`, the gateway itself; `svc_<name>.sock`,
+a host-side relay to the service's host TCP port), bound at `/run/assay`. The workspace's
+`system/config/llm.json` and `services.json` name fixed loopback ports (`LLM_PORT` 8001,
+services from `SERVICE_PORT_BASE` 8002 in `engagement.services` order), and every command
+the agent runs (and every delivered-code interpreter the grader starts) gets the forwarder
+(`assay.env.forwarder`) in front of it, mapping those ports to the sockets. While grading,
+the same ports lead to a fresh `prod` gateway and the `prod` services, so delivered code
+needs no other configuration. Without a sandbox (`--unsafe-no-sandbox` or no bubblewrap)
+the config files name host ports directly (a TCP relay to the gateway's socket; the
+services' own ports) and the graded copy's config files are rewritten for production.
 """
 
 from __future__ import annotations
@@ -46,7 +59,11 @@ GRADE_TIMEOUT_S = 600.0
 BUILD_TIMEOUT_S = 600.0
 PILOT_TIMEOUT_S = 600.0
 GRADE_ATTEMPTS = 3
+CASE_FILES: dict[str, str | None] = {"build": "build_world.py", "grader": "grader.py", "npcs": "npcs.json",
+                                     "pilot": "pilot.py", "reference": "solutions/oracle.py"}
 MOUNT = "/run/assay"
+LLM_PORT = 8001  # system/config/llm.json inside the sandbox
+SERVICE_PORT_BASE = 8002  # system/config/services.json: engagement.services in order, 8002, 8003, ...
 POLICY_SUBDIR = "policy"  # mount point kept inside svc/ so a policy's folder can sit at /run/assay/policy
 _MAX_SOCKET_PATH = 100
 
@@ -84,6 +101,21 @@ def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def _svc_socket(name: str) -> str:
+    """Socket file name of a service's relay: `svc_<name>.sock` (name made filename-safe)."""
+    return f"svc_{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}.sock"
+
+
+def _socket_dir(preferred: Path, longest_name: int) -> Path:
+    """`preferred` (created, 0755), or a short temp folder when a socket path in it would be too long."""
+    d = Path(preferred)
+    if len(str(d)) + 1 + longest_name > _MAX_SOCKET_PATH:  # AF_UNIX paths are limited to 108 bytes
+        d = Path(tempfile.mkdtemp(prefix="assay-svc-"))
+    d.mkdir(parents=True, exist_ok=True)
+    os.chmod(d, 0o755)
+    return d
 
 
 def _copy_workspace(src: Path, dst: Path) -> None:
@@ -128,6 +160,9 @@ class ScenarioSession:
         env_t = os.environ.get("ASSAY_GRADE_TIMEOUT_S")
         self.grade_timeout_s = float(grade_timeout_s or (float(env_t) if env_t else GRADE_TIMEOUT_S))
         self.case = Path(self.sc["case"])
+        # The case's files, relative to the case folder: FDE-Gym's fixed layout unless the task
+        # names them (a native scenario's `files`); `build`/`pilot` None = there is none.
+        self.files: dict[str, str | None] = {**CASE_FILES, **(self.sc.get("files") or {})}
         self.variant = str(self.sc.get("variant", "base"))
         self.params: dict[str, Any] = dict(self.sc.get("params") or {})
         self.engagement: dict[str, Any] = dict(self.sc.get("engagement") or {})
@@ -140,6 +175,11 @@ class ScenarioSession:
         self.router_name = ""
         self._services: dict[str, dict[str, Any]] = {}
         self._gateway: Any = None
+        self._relays: list[Any] = []  # dev-phase relays (services; gateway TCP without a sandbox)
+        self._gateway_spec: str | None = None
+        self._fwd = False  # the in-sandbox forwarder maps fixed ports to /run/assay sockets
+        self._llm_prod: dict[str, Any] | None = None  # the last grade's prod gateway summary
+        self._prod_n = 0
         self._grades = 0
         self.task_md = ""
         self.timings: dict[str, float] = {}
@@ -178,14 +218,35 @@ class ScenarioSession:
     def prompt(self) -> str:
         return PROMPT_HEAD + self.task_md
 
+    def _service_names(self) -> list[str]:
+        return [str(svc["name"]) for svc in self.engagement.get("services") or []]
+
+    def _pairs(self) -> list[tuple[int, str]]:
+        """(port inside the sandbox, socket path inside) for the gateway and every service."""
+        from assay.env.gateway import SOCKET_NAME as LLM_SOCKET
+
+        pairs = [(LLM_PORT, f"{MOUNT}/{LLM_SOCKET}")] if self.engagement.get("llm") else []
+        pairs += [(SERVICE_PORT_BASE + i, f"{MOUNT}/{_svc_socket(n)}") for i, n in enumerate(self._service_names())]
+        return pairs
+
+    def command_wrapper(self) -> Any:
+        """A `str -> str` that puts the service forwarder in front of a sandboxed command, or None
+        (no gateway, no services, or no sandbox: then the config names host ports directly)."""
+        from assay.env.forwarder import FORWARDER_NAME, wrap_command
+
+        pairs = self._pairs()
+        if not (self._fwd and pairs):
+            return None
+        script = f"{MOUNT}/{FORWARDER_NAME}"
+        return lambda cmd: wrap_command(cmd, pairs, script)
+
     # ------------------------------------------------------------------ setup
 
     async def setup(self) -> None:
         t0 = time.monotonic()
         ws = self.workspace
         ws.mkdir(parents=True, exist_ok=True)
-        if self.engagement.get("llm"):
-            await self._start_gateway()
+        self._init_svc_dir()
         await asyncio.to_thread(self._build_world)
         self.timings["build_s"] = round(time.monotonic() - t0, 3)
         for d in ("bin", "deliverables"):
@@ -195,6 +256,8 @@ class ScenarioSession:
         from assay.env.ask_client import install_clients
 
         install_clients(ws, pilot=bool(self.sc.get("has_pilot")))
+        if self.engagement.get("llm"):
+            await self._start_gateway()
         if self.engagement.get("services"):
             await self._start_services("dev")
         await self._start_people()
@@ -209,18 +272,45 @@ class ScenarioSession:
             parts.append(extra)
         return "\n\n".join(parts) + "\n"
 
+    def case_file(self, key: str) -> Path | None:
+        rel = self.files.get(key)
+        return self.case / rel if rel else None
+
     def _build_world(self) -> None:
-        code = ("import sys\nsys.dont_write_bytecode = True\nsys.path.insert(0, sys.argv[1])\n"
-                "import build_world\nbuild_world.build(sys.argv[2])\n")
+        build = self.case_file("build")
+        if build is None:  # a native scenario whose workspace/ folder is the whole world
+            return
+        code = ("import importlib.util, os, sys\nsys.dont_write_bytecode = True\n"
+                "sys.path[:0] = [os.path.dirname(sys.argv[3]), sys.argv[1]]\n"
+                "spec = importlib.util.spec_from_file_location('build_world', sys.argv[3])\n"
+                "build_world = importlib.util.module_from_spec(spec)\nsys.modules['build_world'] = build_world\n"
+                "spec.loader.exec_module(build_world)\nbuild_world.build(sys.argv[2])\n")
         try:
-            p = subprocess.run([sys.executable, "-c", code, str(self.case), str(self.workspace)],
+            p = subprocess.run([sys.executable, "-c", code, str(self.case), str(self.workspace), str(build)],
                                cwd=str(self.case), env=self._case_env(), capture_output=True, text=True,
                                timeout=BUILD_TIMEOUT_S, stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired:
-            raise HarnessError(f"{self.case}/build_world.py: build() timed out after {BUILD_TIMEOUT_S:g} s") from None
+            raise HarnessError(f"{build}: build() timed out after {BUILD_TIMEOUT_S:g} s") from None
         if p.returncode != 0:
             tail = " | ".join((p.stderr or "").strip().splitlines()[-4:])
-            raise HarnessError(f"{self.case}/build_world.py: build() failed (exit {p.returncode}): {tail[:600]}")
+            raise HarnessError(f"{build}: build() failed (exit {p.returncode}): {tail[:600]}")
+
+    def _init_svc_dir(self) -> None:
+        """The socket folder (bound at /run/assay): run_dir/svc, or a short temp folder when a
+        socket path there would pass the AF_UNIX limit; with the forwarder when it is needed."""
+        from assay.env.sandbox import bwrap_available
+        from assay.env.stakeholder_server import SOCKET_NAME
+
+        names = [SOCKET_NAME, "llm.sock"] + [_svc_socket(n) for n in self._service_names()]
+        self.svc_dir = _socket_dir(self.svc_dir, max(len(n) for n in names))
+        self._own_svc_tmp = self.svc_dir != self.run_dir / "svc"
+        (self.svc_dir / POLICY_SUBDIR).mkdir(exist_ok=True)
+        os.chmod(self.svc_dir / POLICY_SUBDIR, 0o755)
+        self._fwd = self.isolated and bwrap_available()
+        if self._fwd and self._pairs():
+            from assay.env.forwarder import install_forwarder
+
+            install_forwarder(self.svc_dir)
 
     async def _start_people(self) -> None:
         from assay.env.ledger import LOG_RELPATH, Ledger
@@ -228,7 +318,7 @@ class ScenarioSession:
         from assay.env.stakeholder_server import SOCKET_NAME, StakeholderServer
         from assay.env.stakeholders import StakeholderWorld, load_npcs
 
-        spec = load_npcs(self.case / "npcs.json", self.params)
+        spec = load_npcs(self.case_file("npcs") or self.case / "npcs.json", self.params)
         client = None  # a routing model is not configured for scenario runs yet: `llm` falls back to lexical
         router = make_router(spec, client=client)
         self.router_name = f"{spec.matcher}->{type(router).__name__}"
@@ -286,7 +376,9 @@ class ScenarioSession:
 
     def _pilot_day(self, day: int) -> dict[str, Any]:
         """The case's pilot.py `run(workspace, day)` on a copy of the workspace, like a grade."""
-        out = self._run_worker_sync(mode="pilot", day=day, timeout=PILOT_TIMEOUT_S)
+        # Trial days use the dev gateway and the dev services, like the agent's own commands.
+        svc = {"dir": self.svc_dir, "pairs": self._pairs()} if self._fwd and self._pairs() else None
+        out = self._run_worker_sync(mode="pilot", day=day, timeout=PILOT_TIMEOUT_S, svc=svc)
         if not out.get("ok"):
             return {"feedback": "The trial environment could not run today's batch.", "facts": [],
                     "stats": {"error": str(out.get("error", ""))[:300]}}
@@ -305,7 +397,20 @@ class ScenarioSession:
         start = getattr(gateway, "start_for_scenario", None)
         if start is None:
             raise HarnessError("gateway not available: assay.env.gateway has no start_for_scenario(session)")
+        from assay.env.gateway import gateway_model_spec
+        from assay.env.llm_client_template import install_llm_client
+
+        self._gateway_spec = gateway_model_spec(self.options)
         self._gateway = await start(self)
+        port = LLM_PORT
+        if not self._fwd:  # no sandbox: code reaches the socket through a host loopback port
+            from assay.env.relay import Relay
+
+            relay = Relay.tcp_to_unix(self._gateway.socket_path)
+            await relay.start()
+            self._relays.append(relay)
+            port = int(relay.port or 0)
+        install_llm_client(self.workspace, port, str(getattr(self._gateway, "model", "default")))
 
     async def _start_services(self, mode: str) -> dict[str, str]:
         """Start every `engagement.services` script; write system/config/services.json (dev)."""
@@ -329,10 +434,35 @@ class ScenarioSession:
         for name, url in urls.items():
             await self._wait_port(int(url.rsplit(":", 1)[1]), name)
         if mode == "dev":
+            if self._fwd:
+                self._relays += await self._relay_services("dev", self.svc_dir)
             cfg = self.workspace / "system" / "config"
             cfg.mkdir(parents=True, exist_ok=True)
-            (cfg / "services.json").write_text(json.dumps(urls, indent=2) + "\n", encoding="utf-8")
+            (cfg / "services.json").write_text(json.dumps(self._config_urls(urls), indent=2) + "\n",
+                                               encoding="utf-8")
         return urls
+
+    def _config_urls(self, host_urls: dict[str, str]) -> dict[str, str]:
+        """services.json: the fixed inside ports with the forwarder, else the host URLs."""
+        if not self._fwd:
+            return dict(host_urls)
+        return {n: f"http://127.0.0.1:{SERVICE_PORT_BASE + i}" for i, n in enumerate(self._service_names())}
+
+    async def _relay_services(self, mode: str, sock_dir: Path) -> list[Any]:
+        """A Unix-socket relay `sock_dir/svc_<name>.sock` -> the service's host port, per service."""
+        from assay.env.relay import Relay
+
+        relays: list[Any] = []
+        try:
+            for name in self._service_names():
+                r = Relay.unix_to_tcp(sock_dir / _svc_socket(name), int(self._services[f"{mode}:{name}"]["port"]))
+                await r.start()
+                relays.append(r)
+        except BaseException:
+            for r in relays:
+                await r.stop()
+            raise
+        return relays
 
     async def _wait_port(self, port: int, name: str, limit_s: float = 20.0) -> None:
         end = time.monotonic() + limit_s
@@ -363,14 +493,22 @@ class ScenarioSession:
         return d
 
     def _run_worker_sync(self, *, mode: str, timeout: float, day: int | None = None,
-                         ctx: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Copy the workspace, start the worker (grade or pilot), wait; the worker's answer dict."""
+                         ctx: dict[str, Any] | None = None, svc: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Copy the workspace, start the worker (grade or pilot), wait; the worker's answer dict.
+
+        `svc`: {"dir": socket folder bound at /run/assay, "pairs": forwarder ports} for delivered
+        code run by the worker, or {"config": {relpath: JSON}} to rewrite in the copy (no sandbox).
+        """
         from assay.env.sandbox import Sandbox, allocate_uid, bwrap_available, release_uid
         from assay.scenario.grading import wrapper_config, write_wrapper
 
         wdir = self._worker_dir(mode)
         ws_copy = wdir / "ws"
         _copy_workspace(self.workspace, ws_copy)
+        for rel, data in ((svc or {}).get("config") or {}).items():
+            from assay.env import fs
+
+            fs.write_file(ws_copy, rel, json.dumps(data, indent=2) + "\n")
         tmp = wdir / "tmp"
         tmp.mkdir(mode=0o700)
         stage = wdir / "stage"
@@ -383,12 +521,19 @@ class ScenarioSession:
             if keeper is not None:
                 keeper.prepare()
             isolated = self.isolated and bwrap_available()
-            cfg = wrapper_config(workspace=ws_copy, stage_root=stage, uid=uid, isolated=isolated)
+            cfg = wrapper_config(workspace=ws_copy, stage_root=stage, uid=uid, isolated=isolated,
+                                 svc_dir=(svc or {}).get("dir") if isolated else None,
+                                 pairs=(svc or {}).get("pairs") if isolated else None)
             wrapper = write_wrapper(wdir / "python3", cfg)
             out_file = wdir / "result.json"
             argv = [sys.executable, "-m", "assay.scenario.grading", "--case", str(self.case),
                     "--workspace", str(Path(os.path.realpath(ws_copy))), "--out", str(out_file),
                     "--python", str(wrapper)]
+            grader, pilot = self.case_file("grader"), self.case_file("pilot")
+            if mode == "pilot" and pilot is not None:
+                argv += ["--pilot", str(pilot)]
+            elif grader is not None:
+                argv += ["--grader", str(grader)]
             ctx_file = wdir / "ctx.json"
             ctx_file.write_text(json.dumps(ctx or {}, ensure_ascii=False, default=str), encoding="utf-8")
             argv += ["--ctx", str(ctx_file)]
@@ -427,9 +572,13 @@ class ScenarioSession:
 
     def _ctx(self) -> dict[str, Any]:
         facts = sorted(self.world.facts) if self.world is not None else []
-        ref = self.case / "solutions" / "oracle.py"
-        return {"judge_log": str(self.run_dir / "judge_log.jsonl"), "facts": facts, "run_dir": str(self.run_dir),
-                "services": {}, "level": self.level, "reference_solution": str(ref) if ref.is_file() else None}
+        ref = self.case_file("reference")
+        ctx = {"judge_log": str(self.run_dir / "judge_log.jsonl"), "facts": facts, "run_dir": str(self.run_dir),
+               "services": {}, "level": self.level,
+               "reference_solution": str(ref) if ref is not None and ref.is_file() else None}
+        if self.sc.get("held_out"):  # a native scenario's held-out data, never in the workspace
+            ctx["held_out"] = str(self.case / self.sc["held_out"])
+        return ctx
 
     async def grade(self, workspace: Path | None, events: list[Any], commands: list[str]) -> dict[str, Any]:
         t0 = time.monotonic()
@@ -437,24 +586,113 @@ class ScenarioSession:
             self.workspace = Path(workspace)
         integrity = self.ledger.verify() if self.ledger is not None else []
         ctx = self._ctx()
-        if self.engagement.get("services"):
-            ctx["services"] = await self._start_services("prod")
+        prod_dir: Path | None = None
+        relays: list[Any] = []
         try:
+            if self.engagement.get("services"):
+                ctx["services"] = await self._start_services("prod")
+            if self._pairs():  # delivered code reaches a fresh prod gateway and the prod services
+                self._prod_n += 1
+                prod_dir = _socket_dir(self.run_dir / f"svc-prod-{self._prod_n}", 64)
+                if self._fwd:
+                    from assay.env.forwarder import install_forwarder
+
+                    install_forwarder(prod_dir)
+                    relays = await self._relay_services("prod", prod_dir)
             out: dict[str, Any] = {}
             for attempt in range(1, GRADE_ATTEMPTS + 1):
-                out = await asyncio.to_thread(self._run_worker_sync, mode="grade", timeout=self.grade_timeout_s,
-                                              ctx=ctx)
+                gw, gw_relay, svc = await self._start_prod_endpoints(prod_dir, ctx.get("services") or {})
+                try:
+                    out = await asyncio.to_thread(self._run_worker_sync, mode="grade",
+                                                  timeout=self.grade_timeout_s, ctx=ctx, svc=svc)
+                finally:
+                    trouble = await self._stop_prod_gateway(gw, gw_relay)
+                if trouble and not out.get("timeout"):  # the model provider failed: not the system's fault
+                    out = {"ok": False, "retry": True, "error": f"LLM gateway trouble while grading: {trouble}"}
                 if out.get("ok") or out.get("timeout") or not out.get("retry"):
                     break
                 if self.transcript is not None:
                     self.transcript.emit("harness", note=f"grader asked for a retry (attempt {attempt}): "
                                                          f"{str(out.get('error'))[:200]}")
         finally:
+            for r in relays:
+                with contextlib.suppress(Exception):
+                    await r.stop()
             self._stop_services("prod:")
+            if prod_dir is not None and prod_dir.parent != self.run_dir:
+                shutil.rmtree(prod_dir, ignore_errors=True)
         if not out.get("ok"):
-            raise GraderError(f"{self.case.name}/grader.py: {out.get('error', 'failed')}")
+            raise GraderError(f"{self.case.name}/{self.files['grader']}: {out.get('error', 'failed')}")
         result: dict[str, Any] = out["result"]
-        return self._score(result, integrity, events, commands, attempt, time.monotonic() - t0)
+        fields = self._score(result, integrity, events, commands, attempt, time.monotonic() - t0)
+        if self.engagement.get("llm"):
+            fields.update(self._llm_fields())
+        return fields
+
+    async def _start_prod_endpoints(self, prod_dir: Path | None,
+                                    services: dict[str, str]) -> tuple[Any, Any, dict[str, Any] | None]:
+        """A fresh prod-phase gateway (fresh budget) for one grade attempt, and how the worker reaches
+        it and the prod services: the socket folder + forwarder ports, or config rewritten in the copy."""
+        gw = relay = None
+        if self.engagement.get("llm") and prod_dir is not None:
+            from assay.env.gateway import SOCKET_NAME as LLM_SOCKET
+            from assay.env.gateway import gateway_model_spec, scenario_gateway
+
+            spec = self._gateway_spec or gateway_model_spec(self.options)
+            if spec is None:
+                raise HarnessError("gateway not configured: no gateway model for the prod gateway")
+            gw = scenario_gateway(self.engagement, spec, phase="prod", log_path=self.run_dir / "llm-prod.jsonl")
+            await gw.start(prod_dir / LLM_SOCKET)
+            if not self._fwd:
+                from assay.env.relay import Relay
+
+                relay = Relay.tcp_to_unix(prod_dir / LLM_SOCKET)
+                await relay.start()
+        if prod_dir is None:
+            return gw, relay, None
+        if self._fwd:
+            return gw, relay, {"dir": prod_dir, "pairs": self._pairs()}
+        config: dict[str, Any] = {}
+        if gw is not None and relay is not None:
+            from assay.env.llm_client_template import llm_config
+
+            config["system/config/llm.json"] = llm_config(int(relay.port or 0), gw.model)
+        if services:
+            config["system/config/services.json"] = dict(services)
+        return gw, relay, {"config": config}
+
+    async def _stop_prod_gateway(self, gw: Any, relay: Any) -> str | None:
+        """Stop one attempt's prod gateway, keep its summary; the first upstream fault, if any."""
+        if relay is not None:
+            with contextlib.suppress(Exception):
+                await relay.stop()
+        if gw is None:
+            return None
+        with contextlib.suppress(Exception):
+            await gw.stop()
+        self._llm_prod = gw.summary()
+        for rec in gw.records:
+            err = str(rec.get("error") or "")
+            if rec.get("status") in (502, 504) and err.startswith("model provider error"):
+                return err[:300]
+        return None
+
+    def _llm_fields(self) -> dict[str, Any]:
+        """`llm`: the gateway's use by phase (dev: the agent's work; prod: the graded system) and
+        `llm_cost_usd`: what the delivered system spent on the model while graded."""
+        parts = [x for x in ((self._gateway.summary() if self._gateway is not None else None), self._llm_prod) if x]
+        zero = {"calls": 0, "usd": 0.0, "refused": 0, "rejected": 0, "upstream_errors": 0, "input_tokens": 0,
+                "cache_read_tokens": 0, "output_tokens": 0}
+        by_phase: dict[str, Any] = {"dev": dict(zero), "prod": dict(zero)}
+        for part in parts:
+            by_phase.update(part.get("by_phase") or {})
+        prod = by_phase.get("prod") or {}
+        return {"llm": {"model": self._gateway_spec,
+                        "calls": sum(int(p.get("calls", 0)) for p in by_phase.values()),
+                        "usd": round(sum(float(p.get("usd", 0.0)) for p in by_phase.values()), 8),
+                        "refused": sum(int(p.get("refused", 0)) for p in by_phase.values()),
+                        "by_phase": by_phase},
+                "llm_cost_usd": round(float(prod.get("usd", 0.0)), 8)}
 
     def _score(self, result: dict[str, Any], integrity: list[str], events: list[Any], commands: list[str],
                attempts: int, seconds: float) -> dict[str, Any]:
@@ -475,8 +713,8 @@ class ScenarioSession:
         try:
             u = metrics.uplift(kpi, baseline, reference)
         except ValueError:
-            raise GraderError(f"{self.case.name}/grader.py: reference KPI equals the baseline ({reference:g}); "
-                              "uplift is undefined") from None
+            raise GraderError(f"{self.case.name}/{self.files['grader']}: reference KPI equals the baseline "
+                              f"({reference:g}); uplift is undefined") from None
         raw_inc = result.get("incidents") or []
         incidents = [i if isinstance(i, str) else json.dumps(i, ensure_ascii=False) for i in
                      (raw_inc if isinstance(raw_inc, list) else [raw_inc])]
@@ -539,6 +777,10 @@ class ScenarioSession:
             if callable(closer):
                 with contextlib.suppress(Exception):
                     closer()
+        for relay in self._relays:
+            with contextlib.suppress(Exception):
+                await relay.stop()
+        self._relays = []
         self._stop_services()
         if self._gateway is not None:
             stop = getattr(self._gateway, "stop", None) or getattr(self._gateway, "close", None)

@@ -66,7 +66,8 @@ def _jsonl_is_healthbench(path: Path) -> bool:
 
 def _read(kind: str, path: Path) -> list[Task]:
     if kind == "native":
-        return [read_native(path)]
+        found = read_native(path)  # a native scenario gives one task per variant
+        return found if isinstance(found, list) else [found]
     readers = {
         "fdegym": ("fdegym", "read_case"),
         "darebench": ("darebench", "read_darebench"),

@@ -135,12 +135,20 @@ def _policy(folder: Path, file: Path, field: str, pf: PolicyFile) -> PolicySpec:
     )
 
 
-def read_native(folder: Path) -> Task:
-    """Read one native task folder into a Task (refusing bad input with InputError)."""
+def read_native(folder: Path) -> Task | list[Task]:
+    """Read one native task folder into a Task (refusing bad input with InputError).
+
+    A folder whose task.yaml has a `scenario:` block is a native scenario: one Task per
+    variant, returned as a list (`assay.task.formats.native_scenario`).
+    """
     file = folder / "task.yaml"
     raw = load_yaml(file)
     if not isinstance(raw, dict):
         raise InputError(file, None, "task.yaml must be a mapping of fields")
+    if "scenario" in raw:
+        from assay.task.formats.native_scenario import read_native_scenario
+
+        return read_native_scenario(folder, raw)
     try:
         tf = NativeTaskFile.model_validate(raw)
     except ValidationError as e:
