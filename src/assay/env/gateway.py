@@ -57,6 +57,7 @@ import httpx
 
 from assay.agent.messages import Usage
 from assay.agent.prices import Price, cost_usd
+from assay.env.unixserver import shutdown
 
 __all__ = ["Budget", "DEFAULT_BUDGETS", "GATEWAY_MODEL_ENV", "LLMGateway", "SOCKET_NAME", "Upstream",
            "gateway_model_spec", "resolve_upstream", "scenario_gateway", "start_for_scenario"]
@@ -288,14 +289,7 @@ class LLMGateway:
 
     async def stop(self) -> None:
         if self._server is not None:
-            self._server.close()
-            for t in list(self._conns):
-                t.cancel()
-            for t in list(self._conns):
-                with contextlib.suppress(BaseException):
-                    await t
-            with contextlib.suppress(Exception):
-                await self._server.wait_closed()
+            await shutdown(self._server, self._conns)
             self._server = None
         if self._http is not None:
             await self._http.aclose()

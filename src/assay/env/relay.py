@@ -22,6 +22,8 @@ import os
 import stat
 from pathlib import Path
 
+from assay.env.unixserver import shutdown
+
 __all__ = ["Relay"]
 
 _BUF = 65536
@@ -109,14 +111,7 @@ class Relay:
     async def stop(self) -> None:
         if self._server is None:
             return
-        self._server.close()
-        for t in list(self._conns):
-            t.cancel()
-        for t in list(self._conns):
-            with contextlib.suppress(BaseException):
-                await t
-        with contextlib.suppress(Exception):
-            await self._server.wait_closed()
+        await shutdown(self._server, self._conns)
         self._server = None
         kind, where = self.listen
         if kind == "unix":

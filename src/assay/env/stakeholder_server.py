@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from assay.env.stakeholders import AskError, StakeholderWorld
+from assay.env.unixserver import shutdown
 
 __all__ = ["MAX_REQUEST_BYTES", "SOCKET_NAME", "StakeholderServer"]
 
@@ -71,14 +72,7 @@ class StakeholderServer:
 
     async def stop(self) -> None:
         if self._server is not None:
-            self._server.close()
-            for t in list(self._conns):
-                t.cancel()
-            for t in list(self._conns):
-                with contextlib.suppress(BaseException):
-                    await t
-            with contextlib.suppress(Exception):
-                await self._server.wait_closed()
+            await shutdown(self._server, self._conns)
             self._server = None
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.socket_path)

@@ -270,8 +270,9 @@ async def _run_sandboxed(checks_code: str, mode: str, workspace: Path | None, fi
         raise GraderError(f"check result is not JSON: {e.msg}") from None
 
 
-def _checks_source(task: Task) -> tuple[str, str] | None:
-    """(code, style) of the task's checks, or None."""
+def _checks_source(task: Task, *, need_grade: bool = True) -> tuple[str, str] | None:
+    """(code, style) of the task's checks, or None (also when `need_grade` and the native
+    checks file only holds `python` predicate functions: then the contract decides)."""
     g = task.grading
     if g is None:
         return None
@@ -282,8 +283,8 @@ def _checks_source(task: Task) -> tuple[str, str] | None:
             code = Path(g.checks_file).read_text(encoding="utf-8")
         except OSError as e:
             raise GraderError(f"cannot read checks file {g.checks_file}: {e.strerror}") from None
-        if not _defines_grade(code):
-            return None  # a file of `python` predicate functions only: the contract decides
+        if need_grade and not _defines_grade(code):
+            return None
         return code, "native"
     return None
 
@@ -333,7 +334,7 @@ async def run_python_predicate(task: Task, workspace: Path, function: str | None
     """Contract predicate `python`: the checks code's `function(artifact_path)`, sandboxed."""
     if not function:
         return False, "python predicate needs a function name"
-    src = _checks_source(task)
+    src = _checks_source(task, need_grade=False)
     if src is None:
         return False, "python predicate needs the task's checks file"
     result = await _run_sandboxed(src[0], "predicate", workspace,

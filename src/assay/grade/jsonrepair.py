@@ -11,58 +11,9 @@ FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
 SMART = str.maketrans({"“": '"', "”": '"', "„": '"', "‘": "'", "’": "'", "，": ",", "：": ":"})
 
 
-def _close(text: str) -> str:
-    """Close brackets and strings left open by a truncated reply."""
-    stack: list[str] = []
-    in_str = False
-    esc = False
-    last_complete = 0
-    for i, ch in enumerate(text):
-        if in_str:
-            if esc:
-                esc = False
-            elif ch == "\\":
-                esc = True
-            elif ch == '"':
-                in_str = False
-            continue
-        if ch == '"':
-            in_str = True
-        elif ch in "[{":
-            stack.append("]" if ch == "[" else "}")
-        elif ch in "]}":
-            if stack:
-                stack.pop()
-            if len(stack) <= 1:
-                last_complete = i + 1
-    if not stack and not in_str:
-        return text
-    # Drop a dangling partial element, then close what is open.
-    cut = text[:last_complete] if last_complete else text
-    stack = []
-    in_str = False
-    esc = False
-    for ch in cut:
-        if in_str:
-            if esc:
-                esc = False
-            elif ch == "\\":
-                esc = True
-            elif ch == '"':
-                in_str = False
-            continue
-        if ch == '"':
-            in_str = True
-        elif ch in "[{":
-            stack.append("]" if ch == "[" else "}")
-        elif ch in "]}" and stack:
-            stack.pop()
-    cut = re.sub(r",\s*$", "", cut.rstrip())
-    return cut + ("" if not in_str else '"') + "".join(reversed(stack))
-
-
 def _parse_basic(text: str) -> Any:
-    """The plain fallback: first JSON value after fences and quote repair."""
+    """The plain fallback: the first JSON value after fence and quote repair (truncation is
+    handled by `parse_lenient`'s own repair before this is tried)."""
     if text is None:
         raise ValueError("empty reply")
     candidates = [m.group(1) for m in FENCE.finditer(text)] + [text]
@@ -72,7 +23,7 @@ def _parse_basic(text: str) -> Any:
         if start == -1:
             continue
         s = s[start:]
-        for attempt in (s, _strip_trailing(s), _close(_strip_trailing(s))):
+        for attempt in (s, _strip_trailing(s)):
             try:
                 return json.loads(attempt)
             except json.JSONDecodeError:
