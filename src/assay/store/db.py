@@ -110,7 +110,7 @@ class Store:
             cur = dbapi_conn.cursor()
             cur.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             if not memory:
-                cur.execute("PRAGMA journal_mode = WAL")
+                _enable_wal(cur)
             cur.execute("PRAGMA synchronous = NORMAL")
             cur.execute("PRAGMA foreign_keys = ON")
             cur.close()
@@ -371,3 +371,23 @@ class Store:
 def open_store(url: str | None = None) -> Store:
     """Open (creating and migrating if needed) the store at ``url`` or the default one."""
     return Store(url or default_store_url())
+
+
+def _enable_wal(cur: Any, attempts: int = 50) -> None:
+    """Switch to WAL. Changing the journal mode needs a moment with no other connection in a
+    transaction, and SQLite answers "locked" at once rather than waiting (busy_timeout does
+    not apply), so several processes opening one new store at once retry here."""
+    import sqlite3
+    import time
+
+    for i in range(attempts):
+        try:
+            (mode,) = cur.execute("PRAGMA journal_mode").fetchone()
+            if str(mode).lower() == "wal":
+                return
+            cur.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or i == attempts - 1:
+                raise
+            time.sleep(0.02 * (i + 1))
