@@ -151,3 +151,23 @@ def test_bad_assay_toml(tmp_path: Path) -> None:
     (tmp_path / "assay.toml").write_text('[models.x]\nprovider = "openai"\nmodel = "m"\ncolour = 1\n')
     r = assay("run", str(folder), cwd=tmp_path)
     _check_refused(r, tmp_path, "assay.toml", "models.x.colour", "unknown field")
+
+
+def test_model_and_script_agents_refuse_without_bubblewrap(tmp_path: Path) -> None:
+    """No bwrap on PATH: script/model agents are refused up front unless --unsafe-no-sandbox,
+    which is then recorded on every run (sandbox: none)."""
+    import json
+    import os
+
+    os.chmod(tmp_path, 0o711)
+    folder = write_task(tmp_path / "tasks" / "ok", _with(BASE, execution="multi-step-with-tools", answer_path=None))
+    script = tmp_path / "s.jsonl"
+    script.write_text(json.dumps({"tool": "write_file", "args": {"path": "answer.txt", "content": "hi"}}) + "\n")
+    no_bwrap = {"PATH": str(tmp_path / "empty-bin")}
+    r = assay("run", str(folder), "--agent", f"script:{script}", cwd=tmp_path, env=no_bwrap)
+    _check_refused(r, tmp_path, "bubblewrap is not installed", "--unsafe-no-sandbox")
+    r = assay("run", str(folder), "--agent", f"script:{script}", "--unsafe-no-sandbox", "-q",
+              "--json", "r.json", cwd=tmp_path, env=no_bwrap)
+    assert r.returncode == 0, r.stderr
+    (run,) = json.loads((tmp_path / "r.json").read_text())["runs"]
+    assert run["sandbox"] == "none" and run["passed"] is True

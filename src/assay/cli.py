@@ -64,6 +64,8 @@ def run(
     max_usd: Annotated[float, typer.Option(help="model spend per run, USD")] = 8.0,
     search: Annotated[str, typer.Option(help="off|native|local")] = "off",
     unsafe_no_sandbox: Annotated[bool, typer.Option("--unsafe-no-sandbox", help="run model/script agents without bubblewrap (recorded on every run)")] = False,
+    routing: Annotated[str | None, typer.Option(help="stakeholder routing for scenarios: regex|lexical|embedding|llm (default: each scenario's own matcher; `llm` without --router-model falls back to lexical)")] = None,
+    router_model: Annotated[str | None, typer.Option("--router-model", help="model spec that routes questions and judges gates when routing is llm")] = None,
     gateway_model: Annotated[str | None, typer.Option("--gateway-model", help="OpenAI-compatible model (spec or assay.toml alias) behind scenarios' company LLM gateway (default: ASSAY_GATEWAY_MODEL)")] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="write the report JSON here")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar")] = False,
@@ -75,7 +77,8 @@ def run(
                      concurrency=concurrency, campaign=campaign, store=store, judges=judge or [],
                      judge_mode=judge_mode, judge_repeats=judge_repeats, values=values, task_ids=task or [], tasks_from=tasks_from,
                      max_turns=max_turns, max_minutes=max_minutes, max_usd=max_usd, search=search,
-                     unsafe_no_sandbox=unsafe_no_sandbox, gateway_model=gateway_model)
+                     unsafe_no_sandbox=unsafe_no_sandbox, gateway_model=gateway_model, routing=routing,
+                     router_model=router_model)
     try:
         prepared = prepare_campaign(req)
     except InputError as e:

