@@ -55,3 +55,18 @@ def test_pareto_fronts_and_modality_pools() -> None:
     strong = next(a for a in rep["agents"] if a["agent"] == "strong")
     assert strong["contract"]["modalities"] == {"text": 0.9, "multimodal": 0.9}
     assert strong["contract"]["cells"] == {"text/single-step": 0.9, "multimodal/single-step": 0.9}
+
+
+def test_healthbench_scores_stay_unclipped_per_run_and_the_mean_is_clipped() -> None:
+    def rec(task: str, score: float) -> RunRecord:
+        key = RunKey(campaign="c", task_id=task, task_hash="h", agent="a", level=None, epoch=1, options_hash="o")
+        return RunRecord(run_id=task, key=key, kinds=["rubric"], harness_version="t", status="done",
+                         end_reason="finished", score=score, passed=score >= 0.7,
+                         grade={"expert_score": score, "scoring": "unclipped_mean", "tags": {}, "na": 0,
+                                "items": []})
+
+    rep = build_report("c", [rec("p1", -0.8), rec("p2", 0.3)])
+    assert [r["score"] for r in rep["runs"]] == [-0.8, 0.3]
+    assert rep["agents"][0]["rubric"]["expert_score"] == 0.0  # mean -0.25, clipped
+    rep = build_report("c", [rec("p1", 0.9), rec("p2", 1.4)])
+    assert rep["agents"][0]["rubric"]["expert_score"] == 1.0

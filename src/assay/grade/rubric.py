@@ -62,6 +62,7 @@ def score_items(task: Task, verdicts: dict[str, ItemVerdict]) -> dict[str, Any]:
     tags = metrics.tag_scores(tag_rows)
     return {
         "expert_score": score,
+        "scoring": task.rubric.scoring,
         "tags": tags,
         "na": sum(1 for v in verdicts.values() if v.na),
         "items": [

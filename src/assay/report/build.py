@@ -141,8 +141,12 @@ def agent_summary(agent: str, runs: list[RunRecord], labels: list[dict[str, Any]
                 if v is not None:
                     tag_vals[tag].append(v)
         es = [r.grade["expert_score"] for r in rubric]
+        # HealthBench keeps each example's score unclipped (it may be negative) and clips
+        # only the mean; OneMillion-Bench clips every task's score (already in [0, 1]).
+        mean_es = metrics.clipped_mean(es) if any(r.grade.get("scoring") == "unclipped_mean" for r in rubric) \
+            else _mean(es)
         summary["rubric"] = {
-            "expert_score": _mean(es), "ci95": _ci(es),
+            "expert_score": mean_es, "ci95": _ci(es),
             "pass_rate": _mean([1.0 if r.grade["expert_score"] >= 0.7 else 0.0 for r in rubric]),
             "tags": {t: _mean(tag_vals.get(t, [])) for t in ("FI", "AR", "IF", "SF")},
             "na": sum(int(r.grade.get("na", 0)) for r in rubric),
