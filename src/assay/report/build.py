@@ -124,7 +124,9 @@ def agent_summary(agent: str, runs: list[RunRecord], labels: list[dict[str, Any]
     summary: dict[str, Any] = {
         "agent": agent, "runs": len(runs), "void": len(runs) - len(done),
         "pass_rate": _mean([1.0 if r.passed else 0.0 for r in scored]),
-        "mean_score": _mean([r.score for r in scored]),  # type: ignore[misc]
+        # Scenario scores are floored at -1 for averaging only (FDE-Gym), as in mean_s.
+        "mean_score": _mean([max(r.score, -1.0) if "scenario" in r.kinds else r.score  # type: ignore[misc,type-var]
+                             for r in scored]),
         "economic_value": econ,
         "cost_usd": None if any(c is None for c in costs) else sum(c or 0.0 for c in costs),
         "judge_cost_usd": (None if any(r.judge_usage.cost_usd is None for r in runs)
