@@ -190,7 +190,9 @@ async def execute_run(planned: PlannedRun, ctx: RunContext, attempt: int = 1) ->
         record = _record(planned, ctx, run_id, attempt, outcome, score, passed, grade, judge_usage,
                          void_reason, agent, sandbox, started_wall, time.monotonic() - t0, run_dir)
         if outcome.end_reason != "interrupted":
-            ctx.store.save_run(record, transcript.events)
+            # Blocking database I/O goes off the event loop so other runs' model calls go on;
+            # the save is one transaction, finished by its thread even if this task is cancelled.
+            await asyncio.to_thread(ctx.store.save_run, record, transcript.events)
         elif run_dir is not None:
             shutil.rmtree(run_dir, ignore_errors=True)
     return record
