@@ -21,6 +21,7 @@ import json
 import threading
 import time
 import uuid
+from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -170,7 +171,7 @@ class _HTTPServer(ThreadingHTTPServer):
         super().handle_error(request, client_address)
 
 
-class FakeServer:
+class FakeServer(ABC):
     """Base of the fake provider servers. Subclasses define the wire format."""
 
     name = "fake"
@@ -297,9 +298,9 @@ class FakeServer:
         """Raise BadRequest for requests the provider rejects; return the images found."""
         return []
 
+    @abstractmethod
     def render(self, path: str, body: Any, spec: Reply) -> tuple[dict[str, Any], int, int, int]:
         """(response JSON, prompt tokens incl. cached, cached tokens, completion tokens)."""
-        raise NotImplementedError
 
     def error_body(self, status: int, message: str) -> dict[str, Any]:
         return {"error": {"message": message, "type": "error", "code": status}}
