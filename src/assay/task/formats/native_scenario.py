@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from assay.errors import InputError
 from assay.task.formats.fdegym import PLACEHOLDER, _folder_digest, _has_cjk, render
+from assay.task.formats.native import WorkspaceEntryFile
 from assay.task.formats.yamlio import read_text
 from assay.task.model import LEVELS, TOOL_NAMES, Budget, PolicySpec, Task, Value, WorkspaceFile
 from assay.task.validation import check_relative_path, pydantic_to_input_error, validate_task
@@ -110,12 +111,6 @@ class ScenarioBlock(_F):
     llm: bool = False
     services: list[ServiceFile] = Field(default_factory=list)
     budgets: BudgetsFile = Field(default_factory=BudgetsFile)
-
-
-class WorkspaceEntryFile(_F):
-    path: str
-    source: str | None = None
-    content: str | None = None
 
 
 class NativeScenarioFile(_F):
