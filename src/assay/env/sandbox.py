@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import fcntl
 import functools
 import grp
@@ -253,6 +254,10 @@ def release_uid(uid: int) -> None:
 # --------------------------------------------------------------------------- the sandbox
 
 
+PR_SET_PDEATHSIG = 1
+_LIBC = ctypes.CDLL(None, use_errno=True)
+
+
 def _rlimits(limits: Limits, nproc: bool) -> Callable[[], None]:
     """preexec_fn: runs in the child after the uid switch, right before exec."""
     wanted = [(resource.RLIMIT_CPU, limits.cpu_seconds, limits.cpu_seconds + 5),
@@ -262,12 +267,20 @@ def _rlimits(limits: Limits, nproc: bool) -> Callable[[], None]:
     if nproc:
         wanted.append((resource.RLIMIT_NPROC, limits.nproc, limits.nproc))
 
+    parent = os.getpid()
+
     def apply() -> None:
         for res, soft, hard in wanted:
             _cur_soft, cur_hard = resource.getrlimit(res)
             if cur_hard != resource.RLIM_INFINITY:
                 hard = min(hard, cur_hard)
             resource.setrlimit(res, (min(soft, hard), hard))
+        # Die with the harness even if it is killed before bwrap's own --die-with-parent is
+        # in force (a kill -9 between fork and bwrap's prctl left a bwrap waiting forever).
+        # Set after the uid switch (which clears it); it survives exec of a non-setuid bwrap.
+        _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(1)
 
     return apply
 
