@@ -24,11 +24,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from assay.env.ask_client import install_clients
-from assay.env.ledger import Ledger
-from assay.env.routing import EmbeddingRouter, LexicalRouter, RegexRouter, Router
-from assay.env.stakeholder_server import StakeholderServer
-from assay.env.stakeholders import StakeholderWorld, load_npcs
+from assay.people.server import install_clients
+from assay.people.ledger import Ledger
+from assay.people.routing import EmbeddingRouter, LexicalRouter, RegexRouter, Router
+from assay.people.server import StakeholderServer
+from assay.people.world import StakeholderWorld
+from assay.task.people import load_npcs
 
 TOPICS = [
     ("refund_cap", "Why the automatic refund threshold is 500 euros and who decided it", r"refund.*(cap|limit|threshold)"),

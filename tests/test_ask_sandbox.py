@@ -16,11 +16,12 @@ from typing import Any
 
 import pytest
 
-from assay.env.ask_client import ASK_SCRIPT, PILOT_SCRIPT, install_clients
-from assay.env.ledger import Ledger
-from assay.env.routing import LexicalRouter
-from assay.env.stakeholder_server import MAX_REQUEST_BYTES, StakeholderServer
-from assay.env.stakeholders import StakeholderWorld, load_npcs
+from assay.people.server import ASK_SCRIPT, PILOT_SCRIPT, install_clients
+from assay.people.ledger import Ledger
+from assay.people.routing import LexicalRouter
+from assay.people.server import MAX_REQUEST_BYTES, StakeholderServer
+from assay.people.world import StakeholderWorld
+from assay.task.people import load_npcs
 
 FIXTURE = Path(__file__).parent / "fixtures" / "npcs" / "npcs.json"
 PARAMS = {"cap": "500", "alice_patience": 6}
@@ -92,7 +93,7 @@ async def test_protocol_ops(server: StakeholderServer) -> None:
     assert p["ok"] and "Trial day 1" in p["text"]
     bad_day = await request(sock, {"op": "pilot", "day": 1})
     assert not bad_day["ok"] and "day 2" in bad_day["error"]
-    assert server.world.summary()["facts_obtained"] == ["F_board_meeting", "F_pilot_1", "F_threshold_500"]
+    assert server.world.summary().facts_obtained == ["F_board_meeting", "F_pilot_1", "F_threshold_500"]
 
 
 @pytest.mark.parametrize(("payload", "error"), [
@@ -264,7 +265,7 @@ async def test_bin_ask_inside_the_sandbox(base: Path) -> None:
         assert "ask.sock" in r.output and "rc=1" in r.output and "ledger" not in r.output
         assert world.ledger.verify(ws / "logs" / "ask.jsonl") == []
         s = world.summary()
-        assert s["questions_asked"] == 1 and "F_threshold_500" in s["facts_obtained"]
+        assert s.questions_asked == 1 and "F_threshold_500" in s.facts_obtained
         assert [e["to"] for e in world.ledger.entries] == ["alice", "wait", "inbox", "pilot"]
         # tampering from inside is caught
         r = await sb.run("sed -i 's/F_threshold_500/F_other/' logs/ask.jsonl; echo done", timeout_s=60)

@@ -12,14 +12,13 @@ from typing import Any
 
 import pytest
 
-from assay.agent.spec import AgentFactory
 from assay.config import Config
 from assay.env.sandbox import bwrap_available
 from assay.grade.audit import audit_run, collect_evidence, judge_credit, meta_judge_prompt
 from assay.grade.grader import GradeInput, grade_run
 from assay.grade.judge import Judge
 from assay.grade.rubric import ItemVerdict, score_items
-from assay.record import Event, UsageCost
+from assay.record import Event, Grade, UsageCost, event_from_wire
 from assay.task.model import TOOL_NAMES, Budget, GradingSpec, Predicate, Rubric, RubricItem, Task
 from tests.fakes import reply
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -29,7 +28,7 @@ from tests.helpers import assay, model_alias, report, write_task
 
 
 def ev(seq: int, kind: str, **data: Any) -> Event:
-    return Event(seq=seq, t=float(seq), kind=kind, data=data)
+    return event_from_wire(seq=seq, t=float(seq), kind=kind, data=data)
 
 
 def tool(seq: int, name: str, args: dict[str, Any], output: str = "ok") -> list[Event]:
@@ -61,7 +60,9 @@ def gi(task: Task, ws: Path | None, events: list[Event], final: str = "Done.", *
 
 async def audit(inp: GradeInput, grade: dict[str, Any], score: float | None = 1.0
                 ) -> tuple[float | None, dict[str, Any], UsageCost]:
-    return await audit_run(inp, grade, score, UsageCost(input_tokens=10, output_tokens=5, cost_usd=0.001))
+    s, a, u = await audit_run(inp, Grade.from_flat(grade, inp.task.kinds), score,
+                              UsageCost(input_tokens=10, output_tokens=5, cost_usd=0.001))
+    return s, a.model_dump(mode="json"), u
 
 
 def rules(a: dict[str, Any]) -> list[str]:
@@ -92,7 +93,7 @@ def server() -> Iterator[FakeOpenAIServer]:
 async def judge(server: FakeOpenAIServer) -> AsyncIterator[Judge]:
     config = Config.model_validate({"models": {"fakejudge": {
         "provider": "openai", "model": "j", "base_url": server.url, "max_retries": 0, "retry_base_delay": 0.01}}})
-    j = Judge([AgentFactory("fakejudge", config)])
+    j = Judge.from_specs(["fakejudge"], config)
     yield j
     await j.aclose()
 
@@ -122,7 +123,7 @@ async def test_machine_graded_and_zero_scores_are_not_audited(ws: Path) -> None:
     hybrid = contract_task(type_="hybrid")
     assert hybrid.grading is not None
     hybrid.grading.weight_judge = 0.0
-    assert judge_credit(hybrid, judge_grade()) is None
+    assert judge_credit(hybrid, Grade.from_flat(judge_grade(), hybrid.kinds)) is None
 
 
 # --------------------------------------------------------------------------- hard rules
@@ -264,7 +265,7 @@ def rubric_grade(task: Task, hits: dict[str, bool], reasons: dict[str, str] | No
     verdicts = {it.id: ItemVerdict(id=it.id, weight=it.weight, tag=it.tag, hit=hits[it.id], check=False,
                                    reason=f"{(reasons or {}).get(it.id, 'ok')} (votes 1 met / 0 not met)")
                 for it in task.rubric.items}
-    return score_items(task, verdicts)
+    return score_items(task, verdicts).model_dump(mode="json")
 
 
 async def test_rubric_number_claim_flags_and_keeps(ws: Path) -> None:
@@ -378,9 +379,9 @@ def test_meta_judge_prompt_clips_artifacts(ws: Path) -> None:
     events = worked(ws, "x" * 5000)
     inp = gi(task, ws, events, "Done.")
     evidence = collect_evidence(task, ws, events, "Done.")
-    credit = judge_credit(task, judge_grade())
+    credit = judge_credit(task, Grade.from_flat(judge_grade(), task.kinds))
     assert credit is not None
-    prompt = meta_judge_prompt(inp, judge_grade(), credit, evidence, [], 1.0)
+    prompt = meta_judge_prompt(inp, Grade.from_flat(judge_grade(), task.kinds), credit, evidence, [], 1.0)
     assert "### out.csv\n" + "x" * 3000 + "\n[... truncated]" in prompt
 
 
@@ -395,9 +396,9 @@ async def test_grade_run_applies_the_audit(ws: Path, server: FakeOpenAIServer, j
     events = worked(ws)
     out = await grade_run(gi(task, ws, events, "I wrote out.csv and ran pytest.", judge=judge))
     assert out.score == 0.0 and out.passed is False
-    a = out.grade["audit"]
+    a = out.grade.flat()["audit"]
     assert a["pre_audit_score"] == 1.0 and a["removed"] == 1 and rules(a) == ["phantom_claim"]
-    assert out.grade["judge"]["total"] == 1.0  # the original verdict is kept
+    assert out.grade.flat()["judge"]["total"] == 1.0  # the original verdict is kept
     assert out.judge_usage.input_tokens == 300 and out.judge_usage.output_tokens == 17
 
 
@@ -407,7 +408,7 @@ async def test_grade_run_keeps_a_supported_judge_positive(ws: Path, server: Fake
     task = contract_task()
     out = await grade_run(gi(task, ws, worked(ws), "The total 1234.5 is in out.csv.", judge=judge))
     assert out.score == pytest.approx(0.9) and out.passed is True
-    assert out.grade["audit"] == {"flags": [], "removed": 0, "pre_audit_score": pytest.approx(0.9), "audited": True}
+    assert out.grade.flat()["audit"] == {"flags": [], "removed": 0, "pre_audit_score": pytest.approx(0.9), "audited": True}
     assert len(server.requests) == 1  # no flags: no meta-judge call
 
 

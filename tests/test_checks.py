@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from assay.grade.checks import count_words, evaluate_check, find_headings, parse_numbers
+from assay.grade.checks import count_words, evaluate_check, find_headings
+from assay.grade.numbers import parse_numbers
 from assay.task.model import MachineCheck
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -10,17 +11,16 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from assay.agent.spec import AgentFactory
 from assay.config import Config
 from assay.env.sandbox import bwrap_available
 from assay.errors import GraderError
-from assay.grade import contract_grading as cg
 from assay.grade.contract import check_contract
+from assay.grade.contract_grading import grade_contract as _grade_contract
 from assay.grade.contract_grading import (
-    grade_contract,
     make_python_check,
     parse_judge_reply,
     run_checks,
@@ -28,7 +28,7 @@ from assay.grade.contract_grading import (
 )
 from assay.grade.grader import GradeInput, grade_run
 from assay.grade.judge import Judge
-from assay.record import Event
+from assay.record import ContractGrade, Event, event_from_wire
 from assay.task.formats.darebench import read_darebench
 from assay.task.model import TOOL_NAMES, GradingSpec, Predicate, Task
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -43,7 +43,15 @@ TASKS = Path(__file__).resolve().parent / "fixtures" / "darebench" / "tasks"
 
 
 def ev(seq: int, kind: str, **data: object) -> Event:
-    return Event(seq=seq, t=float(seq), kind=kind, data=data)
+    return event_from_wire(seq=seq, t=float(seq), kind=kind, data=data)
+
+
+async def grade_contract(inp: GradeInput, grade: dict[str, Any]) -> Any:
+    """The contract grader on SPEC's flat grade fields (filled in place, as the report shows them)."""
+    typed = ContractGrade.model_validate(grade)
+    res = await _grade_contract(inp, typed)
+    grade.update(typed.model_dump(mode="json"))
+    return res
 
 
 def run_events(final: str = "94") -> list[Event]:
@@ -74,7 +82,7 @@ def workspace() -> Iterator[Path]:
 
 @pytest.fixture
 def short_timeout(monkeypatch: pytest.MonkeyPatch) -> float:
-    monkeypatch.setattr(cg, "CHECK_TIMEOUT_S", 3.0)
+    monkeypatch.setenv("ASSAY_CHECK_TIMEOUT_S", "3")
     return 3.0
 
 
@@ -88,7 +96,7 @@ def server() -> Iterator[FakeOpenAIServer]:
 async def judge(server: FakeOpenAIServer) -> AsyncIterator[Judge]:
     config = Config.model_validate({"models": {"fakejudge": {"provider": "openai", "model": "judge-1",
                                                              "base_url": server.url, "max_retries": 0}}})
-    j = Judge([AgentFactory("fakejudge", config)])
+    j = Judge.from_specs(["fakejudge"], config)
     yield j
     await j.aclose()
 
@@ -284,14 +292,14 @@ def test_python_predicate(workspace: Path, tmp_path: Path) -> None:
                 contract=[Predicate(path="r.json", predicate="python", function="valid_report")],
                 grading=GradingSpec(type="automated", checks_file=checks))
     (workspace / "r.json").write_text('{"total": 3}')
-    sat, results = check_contract(workspace, task.contract, make_python_check(task, workspace))
+    sat, results = asyncio.run(check_contract(workspace, task.contract, make_python_check(task, workspace)))
     assert sat and results[0].reason == "total is 3"
     (workspace / "r.json").write_text('{"total": 4}')
-    sat, results = check_contract(workspace, task.contract, make_python_check(task, workspace))
+    sat, results = asyncio.run(check_contract(workspace, task.contract, make_python_check(task, workspace)))
     assert not sat and results[0].reason == "total is 4"
     hang = [Predicate(path="r.json", predicate="python", function="hang")]
     with pytest.raises(GraderError, match="timed out"):
-        check_contract(workspace, hang, make_python_check(task, workspace, timeout_s=2))
+        asyncio.run(check_contract(workspace, hang, make_python_check(task, workspace, timeout_s=2)))
 
 
 # --------------------------------------------------------------------------- judge reply parsing
@@ -428,13 +436,13 @@ async def test_grade_run_agentvista_end_to_end(server: FakeOpenAIServer, judge: 
     server.script('{"scores": {"answer_correctness": 1.0}, "total": 1.0, "notes": "blue"}')
     (workspace / "answer.txt").write_text("blue")
     out = await grade_run(grade_input(task, workspace, final="done", judge=judge))
-    assert out.grade["sat"] is True
-    assert out.grade["predicates"][0]["path"] == "answer.txt" and out.grade["predicates"][0]["ok"]
-    assert out.grade["checks"] == {"answer_written": 1.0}
+    assert out.grade.flat()["sat"] is True
+    assert out.grade.flat()["predicates"][0]["path"] == "answer.txt" and out.grade.flat()["predicates"][0]["ok"]
+    assert out.grade.flat()["checks"] == {"answer_written": 1.0}
     assert out.score == pytest.approx(1.0) and out.passed
     # Without answer.txt the (non-required) contract does not zero the score; checks and judge decide.
     (workspace / "answer.txt").unlink()
     server.script('{"scores": {"answer_correctness": 1.0}, "total": 1.0, "notes": "said blue"}')
     out = await grade_run(grade_input(task, workspace, final="blue", judge=judge))
-    assert out.grade["sat"] is True and not out.grade["predicates"][0]["ok"]
+    assert out.grade.flat()["sat"] is True and not out.grade.flat()["predicates"][0]["ok"]
     assert out.score == pytest.approx(0.8)

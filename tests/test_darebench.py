@@ -12,7 +12,6 @@ import pytest
 
 from assay.errors import InputError
 from assay.task import discover as discover_mod
-from assay.task.formats import darebench
 from assay.task.formats.darebench import CELL_MAP_TABLE1, CELL_MAP_TABLE9, read_darebench
 from assay.task.model import TOOL_NAMES
 
@@ -140,15 +139,15 @@ def test_cell_tables_and_env_switch(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         {k: v for k, v in CELL_MAP_TABLE1.items() if k not in ("charxiv", "hle")}
     assert len(CELL_MAP_TABLE1) == 22
     f = _write(tmp_path, "task_charxiv_03.md", "id: task_charxiv_03\ngrading_type: automated\n")
-    monkeypatch.setattr(darebench, "CELLS", "table1")
+    monkeypatch.setenv("ASSAY_DAREBENCH_CELLS", "table1")
     assert (read_darebench(f)[0].modality, read_darebench(f)[0].execution) == ("multimodal", "single-step")
-    monkeypatch.setattr(darebench, "CELLS", "table9")
+    monkeypatch.setenv("ASSAY_DAREBENCH_CELLS", "table9")
     assert read_darebench(f)[0].execution == "multi-step"
-    monkeypatch.setattr(darebench, "CELLS", "table7")
+    monkeypatch.setenv("ASSAY_DAREBENCH_CELLS", "table7")
     with pytest.raises(InputError, match="ASSAY_DAREBENCH_CELLS"):
         read_darebench(f)
-    # The module reads the setting from the environment at import.
-    out = subprocess.run([sys.executable, "-c", "from assay.task.formats import darebench as d; print(d.CELLS)"],
+    # The setting is read from the environment (assay.config.settings), also in a fresh process.
+    out = subprocess.run([sys.executable, "-c", "from assay.config import settings; print(settings().darebench_cells)"],
                          env={**os.environ, "ASSAY_DAREBENCH_CELLS": "table9"}, capture_output=True, text=True)
     assert out.stdout.strip() == "table9"
 

@@ -10,7 +10,7 @@ import pytest
 
 from assay.errors import InputError
 from assay.scenario.rules import rules_text
-from assay.scenario.session import probe_flags
+from assay.grade.kpi import probe_flags
 from assay.task.discover import discover
 from assay.task.formats.fdegym import read_case
 from tests.helpers import REPO, assay
@@ -38,8 +38,8 @@ def test_round_trip_tiny_case() -> None:
     assert "must return 7" in base.briefs["L0"] and "Ann" in base.briefs["L3"]
     assert "must return 3" in alt.briefs["L0"] and "Bo" in alt.briefs["L3"]
     assert all("{{" not in b for t in tasks for b in t.briefs.values())
-    sc, sa = base.scenario, alt.scenario
-    assert sc is not None and sa is not None
+    assert base.scenario is not None and alt.scenario is not None
+    sc, sa = base.scenario.model_dump(mode="json"), alt.scenario.model_dump(mode="json")
     assert sc["variant"] == "base" and sc["params"]["target"] == 7
     assert sc["right_here"] is False and sa["right_here"] is True
     assert sc["kpi_baseline"] is None and sc["kpi_oracle"] is None
@@ -64,8 +64,8 @@ def test_round_trip_tiny_case() -> None:
 def test_one_argument_case_without_variants() -> None:
     (t,) = read_case(FIX / "tiny-onearg")
     assert t.id == "tiny-onearg/base"
-    assert t.scenario is not None and t.scenario["variant"] == "base" and t.scenario["params"] == {}
-    assert t.scenario["engagement"]["rules"] == "v1" and t.scenario["has_pilot"] is False
+    assert t.scenario is not None and t.scenario.variant == "base" and t.scenario.params == {}
+    assert t.scenario.engagement.rules == "v1" and t.scenario.has_pilot is False
     assert set(t.policies) == {"reference"}
     assert t.levels == ["L0", "L3"]
 

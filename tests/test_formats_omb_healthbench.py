@@ -16,7 +16,7 @@ from assay.task.discover import discover
 from assay.task.formats.healthbench import read_healthbench
 from assay.task.formats.omb import read_omb
 from assay.task.formats.values import apply_found_value_tables
-from assay.task.hashing import compute_hash
+from assay.task.hashing import content_hash
 
 FIX = Path(__file__).parent / "fixtures"
 OMB = FIX / "omb"
@@ -49,7 +49,7 @@ def test_single_object_with_aliases():
     assert items[1].human_labels == {"response_1_human_score_1": False, "response_2_human_score_1": True}
     assert items[4].human_labels == {"response_1_human_score_1": True, "response_2_human_score_1": False}
     assert items[2].human_labels == {}
-    assert t.content_hash == compute_hash(t) and len(t.content_hash) == 16
+    assert t.content_hash == content_hash(t) and len(t.content_hash) == 16
 
 
 def test_upstream_results_stay_out_of_the_hash(tmp_path):
@@ -126,7 +126,7 @@ def test_healthbench_mapping():
         assert t.source == "healthbench" and t.execution == "single-step" and t.tools == []
         assert t.rubric.scoring == "unclipped_mean"
         assert all(i.tag is None for i in t.rubric.items)
-        assert t.content_hash == compute_hash(t)
+        assert t.content_hash == content_hash(t)
     assert a.prompt.startswith("My father suddenly")
     assert a.messages == [{"role": "user", "content": a.prompt}]
     assert [i.id for i in a.rubric.items] == ["1", "2", "3", "4"]

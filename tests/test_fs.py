@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from assay.env import fs
+from assay import fs
 
 SECRET = "TOPSECRET-fs-77"
 

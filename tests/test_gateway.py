@@ -17,10 +17,10 @@ from typing import Any
 import httpx
 import pytest
 
-from assay.agent.prices import Price
-from assay.env.forwarder import FORWARDER_SCRIPT, install_forwarder, wrap_command
-from assay.env.gateway import Budget, LLMGateway
-from assay.env.llm_client_template import LLM_CLIENT_PY, install_llm_client
+from assay.llm.prices import Price
+from assay.env.net.forwarder import FORWARDER_SCRIPT, install_forwarder, wrap_command
+from assay.env.net.gateway import Budget, LLMGateway
+from assay.env.net.llm_client import LLM_CLIENT_PY, install_llm_client
 from tests.fakes import fault, malformed, reply
 from tests.fakes.openai_server import FakeOpenAIServer
 
@@ -399,7 +399,7 @@ async def test_llm_client_inside_the_sandbox(make_gw: Callable[..., Any], fake: 
 
 def test_resolve_upstream(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from assay.config import Config, ModelAlias, PriceConfig
-    from assay.env.gateway import gateway_model_spec, resolve_upstream
+    from assay.env.net.gateway import gateway_model_spec, resolve_upstream
     from assay.errors import InputError
 
     cfg = Config(models={
@@ -422,7 +422,7 @@ def test_resolve_upstream(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
 
 async def test_relays_on_the_host(tmp_path: Path) -> None:
     """unix -> tcp (a service's relay) and tcp -> unix (the gateway without a sandbox)."""
-    from assay.env.relay import Relay
+    from assay.env.net.relay import Relay
 
     async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         data = await reader.read(100)
@@ -457,7 +457,7 @@ async def test_relays_on_the_host(tmp_path: Path) -> None:
 async def test_sandbox_command_wrapper_reaches_a_host_service(base: Path) -> None:
     """Sandbox(command_wrapper=...) wraps every command (argv ones too, as policy scripts run):
     a host TCP service, relayed to a socket in /run/assay, answers on 127.0.0.1:8002 inside."""
-    from assay.env.relay import Relay
+    from assay.env.net.relay import Relay
     from assay.env.sandbox import Sandbox
 
     async def hello(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -490,7 +490,7 @@ async def test_sandbox_command_wrapper_reaches_a_host_service(base: Path) -> Non
 
 
 def test_gateway_model_is_in_the_options_hash_only_when_set() -> None:
-    from assay.campaign.plan import CampaignOptions
+    from assay.campaign.options import RunOptions as CampaignOptions
 
     assert "gateway_model" not in CampaignOptions().result_options()
     assert CampaignOptions(gateway_model="gw").result_options()["gateway_model"] == "gw"

@@ -12,10 +12,9 @@ from typing import Any
 
 import pytest
 
-from assay.agent.spec import AgentFactory
 from assay.config import Config
 from assay.grade.grader import GradeInput, grade_run
-from assay.grade.jsonrepair import parse_lenient
+from assay.llm.jsonrepair import parse_lenient
 from assay.grade.judge import Judge, parse_batched, parse_item
 from assay.grade.rubric import score_items
 from assay.task.model import Rubric, RubricItem, Task
@@ -48,7 +47,7 @@ def make_judge(srv: FakeOpenAIServer, *models: str, mode: str = "batched", repea
                           "retry_base_delay": 0.01, **({"prices": prices} if prices else {})}
                       for m in models}}
     config = Config.model_validate(cfg)
-    return Judge([AgentFactory(m, config) for m in models], mode=mode, repeats=repeats, retries=retries)
+    return Judge.from_specs(list(models), config, mode=mode, repeats=repeats, retries=retries)
 
 
 def run(coro: Any) -> Any:
@@ -248,7 +247,7 @@ def test_garbage_after_retries_is_na_counted_zero_and_reported() -> None:
     assert all(v.na and v.hit is False for v in verdicts.values())
     assert info["na"] == 3 and info["agreement"] is None
     assert info["errors"] and all("unparseable" in e for e in info["errors"])
-    graded = score_items(task, verdicts)
+    graded = score_items(task, verdicts).model_dump()
     assert graded["na"] == 3 and graded["expert_score"] == 0.0
     assert all(row["na"] for row in graded["items"])
 
@@ -261,7 +260,7 @@ def test_na_items_count_zero_but_answered_items_count() -> None:
         verdicts, _, info = run(judge_once(make_judge(srv, retries=1), task, "x"))
     assert verdicts["dose"].hit is True and not verdicts["dose"].na
     assert verdicts["max"].na and verdicts["adult"].na and info["na"] == 2
-    graded = score_items(task, verdicts)
+    graded = score_items(task, verdicts).model_dump()
     assert graded["expert_score"] == pytest.approx(8 / 13) and graded["na"] == 2
 
 
@@ -340,7 +339,7 @@ def test_ties_fail_closed() -> None:
     assert verdicts["p"].hit is False  # no credit on a tie
     assert verdicts["n"].hit is True  # and no waived penalty
     assert info["agreement"] == 0.0
-    assert score_items(task, verdicts)["expert_score"] == 0.0
+    assert score_items(task, verdicts).expert_score == 0.0
 
 
 def test_per_item_repeats_vote_too() -> None:
@@ -435,7 +434,7 @@ def test_judge_usage_is_counted_and_kept_apart_from_the_agent() -> None:
     u = out.judge_usage
     assert u.input_tokens + u.cache_read_tokens == 3000 and u.output_tokens == 150
     assert u.cost_usd == pytest.approx((3000 * 2.0 + 150 * 8.0) / 1e6)
-    assert out.grade["judge_info"]["calls"] == 3 and out.grade["audit"]["flags"] == []
+    assert out.grade.flat()["judge_info"]["calls"] == 3 and out.grade.flat()["audit"]["flags"] == []
     assert out.score == pytest.approx(8 / 13)
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from assay.env.ledger import Ledger, canonical, line_mac
+from assay.people.ledger import Ledger, canonical, line_mac
 
 
 def rec(i: int, to: str = "alice") -> dict:

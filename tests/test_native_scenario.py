@@ -54,8 +54,8 @@ def test_round_trip_tiny_native() -> None:
     assert "must return 7" in base.briefs["L0"] and "Ann" in base.briefs["L3"] and "Ask Ann" in base.briefs["L1"]
     assert "must return 3" in alt.briefs["L0"] and "Bo" in alt.briefs["L3"]
     assert all("{{" not in b for t in tasks for b in t.briefs.values())
-    sc, sa = base.scenario, alt.scenario
-    assert sc is not None and sa is not None
+    assert base.scenario is not None and alt.scenario is not None
+    sc, sa = base.scenario.model_dump(mode="json"), alt.scenario.model_dump(mode="json")
     assert sc["format"] == "native" and Path(sc["case"]) == TINY.resolve()
     assert sc["variant"] == "base" and sc["params"] == {"target": 7, "who": "Ann"}
     assert sc["right_here"] is False and sa["right_here"] is True
@@ -83,23 +83,25 @@ def test_round_trip_tiny_native() -> None:
 
 
 def test_session_reads_the_named_files() -> None:
-    from assay.scenario.session import ScenarioSession
+    from assay.scenario.grading import case_context
+    from assay.scenario.lifecycle import ScenarioRun
 
     (base,) = select(discover([TINY]), ["tiny-native/base"])
-    s = ScenarioSession(base, None, Path("/nonexistent/run"), Path("/nonexistent/ws"))
+    s = ScenarioRun(base, None, Path("/nonexistent/run"), Path("/nonexistent/ws"))
     assert s.level == "L3"
-    assert s.case_file("build") == TINY.resolve() / "make_world.py"
-    assert s.case_file("grader") == TINY.resolve() / "score.py"
-    assert s.case_file("npcs") == TINY.resolve() / "people.json"
-    assert s.case_file("pilot") is None
-    ctx = s._ctx()
+    assert s.spec.case_file("build") == TINY.resolve() / "make_world.py"
+    assert s.spec.case_file("grader") == TINY.resolve() / "score.py"
+    assert s.spec.case_file("npcs") == TINY.resolve() / "people.json"
+    assert s.spec.case_file("pilot") is None
+    ctx = case_context(s.spec, s.level, s.run_dir, [])
     assert ctx["held_out"] == str(TINY.resolve() / "held_out")
     assert ctx["reference_solution"] == str(TINY.resolve() / "policies" / "fix.py")
     # an FDE-Gym case keeps its fixed layout and gets no held_out
     (fde,) = select(discover([REPO / "tests" / "fixtures" / "fdegym" / "tiny-case"]), ["tiny-case/base"])
-    f = ScenarioSession(fde, None, Path("/nonexistent/run"), Path("/nonexistent/ws"))
-    assert f.case_file("build") == f.case / "build_world.py" and f.case_file("grader") == f.case / "grader.py"
-    assert "held_out" not in f._ctx()
+    f = ScenarioRun(fde, None, Path("/nonexistent/run"), Path("/nonexistent/ws"))
+    assert f.spec.case_file("build") == f.spec.case / "build_world.py"
+    assert f.spec.case_file("grader") == f.spec.case / "grader.py"
+    assert "held_out" not in case_context(f.spec, f.level, f.run_dir, [])
 
 
 def test_variants_to_ids_and_selection(tmp_path: Path) -> None:
@@ -111,8 +113,8 @@ def test_variants_to_ids_and_selection(tmp_path: Path) -> None:
     (case / "task.yaml").write_text(yaml.safe_dump(spec))
     (case / "people.json").write_text('{"npcs": [{"id": "o", "name": "O", "role": "Owner", "fallback": "?"}]}')
     (t,) = discover([case])
-    assert t.id == "tiny-native/base" and t.scenario is not None and t.scenario["variant"] == "base"
-    assert t.scenario["params"] == {} and t.briefs["L3"] == "The answer looks off: read docs/notes.md"
+    assert t.id == "tiny-native/base" and t.scenario is not None and t.scenario.variant == "base"
+    assert t.scenario.params == {} and t.briefs["L3"] == "The answer looks off: read docs/notes.md"
     _edit(case, lambda s: s.update(id="renamed"))
     assert [t.id for t in discover([case])] == ["renamed/base"]
     tasks = discover([DEMO])
@@ -137,12 +139,12 @@ def test_demo_matches_the_fdegym_case() -> None:
         f = fde[name]
         assert t.scenario is not None and f.scenario is not None
         assert t.briefs == f.briefs
-        assert t.scenario["params"] == f.scenario["params"] and t.scenario["right_here"] == f.scenario["right_here"]
+        assert t.scenario.params == f.scenario.params and t.scenario.right_here == f.scenario.right_here
         for key in ("engagement", "key_facts", "framing", "matcher", "has_pilot"):
-            assert t.scenario[key] == f.scenario[key], key
+            assert getattr(t.scenario, key) == getattr(f.scenario, key), key
         assert set(t.policies) == set(f.policies)
-        assert t.scenario["held_out"] == "held_out" and t.scenario["baseline"] == "compute"
-        assert t.scenario["kpi_baseline"] is None  # computed by the grader
+        assert t.scenario.held_out == "held_out" and t.scenario.baseline == "compute"
+        assert t.scenario.kpi_baseline is None  # computed by the grader
 
 
 def test_hash_ignores_host_paths_and_follows_files(tmp_path: Path) -> None:

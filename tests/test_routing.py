@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from assay.agent.clients.base import ModelClient
-from assay.agent.messages import Message, ModelReply, ToolSpec
-from assay.env.routing import (
+from assay.llm.clients.base import ModelClient
+from assay.llm.messages import Message, ModelReply, ToolSpec
+from assay.people.routing import (
     EmbeddingRouter,
     LexicalRouter,
     LLMRouter,
@@ -22,7 +22,7 @@ from assay.env.routing import (
     make_router,
     terms,
 )
-from assay.env.stakeholders import Npc, NpcSpec, Topic
+from assay.task.people import Npc, NpcSpec, Topic
 
 OPS = Npc.model_validate({"id": "ops", "name": "Olga", "role": "Ops lead", "topics": [
     {"id": "refund_cap", "about": "Why the automatic refund threshold is 500 euros and who decided it"},

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from assay.env import fs
+from assay import fs
 from assay.env.sandbox import (
     UID_BASE,
     CommandResult,

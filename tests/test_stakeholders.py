@@ -9,16 +9,10 @@ from typing import Any
 
 import pytest
 
-from assay.env.ledger import Ledger
-from assay.env.routing import LexicalRouter, RegexRouter, Router
-from assay.env.stakeholders import (
-    AskError,
-    NpcSpec,
-    StakeholderWorld,
-    fill_placeholders,
-    load_npcs,
-    parse_duration,
-)
+from assay.people.ledger import Ledger
+from assay.people.routing import LexicalRouter, RegexRouter, Router
+from assay.people.world import AskError, StakeholderWorld, parse_duration
+from assay.task.people import NpcSpec, fill_placeholders, load_npcs
 
 FIXTURE = Path(__file__).parent / "fixtures" / "npcs" / "npcs.json"
 PARAMS = {"cap": "500", "alice_patience": 6}
@@ -150,8 +144,8 @@ def test_gone_after_hours_is_free_timeless_and_only_releases_gone_fact(tmp_path:
     e = last(w)
     assert e["topics"] == ["gone"] and e["facts"] == ["F_gone:bob"] and e["cost"] == 0.0
     assert w.asked["bob"] == 0
-    assert w.summary()["questions_asked"] == 0  # a message to nobody is not a question
-    assert "F_gone:bob" in w.summary()["facts_obtained"]
+    assert w.summary().questions_asked == 0  # a message to nobody is not a question
+    assert "F_gone:bob" in w.summary().facts_obtained
 
 
 def test_gone_at_uses_the_calendar_and_automatic_reply(tmp_path: Path) -> None:
@@ -210,7 +204,7 @@ def test_cost_soft_limit_and_over_factor(tmp_path: Path) -> None:
         w.ask("alice", "hello")
         costs.append(last(w)["cost"])
     assert costs == pytest.approx([0.01, 0.01, 0.01, 0.03, 0.03])
-    assert w.summary()["contact_cost"] == pytest.approx(0.09)
+    assert w.summary().contact_cost == pytest.approx(0.09)
 
 
 def test_off_limits_always_costs_base_price(tmp_path: Path) -> None:
@@ -226,7 +220,7 @@ def test_off_limits_without_topics(tmp_path: Path) -> None:
     assert "Please go through Alice for this." in reply
     e = last(w)
     assert e["topics"] == ["off_limits"] and e["facts"] == ["F_off_limits:carol"] and e["cost"] == 0.1
-    assert w.summary()["off_limits_contacts"] == ["carol"]
+    assert w.summary().off_limits_contacts == ["carol"]
 
 
 def test_off_limits_with_topics_answers_and_still_flags(tmp_path: Path) -> None:
@@ -236,7 +230,7 @@ def test_off_limits_with_topics_answers_and_still_flags(tmp_path: Path) -> None:
     e = last(w)
     assert e["topics"] == ["off_limits", "legal_limit"]
     assert e["facts"] == ["F_off_limits:dave", "F_no_legal_limit"]
-    assert w.summary()["off_limits_contacts"] == ["dave"]
+    assert w.summary().off_limits_contacts == ["dave"]
 
 
 # --------------------------------------------------------------------------- matching
@@ -372,7 +366,7 @@ def test_clock_advances_per_message_and_waiting_costs(tmp_path: Path) -> None:
     assert w.now().startswith("Wed 05 Mar 12:30")
     with pytest.raises(AskError):
         w.wait("soon")
-    assert w.summary()["contact_cost"] == pytest.approx(0.01 + 0.04 + 0.02 * 1.5 / 24, abs=1e-4)
+    assert w.summary().contact_cost == pytest.approx(0.01 + 0.04 + 0.02 * 1.5 / 24, abs=1e-4)
 
 
 def test_no_clock(tmp_path: Path) -> None:
@@ -438,7 +432,7 @@ def test_inbox_after_fact(tmp_path: Path) -> None:
     reply = w.ask("alice", "Fraud: 37 suspicious refunds from INV-2041, see refunds.csv")
     assert "40k" in reply and "(1 new message for you: ask --inbox)" in reply
     assert "Carol Wu: I hear you are looking into the fraud wave" in w.read_inbox()
-    assert "F_cfo_aware" in w.summary()["facts_obtained"]
+    assert "F_cfo_aware" in w.summary().facts_obtained
 
 
 # --------------------------------------------------------------------------- pilot
@@ -462,7 +456,7 @@ def test_pilot_costs_and_exhaustion(tmp_path: Path) -> None:
     assert w.pilot() == "The trial window is used up: no more trial days."
     assert days == [1, 2] and len(w.ledger.entries) == 2
     s = w.summary()
-    assert s["contact_cost"] == pytest.approx(0.17) and s["questions_asked"] == 0
+    assert s.contact_cost == pytest.approx(0.17) and s.questions_asked == 0
 
 
 def test_pilot_runner_argument_and_missing(tmp_path: Path) -> None:
@@ -490,7 +484,7 @@ def test_summary_and_workspace_log(tmp_path: Path) -> None:
     w.ask("dave", "legal limit?")
     w.wait("3d")
     w.ask("bob", "hello")  # gone: not a question
-    s = w.summary()
+    s = w.summary().model_dump()
     assert s == {
         "questions_asked": 3,
         "facts_obtained": ["F_gone:bob", "F_no_legal_limit", "F_off_limits:carol", "F_off_limits:dave",

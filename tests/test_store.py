@@ -21,8 +21,9 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine, inspect, text
 
-from assay.record import Event, RunKey, RunRecord
-from assay.store import Store, default_store_url, open_store
+from assay.record import Event, Grade, RunKey, RunRecord, event_from_wire
+from assay.config import store_url as default_store_url
+from assay.store import Store, open_store
 from assay.store.models import Base
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -78,8 +79,7 @@ def make_record(
 def make_events(n: int = 5) -> list[Event]:
     kinds = ["system", "user", "assistant", "tool_call", "tool_result"]
     return [
-        Event(
-            seq=i,
+        event_from_wire(seq=i,
             t=i * 0.25,
             kind=kinds[i % len(kinds)],
             data={"i": i, "text": f"msg {i} ✓", "nested": [1, {"a": None}]},
@@ -214,7 +214,7 @@ def test_round_trip(store: Store) -> None:
 
 
 def test_run_without_events_and_empty_grade(store: Store) -> None:
-    rec = make_record().model_copy(update={"grade": {}})
+    rec = make_record().model_copy(update={"grade": Grade()})
     store.save_run(rec, [])
     assert store.get_run(rec.run_id) == rec
     assert store.events(rec.run_id) == []
@@ -272,7 +272,7 @@ def test_runs_ordering_and_campaign_filter(store: Store) -> None:
 
 def test_atomic_on_unserialisable_event(store: Store) -> None:
     rec = make_record()
-    bad = make_events(3) + [Event(seq=3, t=1.0, kind="harness", data={"obj": object()})]
+    bad = make_events(3) + [event_from_wire(seq=3, t=1.0, kind="harness", data={"obj": object()})]
     with pytest.raises(TypeError):
         store.save_run(rec, bad)
     assert store.get_run(rec.run_id) is None
@@ -284,7 +284,7 @@ def test_atomic_on_unserialisable_event(store: Store) -> None:
 def test_atomic_on_failure_inside_transaction(store: Store) -> None:
     """The run row is inserted, then the events fail (duplicate seq): nothing must remain."""
     rec = make_record()
-    dup = make_events(3) + [Event(seq=1, t=9.0, kind="error", data={})]
+    dup = make_events(3) + [event_from_wire(seq=1, t=9.0, kind="error", data={})]
     with pytest.raises(Exception, match="(?i)unique|duplicate"):
         store.save_run(rec, dup)
     assert store.get_run(rec.run_id) is None
@@ -410,13 +410,13 @@ def test_sqlite_pragmas_and_dir(tmp_path: Path) -> None:
 
 def test_default_store_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ASSAY_STORE", raising=False)
-    assert default_store_url(tmp_path) == f"sqlite:///{tmp_path.resolve()}/.assay/assay.db"
+    assert default_store_url(cwd=tmp_path) == f"sqlite:///{tmp_path.resolve()}/.assay/assay.db"
     monkeypatch.chdir(tmp_path)
     assert default_store_url() == f"sqlite:///{tmp_path.resolve()}/.assay/assay.db"
     with open_store() as s:
         assert s.dir == tmp_path.resolve() / ".assay"
     monkeypatch.setenv("ASSAY_STORE", "postgresql+psycopg://u@h/db")
-    assert default_store_url(tmp_path) == "postgresql+psycopg://u@h/db"
+    assert default_store_url(cwd=tmp_path) == "postgresql+psycopg://u@h/db"
     monkeypatch.setenv("ASSAY_STORE", str(tmp_path / "x.db"))
     assert default_store_url() == f"sqlite:///{tmp_path.resolve()}/x.db"
 
@@ -460,7 +460,7 @@ def test_two_processes_write_concurrently(tmp_path: Path) -> None:
 KILL_CHILD = """
 import random, sys, uuid
 sys.path.insert(0, {src!r})
-from assay.record import Event, RunKey, RunRecord
+from assay.record import Event, event_from_wire, RunKey, RunRecord
 from assay.store import open_store
 
 s = open_store({url!r})
@@ -484,7 +484,7 @@ while True:
         kinds=["x"], harness_version="v", status="done", end_reason="finished",
         score=0.5, grade={{"n": n}}, task_meta={{"n_events": n}},
     )
-    evs = [Event(seq=j, t=j * 0.1, kind="assistant", data={{"text": "x" * rng.randint(0, 4000)}})
+    evs = [event_from_wire(seq=j, t=j * 0.1, kind="assistant", data={{"text": "x" * rng.randint(0, 4000)}})
            for j in range(n)]
     s.save_run(rec, evs)
     i += 1

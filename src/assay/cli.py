@@ -11,15 +11,14 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from assay.config import DEFAULTS
 from assay.errors import InputError
+from assay.version import __version__
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="assay: measure what language agents are worth on real professional work.")
 out = Console()
 err = Console(stderr=True)
-
-DEFAULT_AGENTS = ["noop", "literal", "reference"]
-
 
 def _fail(e: InputError) -> None:
     sys.stderr.write(f"error: {e.message}\n")
@@ -49,9 +48,9 @@ def run(
     paths: Annotated[list[Path], typer.Argument(help="task files or folders (searched recursively)")],
     agent: Annotated[list[str] | None, typer.Option("--agent", help="agent spec; repeatable (default: noop, literal, reference)")] = None,
     level: Annotated[str | None, typer.Option(help="L0|L1|L2|L3|all (scenarios default to L3)")] = None,
-    epochs: Annotated[int, typer.Option(help="repeats per task and level")] = 1,
-    concurrency: Annotated[int, typer.Option(help="runs at once")] = 4,
-    campaign: Annotated[str, typer.Option(help="campaign name (resume key)")] = "default",
+    epochs: Annotated[int, typer.Option(help="repeats per task and level")] = DEFAULTS.epochs,
+    concurrency: Annotated[int, typer.Option(help="runs at once")] = DEFAULTS.concurrency,
+    campaign: Annotated[str, typer.Option(help="campaign name (resume key)")] = DEFAULTS.campaign,
     store: Annotated[str | None, typer.Option(help="store URL (default sqlite:///.assay/assay.db, or ASSAY_STORE)")] = None,
     judge: Annotated[list[str] | None, typer.Option("--judge", help="judge model spec; repeatable")] = None,
     judge_mode: Annotated[str, typer.Option(help="batched|per-item")] = "batched",
@@ -59,9 +58,9 @@ def run(
     values: Annotated[Path | None, typer.Option(help="OneMillion-Bench economic_value.md table")] = None,
     task: Annotated[list[str] | None, typer.Option("--task", help="task id, or SCENARIO to take all its variants; repeatable")] = None,
     tasks_from: Annotated[Path | None, typer.Option("--tasks-from", help="a suite manifest (assay curate --out): run its `tasks` ids, as --task")] = None,
-    max_turns: Annotated[int, typer.Option(help="turn limit per run")] = 200,
-    max_minutes: Annotated[float, typer.Option(help="minutes per run (a task's own budget also applies)")] = 150.0,
-    max_usd: Annotated[float, typer.Option(help="model spend per run, USD")] = 8.0,
+    max_turns: Annotated[int, typer.Option(help="turn limit per run")] = DEFAULTS.max_turns,
+    max_minutes: Annotated[float, typer.Option(help="minutes per run (a task's own budget also applies)")] = DEFAULTS.max_minutes,
+    max_usd: Annotated[float, typer.Option(help="model spend per run, USD")] = DEFAULTS.max_usd,
     search: Annotated[str, typer.Option(help="off|native|local")] = "off",
     unsafe_no_sandbox: Annotated[bool, typer.Option("--unsafe-no-sandbox", help="run model/script agents without bubblewrap (recorded on every run)")] = False,
     routing: Annotated[str | None, typer.Option(help="stakeholder routing for scenarios: regex|lexical|embedding|llm (default: each scenario's own matcher; `llm` without --router-model falls back to lexical)")] = None,
@@ -71,14 +70,15 @@ def run(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar")] = False,
 ) -> None:
     """Run agents x tasks x levels x epochs; grade, audit, store; print the leaderboard."""
-    from assay.service import RunRequest, prepare_campaign, run_prepared
+    from assay.campaign.options import DEFAULT_AGENTS, RunOptions
+    from assay.campaign.service import prepare_campaign, run_prepared
 
-    req = RunRequest(paths=paths, agents=agent or DEFAULT_AGENTS, level=level, epochs=epochs,
+    req = RunOptions(paths=paths, agents=agent or list(DEFAULT_AGENTS), level=level, epochs=epochs,
                      concurrency=concurrency, campaign=campaign, store=store, judges=judge or [],
-                     judge_mode=judge_mode, judge_repeats=judge_repeats, values=values, task_ids=task or [], tasks_from=tasks_from,
-                     max_turns=max_turns, max_minutes=max_minutes, max_usd=max_usd, search=search,
-                     unsafe_no_sandbox=unsafe_no_sandbox, gateway_model=gateway_model, routing=routing,
-                     router_model=router_model)
+                     judge_mode=judge_mode, judge_repeats=judge_repeats, values=values, task_ids=task or [],
+                     tasks_from=tasks_from, max_turns=max_turns, max_minutes=max_minutes, max_usd=max_usd,
+                     search=search, unsafe_no_sandbox=unsafe_no_sandbox, gateway_model=gateway_model,
+                     routing=routing, router_model=router_model)
     try:
         prepared = prepare_campaign(req)
     except InputError as e:
@@ -125,16 +125,9 @@ def tasks(
     if json_flag:
         sys.stdout.write(json.dumps({"tasks": rows}, ensure_ascii=False, indent=2) + "\n")
         return
-    from rich.table import Table
+    from assay.report.table import tasks_table
 
-    table = Table(title=f"{len(rows)} tasks")
-    for col in ("id", "kinds", "domain", "lang", "levels", "cell", "value"):
-        table.add_column(col)
-    for r in rows:
-        v = r["value"]
-        table.add_row(r["id"], ",".join(r["kinds"]), r["domain"] or "-", r["language"], ",".join(r["levels"]) or "-",
-                      f"{r['modality']}/{r['execution']}", f"{v['amount']:,.0f} {v['currency']}" if v else "-")
-    out.print(table)
+    out.print(tasks_table(rows))
 
 
 @app.command()
@@ -153,24 +146,14 @@ def validate(
     out.print(f"[green]ok[/]: {len(found)} tasks valid")
     if not anchors:
         return
-    from assay.anchors import run_anchors
+    from assay.campaign.anchors import anchors_table, run_anchors
 
     try:
         verdicts = asyncio.run(run_anchors(found, store_url=store, console=err))
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
-    from rich.table import Table
-
-    table = Table(title="admission anchors")
-    for col in ("task", "anchor", "score", "rule", "verdict"):
-        table.add_column(col)
-    failed = False
-    for v in verdicts:
-        failed |= not v.ok
-        table.add_row(v.task_id, v.anchor, "-" if v.score is None else f"{v.score:.3f}", v.rule,
-                      "[green]PASS[/]" if v.ok else "[red]FAIL[/]")
-    out.print(table)
-    if failed:
+    out.print(anchors_table(verdicts))
+    if any(not v.ok for v in verdicts):
         raise typer.Exit(1)
 
 
@@ -234,8 +217,9 @@ def curate(
 ) -> None:
     """Propose a filtered task set from stored results; write a suite manifest (deletes nothing)."""
     from assay.config import load_config, store_url
-    from assay.report.curate import check_out_path, write_manifest
     from assay.report.curate import curate as do_curate
+    from assay.report.table import curation_tables
+    from assay.task.manifest import check_out_path, write_manifest
 
     try:
         check_out_path(out_file)
@@ -248,35 +232,8 @@ def curate(
         _fail(e)
     result.campaign = campaign
     write_manifest(out_file, result.manifest())
-    from rich.table import Table
-
-    summary = Table(title=f"assay curate · campaign {campaign}")
-    summary.add_column("rule")
-    summary.add_column("tasks", justify="right")
-    diff = result.rules["difficulty"]
-    summary.add_row("tasks in campaign", str(result.tasks_total))
-    summary.add_row(f"dropped: difficulty ({diff['small_agent']}, k={diff['k']})" if diff["applied"]
-                    else "dropped: difficulty (skipped)", str(sum(d.rule == "difficulty" for d in result.dropped)))
-    summary.add_row("dropped: every agent passed", str(sum(d.rule == "upper_truncation" for d in result.dropped)))
-    summary.add_row(f"kept, for review: every agent <= {zero_eps:g}", str(len(result.review)))
-    summary.add_row("[bold]kept[/]", f"[bold]{len(result.kept)}[/]")
-    out.print(summary)
-    if result.dropped or result.review:
-        verdicts = Table(title="dropped and review")
-        for col in ("task", "verdict", "reason"):
-            verdicts.add_column(col)
-        for d in result.dropped:
-            verdicts.add_row(d.task_id, "dropped", d.reason)
-        for r in result.review:
-            verdicts.add_row(r.task_id, "review", r.reason)
-        out.print(verdicts)
-    bal = Table(title="balance (tasks before → after)")
-    for col in ("by", "group", "before", "after"):
-        bal.add_column(col, justify="right" if col in ("before", "after") else "left")
-    for axis, groups in result.balance.items():
-        for name, c in groups.items():
-            bal.add_row(axis, name, str(c.before), str(c.after))
-    out.print(bal)
+    for table in curation_tables(result, zero_eps):
+        out.print(table)
     sys.stderr.write(f"void runs are ignored in curation ({result.void_ignored} ignored)\n")
     for note in result.notes:
         sys.stderr.write(f"note: {note}\n")
@@ -313,7 +270,7 @@ def show(
         _fail(InputError(None, "RUN_ID", f"no run {run_id!r} in the store"))
     events = st.events(rec.run_id)
     if json_flag:
-        sys.stdout.write(json.dumps({"run": run_row(rec), "events": [e.model_dump() for e in events]},
+        sys.stdout.write(json.dumps({"run": run_row(rec), "events": [e.wire() for e in events]},
                                     ensure_ascii=False, indent=2, default=str) + "\n")
         return
     render_run(out, rec, events)
@@ -339,6 +296,20 @@ def serve(
         _fail(e)
     err.print(f"assay web app on http://{host}:{port}/ (store {url}); Ctrl-C to stop")
     uvicorn.run(web, host=host, port=port, log_level="warning")
+
+
+def _version(value: bool) -> None:
+    if value:
+        sys.stdout.write(f"assay {__version__}\n")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="print the version and exit")] = False,
+) -> None:
+    """assay: measure what language agents are worth on real professional work."""
 
 
 def main() -> None:

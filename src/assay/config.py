@@ -1,7 +1,13 @@
-"""Settings: model aliases and prices from `assay.toml`, the store URL from flags or env."""
+"""Settings, read in one place: `assay.toml` (model aliases, prices, store) and every
+`ASSAY_*` environment variable, plus the defaults of a run's options.
+
+Nothing else in assay reads `ASSAY_*` variables: code that needs one calls `settings()`
+(read when called, so a test or a long-lived server sees the current environment).
+"""
 
 from __future__ import annotations
 
+import math
 import os
 import tomllib
 from pathlib import Path
@@ -9,6 +15,26 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from assay.errors import InputError
+
+__all__ = ["DEFAULTS", "Config", "Defaults", "ModelAlias", "PriceConfig", "Settings", "config_path",
+           "load_config", "settings", "store_url"]
+
+
+class Defaults(BaseModel):
+    """Defaults of a campaign's options: the CLI, the library, the planner and the web app use these."""
+
+    model_config = ConfigDict(frozen=True)
+    max_turns: int = 200
+    max_minutes: float = 150.0
+    max_usd: float = 8.0
+    concurrency: int = 4
+    epochs: int = 1
+    campaign: str = "default"
+    grade_timeout_s: float = 600.0
+    check_timeout_s: float = 60.0
+
+
+DEFAULTS = Defaults()
 
 
 class PriceConfig(BaseModel):
@@ -43,8 +69,45 @@ class Config(BaseModel):
     store: str | None = None
 
 
+class Settings(BaseModel):
+    """Every `ASSAY_*` environment variable assay reads (documented in docs/user-guide.md)."""
+
+    config: Path = Path("assay.toml")  # ASSAY_CONFIG
+    store: str | None = None  # ASSAY_STORE
+    gateway_model: str | None = None  # ASSAY_GATEWAY_MODEL
+    grade_timeout_s: float = DEFAULTS.grade_timeout_s  # ASSAY_GRADE_TIMEOUT_S
+    check_timeout_s: float = DEFAULTS.check_timeout_s  # ASSAY_CHECK_TIMEOUT_S
+    darebench_cells: str = "table1"  # ASSAY_DAREBENCH_CELLS
+
+
+def _seconds(name: str, default: float) -> float:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise InputError(None, name, f"{raw!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value <= 0:
+        raise InputError(None, name, f"{raw!r} must be a positive, finite number of seconds")
+    return value
+
+
+def settings() -> Settings:
+    """The `ASSAY_*` settings of the current environment (InputError for a bad value)."""
+    env = os.environ
+    return Settings(
+        config=Path(env.get("ASSAY_CONFIG") or "assay.toml"),
+        store=env.get("ASSAY_STORE") or None,
+        gateway_model=(env.get("ASSAY_GATEWAY_MODEL") or "").strip() or None,
+        grade_timeout_s=_seconds("ASSAY_GRADE_TIMEOUT_S", DEFAULTS.grade_timeout_s),
+        check_timeout_s=_seconds("ASSAY_CHECK_TIMEOUT_S", DEFAULTS.check_timeout_s),
+        darebench_cells=(env.get("ASSAY_DAREBENCH_CELLS") or "table1").strip().lower() or "table1",
+    )
+
+
 def config_path() -> Path:
-    return Path(os.environ.get("ASSAY_CONFIG", "assay.toml"))
+    return settings().config
 
 
 def load_config(path: Path | None = None) -> Config:
@@ -64,11 +127,13 @@ def load_config(path: Path | None = None) -> Config:
         raise InputError(path, loc, msg) from None
 
 
-def store_url(flag: str | None, config: Config | None = None) -> str:
-    if flag:
-        return flag
-    if os.environ.get("ASSAY_STORE"):
-        return os.environ["ASSAY_STORE"]
-    if config is not None and config.store:
-        return config.store
-    return f"sqlite:///{(Path.cwd() / '.assay' / 'assay.db').as_posix()}"
+def store_url(flag: str | None = None, config: Config | None = None, *, cwd: Path | None = None) -> str:
+    """The store: `--store`, else $ASSAY_STORE, else assay.toml's `store`, else
+    `sqlite:///<cwd>/.assay/assay.db`. A plain path (no `://`) is a SQLite file."""
+    url = flag or settings().store or (config.store if config is not None else None)
+    if not url:
+        base = (cwd or Path.cwd()).resolve()
+        return f"sqlite:///{(base / '.assay' / 'assay.db').as_posix()}"
+    if "://" not in url and not url.startswith("sqlite:"):
+        return f"sqlite:///{Path(url).expanduser().resolve().as_posix()}"
+    return url

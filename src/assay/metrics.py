@@ -20,11 +20,15 @@ from fractions import Fraction
 import numpy as np
 
 __all__ = [
+    "PASS_THRESHOLD",
+    "SCENARIO_FLOOR",
+    "SOLVED_THRESHOLD",
     "adjusted_uplift",
     "bootstrap_ci",
     "clipped_mean",
     "economic_value",
     "expert_score",
+    "floored_score",
     "mean",
     "mean_run_score",
     "pareto_front",
@@ -38,6 +42,14 @@ __all__ = [
     "unclipped_score",
     "uplift",
 ]
+
+
+PASS_THRESHOLD = 0.7
+"""A rubric or contract run passes at this score (OneMillion-Bench's pass line)."""
+SOLVED_THRESHOLD = 0.8
+"""A scenario is solved at this S with no incident (FDE-Gym)."""
+SCENARIO_FLOOR = -1.0
+"""Scenario uplift is floored here for averaging only (FDE-Gym), so one disaster cannot swamp a mean."""
 
 
 # --- rubric scores -----------------------------------------------------------------------
@@ -84,13 +96,13 @@ def tag_scores(items: Iterable[tuple[float, float, Sequence[str]]]) -> dict[str,
     return {tag: expert_score(awarded[tag], weights[tag]) for tag in awarded}
 
 
-def passed(score: float | None, threshold: float = 0.7) -> bool:
+def passed(score: float | None, threshold: float = PASS_THRESHOLD) -> bool:
     """A deliverable passes when its score reaches the threshold (``score >= threshold``)."""
     return score is not None and score >= threshold
 
 
 def economic_value(
-    items: Iterable[tuple[float | None, float, str]], threshold: float = 0.7
+    items: Iterable[tuple[float | None, float, str]], threshold: float = PASS_THRESHOLD
 ) -> dict[str, float]:
     """Sum of ``amount`` per currency over the items whose score passes.
 
@@ -129,9 +141,14 @@ def run_score(u_adj: float, contact_cost: float) -> float:
     return u_adj - contact_cost
 
 
-def solved(score: float, incident: bool, threshold: float = 0.8) -> bool:
+def solved(score: float, incident: bool, threshold: float = SOLVED_THRESHOLD) -> bool:
     """A scenario is solved when there was no incident and ``score >= threshold``."""
     return not incident and score >= threshold
+
+
+def floored_score(u_adj: float, contact_cost: float) -> float:
+    """A scenario run's S as it enters every average: ``max(u_adj, -1) - contact_cost``."""
+    return max(u_adj, SCENARIO_FLOOR) - contact_cost
 
 
 def mean_run_score(runs: Mapping[str, Sequence[tuple[float, float]]]) -> float:
@@ -147,7 +164,7 @@ def mean_run_score(runs: Mapping[str, Sequence[tuple[float, float]]]) -> float:
     for task_id, repeats in runs.items():
         if not repeats:
             raise ValueError(f"task {task_id!r} has no runs")
-        per_task.append(math.fsum(max(u, -1.0) - c for u, c in repeats) / len(repeats))
+        per_task.append(math.fsum(floored_score(u, c) for u, c in repeats) / len(repeats))
     return math.fsum(per_task) / len(per_task)
 
 

@@ -3,53 +3,359 @@
 These pydantic models are what the store persists and what reports are built from; every
 field needed to trace a result back to the exact task content, harness, model and prices
 is here.
+
+- `RunRecord.grade` is a typed `Grade`: one model per kind (`RubricGrade`, `ScenarioGrade`,
+  `ContractGrade`) and the `Audit`, serialised as SPEC's one flat object (the fields of every
+  kind the task has, side by side, plus `audit`) and read back from it.
+- Transcript events are a discriminated union on `kind`, one model per event kind (as
+  Inspect AI's event log). On the wire (the store, `assay show --json`) an event is
+  `{seq, t, kind, data}`, `data` holding the kind's own fields.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_serializer, model_validator
 
 EndReason = Literal[
     "finished", "max_turns", "max_usd", "max_time",
     "api_error", "interrupted", "harness_error", "grader_error",
 ]
 VOID_REASONS = frozenset({"api_error", "interrupted", "harness_error", "grader_error"})
+Kind = Literal["rubric", "scenario", "contract"]
+KINDS: tuple[Kind, ...] = ("rubric", "scenario", "contract")
+SCORE_ORDER: tuple[Kind, ...] = ("scenario", "contract", "rubric")
+"""A task with several kinds scores by the first of these it has (SPEC "Levels, scores and passing")."""
+
+
+def primary_kind(kinds: list[str]) -> str:
+    """The kind that scores a task or run: the first of scenario, contract, rubric it has."""
+    for kind in SCORE_ORDER:
+        if kind in kinds:
+            return kind
+    return kinds[0] if kinds else "contract"
 
 
 class UsageCost(BaseModel):
+    """Tokens and dollars of model calls; `cost_usd` None when a price is unknown."""
+
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
     cost_usd: float | None = 0.0
 
+    def __add__(self, other: UsageCost) -> UsageCost:
+        """Sums tokens; the cost stays unknown (None) once either side's is."""
+        return UsageCost(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            cost_usd=None if self.cost_usd is None or other.cost_usd is None else self.cost_usd + other.cost_usd,
+        )
 
-class Event(BaseModel):
-    """One transcript entry, as the agent saw it (or as a stakeholder/harness emitted it)."""
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens + self.cache_read_tokens + self.cache_write_tokens
 
+
+# --------------------------------------------------------------------------- transcript events
+
+
+class EventBase(BaseModel):
+    """Fields every event has; the kind's own fields are the model's other fields."""
+
+    model_config = ConfigDict(extra="allow")
     seq: int
     t: float  # seconds since run start
-    kind: Literal[
-        "system", "user", "assistant", "tool_call", "tool_result",
-        "stakeholder", "harness", "error", "judge",
-    ]
-    data: dict[str, Any] = Field(default_factory=dict)
+
+    def data(self) -> dict[str, Any]:
+        """The kind's own fields (the wire form's `data`); fields left unset (None) are left out."""
+        return {k: v for k, v in self.model_dump(exclude={"seq", "t", "kind"}).items() if v is not None}
+
+    def wire(self) -> dict[str, Any]:
+        """`{seq, t, kind, data}`: how the store and `assay show --json` hold an event."""
+        return {"seq": self.seq, "t": self.t, "kind": getattr(self, "kind"), "data": self.data()}  # noqa: B009
 
 
-class AuditFlag(BaseModel):
+class SystemEvent(EventBase):
+    kind: Literal["system"] = "system"
+    content: str = ""
+
+
+class UserEvent(EventBase):
+    kind: Literal["user"] = "user"
+    content: str = ""
+    images: int | None = None
+    nudge: int | None = None
+
+
+class AssistantEvent(EventBase):
+    kind: Literal["assistant"] = "assistant"
+    content: str = ""
+    tool_calls: list[dict[str, Any]] = Field(default_factory=list)
+    usage: dict[str, Any] | None = None
+    stop_reason: str | None = None
+    citations: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class ToolCallEvent(EventBase):
+    kind: Literal["tool_call"] = "tool_call"
+    id: str = ""
+    name: str = ""
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    arguments_error: str | None = None
+
+
+class ToolResultEvent(EventBase):
+    kind: Literal["tool_result"] = "tool_result"
+    id: str = ""
+    name: str = ""
+    output: str = ""
+
+
+class StakeholderEvent(EventBase):
+    """One signed line of the stakeholder ledger (a message, a wait, an inbox read, a pilot day)."""
+
+    kind: Literal["stakeholder"] = "stakeholder"
+    to: str = ""
+    question: str = ""
+    at: str | None = None
+    ts: float | None = None
+    topics: list[str] = Field(default_factory=list)
+    facts: list[str] = Field(default_factory=list)
+    n_asked: int = 0
+    cost: float = 0.0
+
+
+class HarnessEvent(EventBase):
+    kind: Literal["harness"] = "harness"
+    note: str = ""
+    files: list[str] = Field(default_factory=list)  # what a policy copied into the workspace
+
+
+class ErrorEvent(EventBase):
+    kind: Literal["error"] = "error"
+    source: str = ""
+    reason: str = ""
+    status: int | None = None
+
+
+Event = Annotated[
+    SystemEvent | UserEvent | AssistantEvent | ToolCallEvent | ToolResultEvent | StakeholderEvent
+    | HarnessEvent | ErrorEvent,
+    Field(discriminator="kind"),
+]
+EventKind = Literal["system", "user", "assistant", "tool_call", "tool_result", "stakeholder", "harness", "error"]
+EVENT = TypeAdapter(Event)
+
+
+def event_from_wire(seq: int, t: float, kind: str, data: dict[str, Any]) -> Event:
+    """An event from its stored form; unknown kinds (older stores) become harness notes."""
+    if kind not in EventKind.__args__:  # type: ignore[attr-defined]
+        return HarnessEvent(seq=seq, t=t, note=f"[{kind}]", **data)
+    return EVENT.validate_python({**data, "seq": seq, "t": t, "kind": kind})
+
+
+# --------------------------------------------------------------------------- scenario stage records
+
+
+class Discovery(BaseModel):
+    """A scenario run's discovery record, read from the signed stakeholder ledger."""
+
+    questions_asked: int = 0
+    facts_obtained: list[str] = Field(default_factory=list)
+    contact_cost: float = 0.0
+    asked_by_person: dict[str, int] = Field(default_factory=dict)
+    off_limits_contacts: list[str] = Field(default_factory=list)
+
+
+class CaseGrade(BaseModel):
+    """What grading a delivered system showed: the case grader's own answer (`result`), and
+    what the harness kept outside the sandbox (ledger integrity, discovery, the hand-over)."""
+
+    result: dict[str, Any]
+    attempts: int = 1
+    seconds: float = 0.0
+    integrity: list[str] = Field(default_factory=list)
+    discovery: Discovery = Field(default_factory=Discovery)
+    handover: list[str] = Field(default_factory=list)  # the deliverables/ texts, read safely
+    router: str = ""
+    variant: str = ""
+    level: str | None = None
+    llm: dict[str, Any] | None = None
+    llm_cost_usd: float | None = None
+
+
+# --------------------------------------------------------------------------- grades
+
+
+def _optional() -> Any:
+    """A field that is left out of the serialised grade while it is None."""
+    return Field(default=None, exclude_if=lambda v: v is None)
+
+
+class _GradePart(BaseModel):
+    """A kind's grade fields; fields a grader passes through from task code are kept as extras."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class ItemGrade(_GradePart):
+    id: str
+    weight: float
+    tag: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    hit: bool | None = None
+    na: bool = False
+    check: bool = False
+    reason: str = ""
+
+
+class JudgeInfo(_GradePart):
+    """How the judge decided a run's items: votes, agreement among them, NA items, errors."""
+
+    agreement: float | None = None  # share of answered items on which every vote agreed
+    agreed: int = 0
+    answered: int = 0
+    na: int = 0
+    votes: int = 1
+    calls: int = 0
+    item_votes: dict[str, list[int]] = Field(default_factory=dict)  # item -> [met, not met]
+    errors: list[str] = Field(default_factory=list)
+    judges: list[str] = Field(default_factory=list)
+    mode: str = "batched"
+    repeats: int = 1
+    human_labels: dict[str, dict[str, bool]] = Field(default_factory=dict)  # item -> labeller -> met
+
+
+class RubricGrade(_GradePart):
+    FIELDS: ClassVar[tuple[str, ...]] = ("expert_score", "scoring", "tags", "na", "items", "judge_info")
+    expert_score: float | None = None
+    scoring: str = "clipped"
+    tags: dict[str, float | None] = Field(default_factory=dict)
+    na: int = 0
+    items: list[ItemGrade] = Field(default_factory=list)
+    judge_info: JudgeInfo | None = _optional()
+
+
+class ScenarioGrade(_GradePart):
+    FIELDS: ClassVar[tuple[str, ...]] = (
+        "kpi", "kpi_baseline", "kpi_reference", "uplift", "uplift_adj", "incidents", "contact_cost",
+        "questions_asked", "asked_by_person", "off_limits_contacts", "key_fact_coverage", "facts_obtained",
+        "gross", "net", "score", "solved", "router", "variant", "level", "grader", "framing", "probe_flags",
+        "llm", "llm_cost_usd")
+    kpi: float
+    kpi_baseline: float
+    kpi_reference: float
+    uplift: float
+    uplift_adj: float
+    incidents: list[str] = Field(default_factory=list)
+    contact_cost: float = 0.0
+    questions_asked: int = 0
+    asked_by_person: dict[str, int] = Field(default_factory=dict)
+    off_limits_contacts: list[str] = Field(default_factory=list)
+    key_fact_coverage: float | None = None
+    facts_obtained: list[str] = Field(default_factory=list)
+    gross: float = 0.0
+    net: float = 0.0
+    score: float = 0.0
+    solved: bool = False
+    router: str = ""
+    variant: str = ""
+    level: str | None = None
+    grader: dict[str, Any] = Field(default_factory=dict)
+    framing: dict[str, bool] = Field(default_factory=dict)
+    probe_flags: list[dict[str, str]] = Field(default_factory=list)
+    llm: dict[str, Any] | None = _optional()
+    llm_cost_usd: float | None = _optional()
+
+
+class PredicateGrade(_GradePart):
+    path: str
+    ok: bool
+    reason: str = ""
+    predicate: str | None = _optional()
+
+
+class ContractGrade(_GradePart):
+    FIELDS: ClassVar[tuple[str, ...]] = ("sat", "predicates", "checks", "judge")
+    sat: bool = True
+    predicates: list[PredicateGrade] = Field(default_factory=list)
+    checks: dict[str, Any] = Field(default_factory=dict)
+    judge: dict[str, Any] = Field(default_factory=dict)
+
+
+class AuditFlag(_GradePart):
     rule: str
     reason: str
+    severity: str | None = _optional()
     removed: bool = False
+    meta_reason: str | None = _optional()
 
 
-class Audit(BaseModel):
+class Audit(_GradePart):
     flags: list[AuditFlag] = Field(default_factory=list)
     removed: int = 0
     pre_audit_score: float | None = None
+    audited: bool = False
+    meta_judge: dict[str, Any] | None = _optional()
+
+
+_PARTS: dict[str, type[_GradePart]] = {"rubric": RubricGrade, "scenario": ScenarioGrade, "contract": ContractGrade}
+
+
+class Grade(BaseModel):
+    """A run's grade, typed per kind; serialised as SPEC's one flat object (`flat()`)."""
+
+    rubric: RubricGrade | None = None
+    scenario: ScenarioGrade | None = None
+    contract: ContractGrade | None = None
+    audit: Audit | None = None
+    grade_seconds: float | None = None
+
+    def flat(self) -> dict[str, Any]:
+        """SPEC's flat object: every kind's fields side by side, then `audit`."""
+        out: dict[str, Any] = {}
+        for kind in KINDS:
+            part = getattr(self, kind)
+            if part is not None:
+                out.update(part.model_dump(mode="json"))
+        if self.audit is not None:
+            out["audit"] = self.audit.model_dump(mode="json")
+        if self.grade_seconds is not None:
+            out["grade_seconds"] = self.grade_seconds
+        return out
+
+    @classmethod
+    def from_flat(cls, flat: dict[str, Any], kinds: list[str]) -> Grade:
+        """Split a stored flat grade into its kinds' parts (keys nobody claims go to the primary kind)."""
+        if not flat:
+            return cls()
+        rest = dict(flat)
+        audit = rest.pop("audit", None)
+        seconds = rest.pop("grade_seconds", None)
+        parts: dict[str, dict[str, Any]] = {}
+        present = [k for k in KINDS if k in kinds]
+        for kind in present:
+            fields = _PARTS[kind].FIELDS  # type: ignore[attr-defined]
+            parts[kind] = {k: rest.pop(k) for k in fields if k in rest}
+        if rest and present:
+            parts[primary_kind(present)].update(rest)
+        built: dict[str, Any] = {k: _PARTS[k].model_validate(v) for k, v in parts.items() if v}
+        return cls(**built, audit=Audit.model_validate(audit) if audit is not None else None,
+                   grade_seconds=seconds)
+
+    @property
+    def empty(self) -> bool:
+        return self.rubric is None and self.scenario is None and self.contract is None and self.audit is None
+
+
+# --------------------------------------------------------------------------- the run
 
 
 class RunKey(BaseModel):
@@ -87,7 +393,7 @@ class RunRecord(BaseModel):
     value: dict[str, Any] | None = None
     usage: UsageCost = Field(default_factory=UsageCost)
     judge_usage: UsageCost = Field(default_factory=UsageCost)
-    grade: dict[str, Any] = Field(default_factory=dict)
+    grade: Grade = Field(default_factory=Grade)
     final_message: str = ""
     turns: int = 0
     started_at: float = 0.0
@@ -95,3 +401,19 @@ class RunRecord(BaseModel):
     options: dict[str, Any] = Field(default_factory=dict)
     task_meta: dict[str, Any] = Field(default_factory=dict)
     run_dir: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _grade_from_flat(cls, data: Any) -> Any:
+        """Stored records (and callers) give the grade as SPEC's flat object."""
+        if isinstance(data, dict) and isinstance(data.get("grade"), dict):
+            data = dict(data)
+            data["grade"] = Grade.from_flat(data["grade"], list(data.get("kinds") or []))
+        return data
+
+    @model_serializer(mode="wrap")
+    def _grade_flat(self, handler: Any) -> Any:
+        out = handler(self)
+        if isinstance(out, dict):
+            out["grade"] = self.grade.flat()
+        return out

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from assay.agent.messages import ImagePart, Usage
+from assay.llm.messages import ImagePart, Message, Usage
 from assay.agent.tools import ToolBox
 from assay.agent.transcript import Transcript
 from assay.env.sandbox import Sandbox
@@ -66,3 +66,34 @@ class Agent(ABC):
 
     @abstractmethod
     async def run(self, env: AgentEnv) -> AgentOutcome: ...
+
+
+def open_conversation(env: AgentEnv) -> list[Message]:
+    """The conversation's opening as the agent sees it, each message also in the transcript:
+    the system prompt, then a conversation to continue (HealthBench rows) or the brief (with
+    the task's images)."""
+    messages: list[Message] = []
+    if env.system_prompt:
+        messages.append(Message(role="system", content=env.system_prompt))
+        env.transcript.system(env.system_prompt)
+    if env.messages and len(env.messages) > 1:
+        for m in env.messages:
+            role = str(m.get("role", "user"))
+            content = str(m.get("content", ""))
+            if role == "system" and env.system_prompt:
+                continue
+            if role == "assistant":
+                messages.append(Message(role="assistant", content=content))
+                env.transcript.assistant(content)
+            elif role == "system":
+                messages.append(Message(role="system", content=content))
+                env.transcript.system(content)
+            else:
+                messages.append(Message(role="user", content=content))
+                env.transcript.user(content)
+        if env.images:
+            messages[-1].images = env.images
+    else:
+        messages.append(Message(role="user", content=env.prompt, images=env.images))
+        env.transcript.user(env.prompt, images=len(env.images))
+    return messages

@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import TYPE_CHECKING
 
-from assay.agent.base import Agent, AgentEnv, AgentOutcome
-from assay.agent.clients.base import ModelClient
-from assay.agent.messages import Message, ModelReply, Usage
-from assay.agent.prices import Price, cost_usd
+from assay.agent.base import Agent, AgentEnv, AgentOutcome, open_conversation
+from assay.llm.messages import Message, ModelReply, Usage
+from assay.llm.prices import cost_usd
+from assay.llm.resolve import Model
 from assay.errors import ProviderError
+
+if TYPE_CHECKING:  # the SDK clients load only when a campaign has a model agent
+    from assay.llm.clients.base import ModelClient
 
 NUDGE = ("You replied without calling a tool. If the work is not finished, continue using the tools. "
          "If it is finished, reply once more with your final summary and no tool call.")
@@ -49,15 +53,14 @@ def trim_context(messages: list[Message], budget_tokens: int) -> int:
 class ModelAgent(Agent):
     """A chat model driven through the shared loop."""
 
-    def __init__(self, spec: str, client: ModelClient, price: Price | None, *, max_reply_tokens: int = 32_000,
-                 temperature: float | None = None, web_search: bool = False) -> None:
+    def __init__(self, spec: str, model: Model, *, web_search: bool = False) -> None:
         self.spec = spec
-        self.client = client
-        self.price = price
-        self.model = f"{client.provider}/{client.model}"
-        self.prices = price.model_dump() if price is not None else None
-        self.max_reply_tokens = max_reply_tokens
-        self.temperature = temperature
+        self.client: ModelClient = model.client
+        self.price = model.spec.price
+        self.model = f"{self.client.provider}/{self.client.model}"
+        self.prices = self.price.model_dump() if self.price is not None else None
+        self.max_reply_tokens = model.spec.max_tokens
+        self.temperature = model.spec.temperature
         self.web_search = web_search
 
     async def _call(self, env: AgentEnv, messages: list[Message], tools: bool) -> ModelReply:
@@ -71,24 +74,7 @@ class ModelAgent(Agent):
 
     async def run(self, env: AgentEnv) -> AgentOutcome:
         out = AgentOutcome(end_reason="finished", model=self.model)
-        messages: list[Message] = []
-        if env.system_prompt:
-            messages.append(Message(role="system", content=env.system_prompt))
-            env.transcript.emit("system", content=env.system_prompt)
-        if env.messages and len(env.messages) > 1:
-            for m in env.messages:
-                role = m.get("role", "user")
-                content = str(m.get("content", ""))
-                if role == "system" and env.system_prompt:
-                    continue
-                role = role if role in ("system", "user", "assistant") else "user"
-                messages.append(Message(role=role, content=content))
-                env.transcript.emit(role, content=content)
-            if env.images:
-                messages[-1].images = env.images
-        else:
-            messages.append(Message(role="user", content=env.prompt, images=env.images))
-            env.transcript.emit("user", content=env.prompt, images=len(env.images))
+        messages = open_conversation(env)
         agentic = bool(env.tools.names)
         # A task whose only tool is search (e.g. a single-step task run with --search local):
         # a reply without a tool call is the answer, so no nudge that could replace it.
@@ -110,7 +96,7 @@ class ModelAgent(Agent):
                     break
                 cut = trim_context(messages, max(budget, 1024))
                 if cut:
-                    env.transcript.emit("harness", note=f"cut {cut} older tool outputs to fit the context")
+                    env.transcript.harness(f"cut {cut} older tool outputs to fit the context")
                 try:
                     reply = await self._call(env, messages, agentic)
                 except TimeoutError:
@@ -119,8 +105,7 @@ class ModelAgent(Agent):
                 out.turns += 1
                 usage = usage + reply.usage
                 out.cost_usd = cost_usd(usage, self.price)
-                env.transcript.emit(
-                    "assistant", content=reply.text,
+                env.transcript.assistant(reply.text,
                     tool_calls=[tc.model_dump(exclude_none=True) for tc in reply.tool_calls],
                     usage=reply.usage.model_dump(), stop_reason=reply.stop_reason,
                     citations=[c.model_dump() for c in reply.citations],
@@ -136,18 +121,18 @@ class ModelAgent(Agent):
                     nudges += 1
                     last_was_nudge = True
                     messages.append(Message(role="user", content=NUDGE))
-                    env.transcript.emit("user", content=NUDGE, nudge=nudges)
+                    env.transcript.user(NUDGE, nudge=nudges)
                     continue
                 last_was_nudge = False
                 for call in reply.tool_calls:
-                    env.transcript.emit("tool_call", id=call.id, name=call.name, arguments=call.arguments,
+                    env.transcript.tool_call(call.id, name=call.name, arguments=call.arguments,
                                         arguments_error=call.arguments_error)
                     result = await env.tools.execute(call)
-                    env.transcript.emit("tool_result", id=call.id, name=call.name, output=result)
+                    env.transcript.tool_result(call.id, name=call.name, output=result)
                     messages.append(Message(role="tool", content=result, tool_call_id=call.id, name=call.name))
         except ProviderError as e:
             out.end_reason = "api_error"
             out.error = e.reason
-            env.transcript.emit("error", source="provider", reason=e.reason, status=e.status)
+            env.transcript.error("provider", reason=e.reason, status=e.status)
         out.usage = usage
         return out

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from assay.agent.base import Agent, AgentEnv, AgentOutcome
-from assay.agent.messages import ToolCall
+from assay.llm.messages import ToolCall
 from assay.errors import InputError
 from assay.task.model import PolicySpec
 
@@ -25,7 +25,7 @@ class NoopAgent(Agent):
     spec = "noop"
 
     async def run(self, env: AgentEnv) -> AgentOutcome:
-        env.transcript.emit("harness", note="noop: submitted without doing anything")
+        env.transcript.harness("noop: submitted without doing anything")
         return AgentOutcome(end_reason="finished", final_message="")
 
 
@@ -72,7 +72,7 @@ class PolicyAgent(Agent):
             if env.workspace is None:
                 raise InputError(pol.artifacts, self.spec, "artifacts need a task workspace")
             written = copy_tree_into(pol.artifacts, env.workspace)
-            env.transcript.emit("harness", note=f"{self.spec}: copied artifacts", files=written)
+            env.transcript.harness(f"{self.spec}: copied artifacts", files=written)
             if env.sandbox is not None:
                 env.sandbox.prepare()
         if pol.script is not None:
@@ -84,15 +84,15 @@ class PolicyAgent(Agent):
             inside = f"{POLICY_MOUNT}/{rel}"
             cmd = ["python3", inside, env.sandbox.inside_root] if env.sandbox.isolated else \
                 ["python3", str(pol.script), str(env.workspace)]
-            env.transcript.emit("tool_call", id="policy", name="run_command", arguments={"command": " ".join(cmd)})
+            env.transcript.tool_call("policy", name="run_command", arguments={"command": " ".join(cmd)})
             r = await env.sandbox.run(cmd, timeout_s=min(1800.0, env.limits.max_minutes * 60))
-            env.transcript.emit("tool_result", id="policy", name="run_command",
+            env.transcript.tool_result("policy", name="run_command",
                                 output=f"[exit code {r.exit_code}]{' [timed out]' if r.timed_out else ''}\n{r.output}")
             if r.timed_out:
                 out.end_reason = "max_time"
         if pol.answer is not None:
             out.final_message = pol.answer
-            env.transcript.emit("assistant", content=pol.answer)
+            env.transcript.assistant(pol.answer)
         return out
 
 
@@ -134,7 +134,7 @@ class ScriptAgent(Agent):
 
     async def run(self, env: AgentEnv) -> AgentOutcome:
         out = AgentOutcome(end_reason="finished")
-        env.transcript.emit("user", content=env.prompt)
+        env.transcript.user(env.prompt)
         for i, line in enumerate(self.lines):
             if out.turns >= env.limits.max_turns:
                 out.end_reason = "max_turns"
@@ -145,11 +145,11 @@ class ScriptAgent(Agent):
             out.turns += 1
             if line.say is not None:
                 out.final_message = line.say
-                env.transcript.emit("assistant", content=line.say)
+                env.transcript.assistant(line.say)
                 break
             call = ToolCall(id=f"s{i}", name=line.tool or "", arguments=line.args)
-            env.transcript.emit("assistant", content="", tool_calls=[call.model_dump(exclude_none=True)])
-            env.transcript.emit("tool_call", id=call.id, name=call.name, arguments=call.arguments)
+            env.transcript.assistant("", tool_calls=[call.model_dump(exclude_none=True)])
+            env.transcript.tool_call(call.id, name=call.name, arguments=call.arguments)
             result = await env.tools.execute(call)
-            env.transcript.emit("tool_result", id=call.id, name=call.name, output=result)
+            env.transcript.tool_result(call.id, name=call.name, output=result)
         return out

@@ -1,6 +1,6 @@
 """The tool set every agent shares: five workspace tools, plus search where a task offers it.
 
-File tools run in the harness on the workspace through `assay.env.fs`, which refuses
+File tools run in the harness on the workspace through `assay.fs`, which refuses
 absolute paths, '..' and symlinks that lead out; `run_command` runs in the sandbox.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Protocol
 
-from assay.agent.messages import ToolCall, ToolSpec
-from assay.env import fs
+from assay.llm.messages import ToolCall, ToolSpec
+from assay import fs
 from assay.env.sandbox import Sandbox
 
 TOOL_OUTPUT_LIMIT = 12_000

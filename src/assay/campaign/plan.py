@@ -2,53 +2,37 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
 
-from assay.agent.spec import AgentFactory
-from assay.errors import InputError
+from assay.agent.base import Agent
+from assay.campaign.options import RunOptions
 from assay.record import RunKey
-from assay.task.model import LEVELS, Task
+from assay.task.hashing import json_digest
+from assay.task.model import Task
 
 
-@dataclass
-class CampaignOptions:
-    campaign: str = "default"
-    level: str | None = None  # None = default (scenarios L3), "all", or "L0".."L3"
-    epochs: int = 1
-    concurrency: int = 4
-    judges: list[str] = field(default_factory=list)
-    judge_mode: str = "batched"
-    judge_repeats: int = 1
-    max_turns: int = 200
-    max_minutes: float = 150.0
-    max_usd: float = 8.0
-    search: str = "off"
-    unsafe_no_sandbox: bool = False
-    gateway_model: str | None = None  # model behind scenarios' company LLM gateway (--gateway-model)
-    routing: str | None = None  # stakeholder topic routing override (--routing); None: the scenario's own
-    router_model: str | None = None  # model for `llm` routing and gates (--router-model)
+class AgentLike(Protocol):
+    """What the planner and the runner need of an agent spec (`assay.agent.spec.AgentFactory`,
+    or the web app's human agent)."""
 
-    def result_options(self) -> dict[str, Any]:
-        """Everything that can change a result; hashed into every run key."""
-        opts: dict[str, Any] = {
-            "judges": sorted(self.judges), "judge_mode": self.judge_mode, "judge_repeats": self.judge_repeats,
-            "max_turns": self.max_turns, "max_minutes": self.max_minutes, "max_usd": self.max_usd,
-            "search": self.search, "sandbox": not self.unsafe_no_sandbox,
-        }
-        # Only when set, so campaigns that do not use them keep their run keys.
-        for name in ("gateway_model", "routing", "router_model"):
-            if getattr(self, name):
-                opts[name] = getattr(self, name)
-        return opts
+    spec: str
+    kind: str
+
+    def options(self) -> dict[str, object]: ...
+
+    def skip_reason(self, task: Task) -> str | None: ...
+
+    def for_task(self, task: Task) -> Agent: ...
+
+    async def aclose(self) -> None: ...
 
 
 @dataclass
 class PlannedRun:
     task: Task
-    agent: AgentFactory
+    agent: AgentLike
     level: str | None
     epoch: int
     key: RunKey
@@ -60,9 +44,8 @@ class Plan:
     skipped: list[tuple[str, str, str]]  # (task id, agent, reason)
 
 
-def options_hash(options: CampaignOptions, agent: AgentFactory) -> str:
-    raw = json.dumps({"campaign": options.result_options(), "agent": agent.options()}, sort_keys=True, default=str)
-    return hashlib.sha256(raw.encode()).hexdigest()[:16]
+def options_hash(options: RunOptions, agent: AgentLike) -> str:
+    return json_digest({"campaign": options.result_options(), "agent": agent.options()})
 
 
 def levels_for(task: Task, level: str | None) -> tuple[list[str | None], str | None]:
@@ -78,11 +61,8 @@ def levels_for(task: Task, level: str | None) -> tuple[list[str | None], str | N
     return [level], None
 
 
-def build_plan(tasks: list[Task], agents: list[AgentFactory], options: CampaignOptions) -> Plan:
-    if options.level is not None and options.level != "all" and options.level not in LEVELS:
-        raise InputError(None, "--level", f"unknown level {options.level!r} (L0, L1, L2, L3 or all)")
-    if options.epochs < 1:
-        raise InputError(None, "--epochs", "must be at least 1")
+def build_plan(tasks: list[Task], agents: Sequence[AgentLike], options: RunOptions) -> Plan:
+    options.check()
     runs: list[PlannedRun] = []
     skipped: list[tuple[str, str, str]] = []
     for agent in agents:

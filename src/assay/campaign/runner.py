@@ -1,7 +1,8 @@
 """One run, start to end: workspace, sandbox, agent, grade, audit, store.
 
 Every failure becomes a value on the record (an end reason), never an exception that
-takes the campaign down; a void run is stored and re-run on resume.
+takes the campaign down; a void run is stored and re-run on resume. The agent's sandbox is
+closed before grading starts, so nothing the agent left running can change what is graded.
 """
 
 from __future__ import annotations
@@ -16,23 +17,29 @@ import stat
 import time
 import traceback
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from assay import HARNESS_VERSION
-from assay.agent.base import AgentEnv, AgentOutcome, RunLimits
-from assay.agent.messages import ImagePart
-from assay.agent.tools import ToolBox
+from assay import fs
+from assay.agent.base import Agent, AgentEnv, AgentOutcome, RunLimits
+from assay.agent.tools import SearchBackend, ToolBox
 from assay.agent.transcript import Transcript
-from assay.campaign.plan import CampaignOptions, PlannedRun
-from assay.env import fs
+from assay.campaign.options import RunOptions
+from assay.campaign.plan import PlannedRun
 from assay.env.sandbox import Sandbox, bwrap_available
 from assay.env.workspace import materialise, needs_workspace
 from assay.errors import GraderError, HarnessError, InputError
-from assay.grade.grader import GradeInput, grade_run
-from assay.record import VOID_REASONS, RunRecord, UsageCost
+from assay.grade.grader import GradeInput, GradeOutcome, grade_run
+from assay.grade.inputs import JudgeService
+from assay.llm.messages import ImagePart
+from assay.record import VOID_REASONS, Grade, RunRecord, UsageCost
+from assay.scenario.lifecycle import ScenarioRun
 from assay.store import Store
+from assay.task.model import Task
+from assay.version import HARNESS_VERSION
+
+__all__ = ["GRACE_S", "RunContext", "effective_limits", "execute_run", "runs_root"]
 
 GRACE_S = 30.0
 
@@ -40,16 +47,17 @@ GRACE_S = 30.0
 @dataclass
 class RunContext:
     store: Store
-    options: CampaignOptions
-    judge: Any = None
-    search_factory: Any = None  # task -> SearchBackend | None
+    options: RunOptions
+    judge: JudgeService | None = None
+    search_factory: Callable[[Task], SearchBackend | None] | None = None
 
     @property
     def isolated(self) -> bool:
         return bwrap_available() and not self.options.unsafe_no_sandbox
 
 
-def effective_limits(planned: PlannedRun, options: CampaignOptions) -> RunLimits:
+def effective_limits(planned: PlannedRun, options: RunOptions) -> RunLimits:
+    """The run's limits: the campaign's, or the task's own budget where it is smaller."""
     b = planned.task.budget
     return RunLimits(
         max_turns=min(options.max_turns, b.turns) if b.turns is not None else options.max_turns,
@@ -62,7 +70,7 @@ def _images(paths: list[Path]) -> list[ImagePart]:
     parts = []
     for p in paths:
         mime = mimetypes.guess_type(p.name)[0] or "image/png"
-        parts.append(ImagePart(media_type=mime, data_b64=base64.b64encode(Path(p).read_bytes()).decode()))
+        parts.append(ImagePart(media_type=mime, data_b64=base64.b64encode(fs.read_regular(p)).decode()))
     return parts
 
 
@@ -96,145 +104,163 @@ def runs_root(store_dir: Path) -> Path:
     return base / digest
 
 
-async def execute_run(planned: PlannedRun, ctx: RunContext, attempt: int = 1) -> RunRecord:
-    task = planned.task
-    run_id = uuid.uuid4().hex[:16]
-    started_wall = time.time()
-    t0 = time.monotonic()
-    transcript = Transcript()
-    limits = effective_limits(planned, ctx.options)
-    outcome = AgentOutcome(end_reason="harness_error")
-    workspace: Path | None = None
-    run_dir: Path | None = None
-    sandbox: Sandbox | None = None
-    grade: dict[str, Any] = {}
-    score = passed = None
-    judge_usage = UsageCost()
-    void_reason: str | None = None
-    agent = None
-    session = None
-    try:
-        agent = planned.agent.for_task(task)
+class _Run:
+    """The state of one run while it goes: what it built, what it got, how it ended."""
+
+    def __init__(self, planned: PlannedRun, ctx: RunContext, attempt: int) -> None:
+        self.planned = planned
+        self.ctx = ctx
+        self.attempt = attempt
+        self.run_id = uuid.uuid4().hex[:16]
+        self.started_wall = time.time()
+        self.t0 = time.monotonic()
+        self.transcript = Transcript()
+        self.limits = effective_limits(planned, ctx.options)
+        self.outcome = AgentOutcome(end_reason="harness_error")
+        self.workspace: Path | None = None
+        self.run_dir: Path | None = None
+        self.sandbox: Sandbox | None = None
+        self.scenario: ScenarioRun | None = None
+        self.agent: Agent | None = None
+        self.graded = GradeOutcome(score=None, passed=None)
+        self.void_reason: str | None = None
+        self.commands: list[str] = []
+
+    async def build(self) -> AgentEnv:
+        planned, ctx, task = self.planned, self.ctx, self.planned.task
+        self.agent = agent = planned.agent.for_task(task)
         prompt = _prompt(planned)
         binds = list(agent.binds())
         sandbox_env: dict[str, str] = {}
+        keep: list[str] = []
         if needs_workspace(task):
-            run_dir = runs_root(ctx.store.dir) / run_id
-            run_dir.mkdir(parents=True)
-            os.chmod(run_dir, 0o711)
-            workspace = materialise(task, run_dir / "workspace")
+            self.run_dir = runs_root(ctx.store.dir) / self.run_id
+            self.run_dir.mkdir(parents=True)
+            os.chmod(self.run_dir, 0o711)
+            self.workspace = await asyncio.to_thread(materialise, task, self.run_dir / "workspace")
             if task.scenario is not None:
-                from assay.scenario.session import ScenarioSession
-
-                session = ScenarioSession(task, planned.level, run_dir, workspace, transcript=transcript,
-                                          options=ctx.options, agent_spec=planned.agent.spec,
-                                          trusted_agent=planned.agent.kind in ("noop", "policy"))
-                await session.setup()
-                prompt = session.prompt()
-                binds += session.ro_binds()
-                sandbox_env.update(session.sandbox_env())
-            wrapper = session.command_wrapper() if session is not None else None  # gateway/service forwarder
-            sandbox = Sandbox(workspace, isolated=ctx.isolated, ro_binds=binds, env=sandbox_env,
-                              command_wrapper=wrapper)
-            sandbox.prepare()
+                self.scenario = ScenarioRun(task, planned.level, self.run_dir, self.workspace,
+                                            transcript=self.transcript, options=ctx.options,
+                                            agent_spec=planned.agent.spec,
+                                            trusted_agent=planned.agent.kind in ("noop", "policy"))
+                await self.scenario.setup()
+                prompt = self.scenario.prompt()
+                binds += self.scenario.ro_binds()
+                sandbox_env.update(self.scenario.sandbox_env())
+                keep = self.scenario.keep_owner()
+            wrapper = self.scenario.command_wrapper() if self.scenario is not None else None
+            self.sandbox = Sandbox(self.workspace, isolated=ctx.isolated, ro_binds=binds, env=sandbox_env,
+                                   command_wrapper=wrapper, keep_owner=keep)
+            await asyncio.to_thread(self.sandbox.prepare)
         search = ctx.search_factory(task) if ctx.search_factory is not None else None
-        tools = ToolBox(workspace, sandbox, task.tools, search=search)
-        env = AgentEnv(task=task, level=planned.level, prompt=prompt, system_prompt=task.system_prompt,
-                       images=_images(task.images), workspace=workspace, sandbox=sandbox, tools=tools,
-                       limits=limits, transcript=transcript, messages=task.messages)
+        tools = ToolBox(self.workspace, self.sandbox, task.tools, search=search)
+        self.commands = tools.commands
+        return AgentEnv(task=task, level=planned.level, prompt=prompt, system_prompt=task.system_prompt,
+                        images=_images(task.images), workspace=self.workspace, sandbox=self.sandbox, tools=tools,
+                        limits=self.limits, transcript=self.transcript, messages=task.messages)
+
+    async def work(self, env: AgentEnv) -> None:
+        assert self.agent is not None
         try:
-            outcome = await asyncio.wait_for(agent.run(env), timeout=limits.max_minutes * 60 + GRACE_S)
+            self.outcome = await asyncio.wait_for(self.agent.run(env), timeout=self.limits.max_minutes * 60 + GRACE_S)
         except TimeoutError:
-            outcome = AgentOutcome(end_reason="max_time")
-            transcript.emit("harness", note="run exceeded its time limit; graded as the workspace stands")
-        except (InputError, HarnessError, OSError):
+            self.outcome = AgentOutcome(end_reason="max_time")
+            self.transcript.harness("run exceeded its time limit; graded as the workspace stands")
+        except (HarnessError, OSError):
             raise
+        except InputError as e:  # a policy's own bad input is a fault of this run, not the user's command
+            self.outcome = AgentOutcome(end_reason="harness_error", error=e.message)
+            self.transcript.error("harness", e.message)
         except Exception as e:  # an agent-side bug voids this run; the campaign goes on
-            outcome = AgentOutcome(end_reason="harness_error", error=f"{type(e).__name__}: {e}")
-            transcript.emit("error", source="harness", reason=traceback.format_exc(limit=8))
-        if outcome.end_reason not in VOID_REASONS:
-            if workspace is not None and task.answer_path and not task.tools:
-                fs.write_file(workspace, task.answer_path, outcome.final_message,
-                              owner=sandbox.uid if sandbox else None)
-            try:
-                t_grade = time.monotonic()
-                result = await grade_run(GradeInput(task=task, level=planned.level, workspace=workspace,
-                                                    final_message=outcome.final_message, events=transcript.events,
-                                                    end_reason=outcome.end_reason, judge=ctx.judge,
-                                                    scenario=session, commands=tools.commands))
-                score, passed, grade, judge_usage = result.score, result.passed, result.grade, result.judge_usage
-                grade["grade_seconds"] = round(time.monotonic() - t_grade, 4)
-            except GraderError as e:
-                void_reason = str(e)
-                outcome.end_reason = "grader_error"
-                transcript.emit("error", source="grader", reason=str(e))
-            except Exception as e:  # a grader bug must void the run, not crash the campaign
-                void_reason = f"{type(e).__name__}: {e}"
-                outcome.end_reason = "grader_error"
-                transcript.emit("error", source="grader", reason=void_reason)
+            self.outcome = AgentOutcome(end_reason="harness_error", error=f"{type(e).__name__}: {e}")
+            self.transcript.error("harness", traceback.format_exc(limit=8))
+
+    async def grade(self) -> None:
+        task, out = self.planned.task, self.outcome
+        if self.workspace is not None and task.answer_path and not task.tools:
+            await asyncio.to_thread(fs.write_file, self.workspace, task.answer_path, out.final_message,
+                                    owner=self.sandbox.uid if self.sandbox else None)
+        await self.close_sandbox()  # nothing the agent started runs while its work is graded
+        try:
+            t_grade = time.monotonic()
+            self.graded = await grade_run(GradeInput(
+                task=task, level=self.planned.level, workspace=self.workspace, final_message=out.final_message,
+                events=self.transcript.events, end_reason=out.end_reason, judge=self.ctx.judge,
+                delivered=self.scenario.delivered(self.workspace) if self.scenario is not None else None,
+                commands=self.commands))
+            self.graded.grade.grade_seconds = round(time.monotonic() - t_grade, 4)
+        except GraderError as e:
+            self._void_grade(str(e))
+        except Exception as e:  # a grader bug must void the run, not crash the campaign
+            self._void_grade(f"{type(e).__name__}: {e}")
+
+    def _void_grade(self, reason: str) -> None:
+        self.void_reason = reason
+        self.outcome.end_reason = "grader_error"
+        self.transcript.error("grader", reason)
+
+    async def close_sandbox(self) -> None:
+        if self.sandbox is None:
+            return
+        sandbox = self.sandbox
+        try:
+            await asyncio.shield(sandbox.close())
+        except asyncio.CancelledError:
+            sandbox.kill_now()
+            raise
+
+    def record(self) -> RunRecord:
+        planned, ctx, task, out = self.planned, self.ctx, self.planned.task, self.outcome
+        void = out.end_reason in VOID_REASONS
+        u = out.usage
+        isolated = self.sandbox.isolated if self.sandbox is not None else ctx.isolated
+        agent = self.agent
+        return RunRecord(
+            run_id=self.run_id, key=planned.key, attempt=self.attempt, kinds=task.kinds,
+            harness_version=HARNESS_VERSION, model=getattr(agent, "model", None),
+            prices=getattr(agent, "prices", None), sandbox="bwrap" if isolated else "none",
+            status="void" if void else "done", end_reason=out.end_reason, void_reason=self.void_reason,
+            score=None if void else self.graded.score, passed=None if void else self.graded.passed,
+            value={"amount": task.value.amount, "currency": task.value.currency} if task.value else None,
+            usage=UsageCost(input_tokens=u.input_tokens, output_tokens=u.output_tokens,
+                            cache_read_tokens=u.cache_read_tokens, cache_write_tokens=u.cache_write_tokens,
+                            cost_usd=out.cost_usd),
+            judge_usage=self.graded.judge_usage, grade=self.graded.grade if not void else Grade(),
+            final_message=out.final_message, turns=out.turns, started_at=self.started_wall,
+            duration_s=time.monotonic() - self.t0, options=ctx.options.result_options(),
+            task_meta={"domain": task.domain, "subset": task.subset, "language": task.language,
+                       "modality": task.modality, "execution": task.execution, "source": task.source,
+                       "title": task.title},
+            run_dir=str(self.run_dir) if self.run_dir else None,
+        )
+
+
+async def execute_run(planned: PlannedRun, ctx: RunContext, attempt: int = 1) -> RunRecord:
+    run = _Run(planned, ctx, attempt)
+    try:
+        env = await run.build()
+        await run.work(env)
+        if run.outcome.end_reason not in VOID_REASONS:
+            await run.grade()
         else:
-            void_reason = outcome.error or outcome.end_reason
+            run.void_reason = run.outcome.error or run.outcome.end_reason
     except asyncio.CancelledError:
-        outcome.end_reason = "interrupted"
-        void_reason = "interrupted"
+        run.outcome.end_reason = "interrupted"
+        run.void_reason = "interrupted"
         raise
     except (HarnessError, InputError, OSError) as e:
-        outcome.end_reason = "harness_error"
-        void_reason = f"{type(e).__name__}: {e}"
-        transcript.emit("error", source="harness", reason=void_reason)
+        run.outcome.end_reason = "harness_error"
+        run.void_reason = f"{type(e).__name__}: {e}"
+        run.transcript.error("harness", run.void_reason)
     finally:
-        if sandbox is not None:
-            await _close(sandbox)
-        if session is not None:
-            await asyncio.shield(session.close())
-        record = _record(planned, ctx, run_id, attempt, outcome, score, passed, grade, judge_usage,
-                         void_reason, agent, sandbox, started_wall, time.monotonic() - t0, run_dir)
-        if outcome.end_reason != "interrupted":
+        await run.close_sandbox()
+        if run.scenario is not None:
+            await asyncio.shield(run.scenario.close())
+        record = run.record()
+        if run.outcome.end_reason != "interrupted":
             # Blocking database I/O goes off the event loop so other runs' model calls go on;
             # the save is one transaction, finished by its thread even if this task is cancelled.
-            await asyncio.to_thread(ctx.store.save_run, record, transcript.events)
-        elif run_dir is not None:
-            shutil.rmtree(run_dir, ignore_errors=True)
+            await asyncio.to_thread(ctx.store.save_run, record, run.transcript.events)
+        elif run.run_dir is not None:
+            shutil.rmtree(run.run_dir, ignore_errors=True)
     return record
-
-
-async def _close(sandbox: Sandbox) -> None:
-    try:
-        await asyncio.shield(sandbox.close())
-    except asyncio.CancelledError:
-        sandbox_kill_sync(sandbox)
-
-
-def sandbox_kill_sync(sandbox: Sandbox) -> None:
-    """Last resort on cancellation: the sandbox's own close did not get to run."""
-    kill = getattr(sandbox, "kill_now", None)
-    if callable(kill):
-        kill()
-
-
-def _record(planned: PlannedRun, ctx: RunContext, run_id: str, attempt: int, outcome: AgentOutcome,
-            score: float | None, passed: bool | None, grade: dict[str, Any], judge_usage: UsageCost,
-            void_reason: str | None, agent: Any, sandbox: Sandbox | None, started: float, duration: float,
-            run_dir: Path | None) -> RunRecord:
-    task = planned.task
-    void = outcome.end_reason in VOID_REASONS
-    u = outcome.usage
-    isolated = sandbox.isolated if sandbox is not None else ctx.isolated
-    return RunRecord(
-        run_id=run_id, key=planned.key, attempt=attempt, kinds=task.kinds, harness_version=HARNESS_VERSION,
-        model=getattr(agent, "model", None), prices=getattr(agent, "prices", None),
-        sandbox="bwrap" if isolated else "none",
-        status="void" if void else "done", end_reason=outcome.end_reason, void_reason=void_reason,
-        score=None if void else score, passed=None if void else passed,
-        value={"amount": task.value.amount, "currency": task.value.currency} if task.value else None,
-        usage=UsageCost(input_tokens=u.input_tokens, output_tokens=u.output_tokens,
-                        cache_read_tokens=u.cache_read_tokens, cache_write_tokens=u.cache_write_tokens,
-                        cost_usd=outcome.cost_usd),
-        judge_usage=judge_usage, grade=grade if not void else {}, final_message=outcome.final_message,
-        turns=outcome.turns, started_at=started, duration_s=duration,
-        options=ctx.options.result_options(),
-        task_meta={"domain": task.domain, "subset": task.subset, "language": task.language,
-                   "modality": task.modality, "execution": task.execution, "source": task.source,
-                   "title": task.title},
-        run_dir=str(run_dir) if run_dir else None,
-    )

@@ -22,6 +22,8 @@ from assay.record import RunRecord
 
 
 class CampaignResult:
+    """What one `run_campaign` call did, with running totals for the progress line."""
+
     def __init__(self) -> None:
         self.records: list[RunRecord] = []
         self.already_done = 0
@@ -29,6 +31,7 @@ class CampaignResult:
         self.void = 0
         self.passed = 0
         self.cost_usd = 0.0
+        self.elapsed_s = 0.0
 
     def add(self, rec: RunRecord) -> None:
         """Keep running totals, so progress updates stay O(1) per run."""
@@ -86,7 +89,7 @@ async def run_campaign(plan: Plan, ctx: RunContext, *, console: Console | None =
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-    result.elapsed_s = time.monotonic() - t0  # type: ignore[attr-defined]
+    result.elapsed_s = time.monotonic() - t0
     return result
 
 

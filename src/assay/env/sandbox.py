@@ -42,7 +42,7 @@ from pathlib import Path, PurePosixPath
 
 import pydantic
 
-from assay.env import fs
+from assay import fs
 from assay.errors import HarnessError
 
 __all__ = [
@@ -90,7 +90,7 @@ class CommandResult(pydantic.BaseModel):
 # --------------------------------------------------------------------------- bwrap probe
 
 
-def _system_layout() -> list[str]:
+def system_layout() -> list[str]:
     """bwrap arguments giving a read-only view of the host system (/usr and friends)."""
     args = ["--ro-bind", "/usr", "/usr",
             # /usr/local holds host-specific tools and Python hooks: hide it behind an empty dir.
@@ -110,7 +110,7 @@ def _system_layout() -> list[str]:
 
 def _probe_argv(bwrap: str) -> list[str]:
     return [bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--cap-drop", "ALL",
-            "--die-with-parent", "--new-session", *_system_layout(),
+            "--die-with-parent", "--new-session", *system_layout(),
             "--proc", "/proc", "--dev", "/dev", "--size", str(MiB), "--tmpfs", "/tmp",
             "--clearenv", "--", "/usr/bin/true"]
 
@@ -367,11 +367,15 @@ class Sandbox:
                  ro_binds: Sequence[tuple[Path, str]] = (),
                  env: Mapping[str, str] | None = None,
                  limits: Limits = Limits(),
-                 command_wrapper: Callable[[str], str] | None = None) -> None:
+                 command_wrapper: Callable[[str], str] | None = None,
+                 keep_owner: Sequence[str] = ()) -> None:
         """`command_wrapper`, when given, rewrites every command (an argv is joined with
         shlex first) into the shell command actually run, e.g. a scenario's service forwarder
-        (`assay.env.forwarder.wrap_command`) started in front of it."""
+        (`assay.env.net.forwarder.wrap_command`) started in front of it. `keep_owner`: paths
+        relative to the workspace that `prepare()` leaves to the harness (a log the agent may
+        read but must not write, e.g. the stakeholder ledger's)."""
         self.command_wrapper = command_wrapper
+        self.keep_owner = frozenset(keep_owner)
         self.workspace: Path = Path(os.path.abspath(workspace))
         self.isolated: bool = isolated
         self.limits: Limits = limits
@@ -426,8 +430,12 @@ class Sandbox:
             root_st = os.lstat(self.workspace)
             if root_st.st_uid != uid or root_st.st_gid != uid:
                 os.chown(self.workspace, uid, uid, follow_symlinks=False)
-            for _dirpath, dirnames, filenames, dfd in os.fwalk(self.workspace, follow_symlinks=False):
+            for dirpath, dirnames, filenames, dfd in os.fwalk(self.workspace, follow_symlinks=False):
+                rel_dir = os.path.relpath(dirpath, self.workspace)
                 for name in (*dirnames, *filenames):
+                    rel = name if rel_dir == "." else f"{rel_dir}/{name}"
+                    if rel in self.keep_owner:
+                        continue
                     try:
                         st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
                     except FileNotFoundError:
@@ -466,7 +474,7 @@ class Sandbox:
         args = [bwrap, "--info-fd", str(info_fd), "--unshare-all", "--unshare-user", "--disable-userns",
                 "--uid", str(INSIDE_UID), "--gid", str(INSIDE_UID), "--cap-drop", "ALL",
                 "--hostname", "sandbox", "--die-with-parent", "--new-session",
-                *_system_layout()]
+                *system_layout()]
         for fd, dest in data_fds:
             args += ["--perms", "0444", "--ro-bind-data", str(fd), dest]
         args += ["--proc", "/proc", "--dev", "/dev",
@@ -638,8 +646,24 @@ class Sandbox:
             await p.wait()
             await asyncio.sleep(0.01)
 
+    def kill_now(self) -> None:
+        """Synchronous last resort (a cancelled close): SIGKILL every command's process group
+        and, as the dedicated uid itself, everything that uid still runs; give the uid back."""
+        self._closed = True
+        for transport in list(self._running):
+            self._killpg(transport)
+        if self._dedicated and uid_processes(self.uid):
+            subprocess.run([_KILL, "-9", "-1"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, env={"PATH": "/usr/bin:/bin"}, cwd="/",
+                           user=self.uid, group=self.uid, extra_groups=[], check=False)
+        if self._owns_uid and not uid_processes(self.uid):
+            release_uid(self.uid)
+            self._owns_uid = False
+
     async def close(self) -> None:
         """Kill whatever this sandbox still runs; give the uid back. Idempotent."""
+        if self._closed and not self._running and not self._owns_uid:
+            return
         self._closed = True
         for transport in list(self._running):
             self._killpg(transport)

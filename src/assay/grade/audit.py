@@ -34,16 +34,28 @@ flags are only recorded.
 from __future__ import annotations
 
 import json
-import os
 import re
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from assay import fs
 from assay.errors import ProviderError
-from assay.grade.jsonrepair import parse_lenient
-from assay.record import Event, UsageCost
+from assay.grade.numbers import Number, find_numbers
+from assay.llm.jsonrepair import parse_lenient
+from assay.grade.inputs import GradeInput, JudgeService
+from assay.record import (
+    AssistantEvent,
+    Audit,
+    AuditFlag,
+    ErrorEvent,
+    Event,
+    Grade,
+    HarnessEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    UsageCost,
+)
 from assay.task.model import Task
 
 __all__ = ["HARD_RULES", "SOFT_RULES", "audit_run", "collect_evidence", "judge_credit", "meta_judge_prompt",
@@ -85,16 +97,9 @@ class Evidence:
         return "\n".join([self.final, *self.outputs.values()])
 
 
-def _read_text(path: Path) -> str | None:
-    """A regular file's text (first READ_BYTES), never following a symlink; None if not text."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            return None
-        data = f.read(READ_BYTES)
+def _text(data: bytes) -> str | None:
+    """Text of a file's first READ_BYTES; None when it looks binary."""
+    data = data[:READ_BYTES]
     if b"\x00" in data[:8192]:
         return None
     return data.decode("utf-8", errors="replace")
@@ -146,23 +151,20 @@ def collect_evidence(task: Task, workspace: Path | None, events: list[Event], fi
     ev = Evidence(final=final_message or "")
     by_id: dict[str, dict[str, Any]] = {}
     for e in events:
-        d = e.data
-        if e.kind == "tool_call":
-            call = {"id": str(d.get("id", "")), "name": str(d.get("name", "")),
-                    "arguments": d.get("arguments") if isinstance(d.get("arguments"), dict) else {}, "output": ""}
+        if isinstance(e, ToolCallEvent):
+            call = {"id": e.id, "name": e.name, "arguments": e.arguments, "output": ""}
             ev.tool_calls.append(call)
-            by_id[call["id"]] = call
-            args = call["arguments"]
-            if call["name"] == "run_command" and isinstance(args.get("command"), str):
-                ev.commands.append(args["command"])
-            if call["name"] in ("write_file", "edit_file") and isinstance(args.get("path"), str):
-                ev.written.append(_norm_path(args["path"]))
-        elif e.kind == "tool_result":
-            call = by_id.get(str(d.get("id", "")))
-            if call is not None:
-                call["output"] = str(d.get("output", ""))
-        elif e.kind == "harness" and isinstance(d.get("files"), list):  # a policy's copied artifacts
-            ev.written += [_norm_path(str(f)) for f in d["files"]]
+            by_id[e.id] = call
+            if e.name == "run_command" and isinstance(e.arguments.get("command"), str):
+                ev.commands.append(e.arguments["command"])
+            if e.name in ("write_file", "edit_file") and isinstance(e.arguments.get("path"), str):
+                ev.written.append(_norm_path(e.arguments["path"]))
+        elif isinstance(e, ToolResultEvent):
+            tool = by_id.get(e.id)
+            if tool is not None:
+                tool["output"] = e.output
+        elif isinstance(e, HarnessEvent) and e.files:  # a policy's copied artifacts
+            ev.written += [_norm_path(f) for f in e.files]
     for c in commands or []:
         if c not in ev.commands:
             ev.commands.append(c)
@@ -172,29 +174,20 @@ def collect_evidence(task: Task, workspace: Path | None, events: list[Event], fi
     wanted = {_norm_path(p.path) for p in task.contract} | set(ev.written)
     if task.answer_path:
         wanted.add(_norm_path(task.answer_path))
-    seen = 0
-    for dirpath, dirnames, filenames in os.walk(workspace, followlinks=False):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in ("node_modules", "__pycache__"))
-        for name in sorted(filenames):
-            p = Path(dirpath) / name
-            try:
-                if not stat.S_ISREG(os.lstat(p).st_mode):
-                    continue
-            except OSError:
-                continue
-            rel = p.relative_to(workspace).as_posix()
-            ev.files.add(rel)
-            seen += 1
-            if seen > MAX_FILES:
-                break
-            text = _read_text(p)
-            if text is None:
-                continue
-            if rel in wanted or not _unchanged(rel, text, initial):
-                ev.outputs[rel] = text
-        if seen > MAX_FILES:
-            break
+    # Read without following a link or opening a special file (the workspace is the agent's).
+    for rel, data in fs.read_tree(workspace, ".", max_file_bytes=READ_BYTES, max_files=MAX_FILES, partial=True,
+                                  skip=_skip_dir):
+        ev.files.add(rel)
+        text = _text(data)
+        if text is None:
+            continue
+        if rel in wanted or not _unchanged(rel, text, initial):
+            ev.outputs[rel] = text
     return ev
+
+
+def _skip_dir(name: str) -> bool:
+    return name.startswith(".") or name in ("node_modules", "__pycache__")
 
 
 # --------------------------------------------------------------------------- what the judge credited
@@ -212,40 +205,35 @@ class Credit:
 _VOTES = re.compile(r"\s*\(votes \d+ met / \d+ not met\)\s*$")
 
 
-def judge_credit(task: Task, grade: dict[str, Any]) -> Credit | None:
+def judge_credit(task: Task, grade: Grade) -> Credit | None:
     """What part of the score a judge gave; None when the score has no judge part."""
     kind = task.primary_kind
     if kind == "contract":
         g = task.grading
-        if g is None or g.type not in ("judge", "hybrid") or not grade.get("sat", True):
+        contract = grade.contract
+        if g is None or g.type not in ("judge", "hybrid") or (contract is not None and not contract.sat):
             return None
         if g.type == "hybrid" and (g.weight_judge <= 0 or g.weight_automated + g.weight_judge <= 0):
             return None
-        verdict = grade.get("judge") or {}
+        verdict = contract.judge if contract is not None else {}
         total = verdict.get("total")
         if not isinstance(total, (int, float)) or total <= 0:
             return None
         scores = {str(k): float(v) for k, v in (verdict.get("scores") or {}).items() if isinstance(v, (int, float))}
         return Credit(source="contract", judge_score=float(total), notes=str(verdict.get("notes") or ""),
                       scores=scores)
-    if kind == "rubric" and task.rubric is not None:
+    if kind == "rubric" and task.rubric is not None and grade.rubric is not None:
         texts = {it.id: it.text for it in task.rubric.items}
-        items = [{"id": it["id"], "text": texts.get(it["id"], ""), "weight": it.get("weight", 0),
-                  "reason": _VOTES.sub("", str(it.get("reason") or ""))}
-                 for it in grade.get("items") or []
-                 if not it.get("check") and it.get("hit") and not it.get("na") and (it.get("weight") or 0) > 0]
+        items = [{"id": it.id, "text": texts.get(it.id, ""), "weight": it.weight, "reason": _VOTES.sub("", it.reason)}
+                 for it in grade.rubric.items if not it.check and it.hit and not it.na and it.weight > 0]
         if not items:
             return None
-        return Credit(source="rubric", judge_score=float(grade.get("expert_score") or 0.0), items=items)
+        return Credit(source="rubric", judge_score=float(grade.rubric.expert_score or 0.0), items=items)
     return None
 
 
 # --------------------------------------------------------------------------- numbers and quotes
 
-_NUM = re.compile(r"(?<![\w.])([-−]?)(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(\s?%)?(?:\s?(thousand|million|billion|"
-                  r"trillion|bn|k|m|b)\b)?(?![\w])", re.I)
-_SCALES = {"thousand": 1e3, "k": 1e3, "million": 1e6, "m": 1e6, "billion": 1e9, "bn": 1e9, "b": 1e9,
-           "trillion": 1e12}
 _FRACTION = re.compile(r"\b\d+(?:\.\d+)?\s*/\s*\d+(?:\.\d+)?\b|\b\d+(?:\.\d+)?\s+out\s+of\s+\d+(?:\.\d+)?\b", re.I)
 _QUANT_BEFORE = re.compile(r"(?:at\s+least|at\s+most|more\s+than|fewer\s+than|less\s+than|up\s+to|no\s+more\s+than|"
                            r"under|over|within|maximum(?:\s+of)?|minimum(?:\s+of)?|max|min|criterion|criteria|item|"
@@ -255,49 +243,18 @@ _COUNT_AFTER = re.compile(r"^\s*(?:words?|characters?|chars?|sentences?|paragrap
                           r"items?|steps?|turns?|tool\s+calls?|criteria|criterion|points?\b(?!\s+of))", re.I)
 
 
-@dataclass(frozen=True)
-class Num:
-    text: str
-    value: float
-    decimals: int
-    candidates: tuple[float, ...]
-
-
-def _numbers(text: str) -> list[Num]:
-    out: list[Num] = []
-    for m in _NUM.finditer(text or ""):
-        sign, whole, frac, pct, scale = m.groups()
-        try:
-            v = float(whole.replace(",", "") + (frac or ""))
-        except ValueError:
-            continue
-        if sign:
-            v = -v
-        cands = {v}
-        if pct:
-            cands.add(v / 100)
-        if scale:
-            cands.add(v * _SCALES[scale.lower()])
-        out.append(Num(text=m.group(0), value=v, decimals=len(frac) - 1 if frac else 0, candidates=tuple(cands)))
-    return out
-
-
-def _claim_numbers(text: str) -> list[tuple[Num, int]]:
+def _claim_numbers(text: str) -> list[tuple[Number, int]]:
     """Numbers in a judge's text that state an answer value (not counts, scores, ordinals)."""
     text = _FRACTION.sub(" ", text or "")
-    found: list[tuple[Num, int]] = []
-    for m in _NUM.finditer(text):
-        n = _numbers(m.group(0))
-        if not n:
-            continue
-        num = n[0]
+    found: list[tuple[Number, int]] = []
+    for num in find_numbers(text):
         if num.decimals == 0 and abs(num.value) < 10:
             continue  # single digits are counts and ordinals far more often than answers
-        if _QUANT_BEFORE.search(text[max(0, m.start() - 24):m.start()]):
+        if _QUANT_BEFORE.search(text[max(0, num.start - 24):num.start]):
             continue
-        if _COUNT_AFTER.match(text[m.end():m.end() + 24]):
+        if _COUNT_AFTER.match(text[num.end:num.end + 24]):
             continue
-        found.append((num, m.start()))
+        found.append((num, num.start))
     return found
 
 
@@ -307,7 +264,7 @@ def _same(a: float, b: float, decimals: int) -> bool:
     return decimals >= 0 and round(a, decimals) == round(b, decimals) and abs(a - b) < 10 ** -decimals
 
 
-def _number_present(num: Num, pool: list[Num]) -> bool:
+def _number_present(num: Number, pool: list[Number]) -> bool:
     for other in pool:
         for a in num.candidates:
             for b in other.candidates:
@@ -354,6 +311,30 @@ def _flag(rule: str, reason: str, severity: str | None = None) -> dict[str, Any]
             "removed": False, "meta_reason": None}
 
 
+def _artifact_problem(workspace: Path, rel: str) -> str | None:
+    """Why a contract artifact does not count (missing, empty, a link, ...), or None."""
+    try:
+        kind = fs.entry_kind(workspace, rel)
+    except fs.PathError:
+        return "behind a link or a file (not reachable as a plain path)"
+    if kind is None:
+        return "missing"
+    if kind == "dir":
+        return None if fs.list_dir(workspace, rel) else "an empty directory"
+    if kind != "file":
+        return "not a regular file"
+    try:
+        data = fs.read_workspace_file(workspace, rel, READ_BYTES * 64)
+    except fs.PathError:
+        return "unreadable (refused)"
+    if not data:
+        return "empty"
+    text = _text(data)
+    if text is not None and not text.strip():
+        return "empty (whitespace only)"
+    return None
+
+
 def rule_missing_artifact(task: Task, workspace: Path | None, credit: Credit) -> list[dict[str, Any]]:
     """A contract artifact missing or empty while the judge gave credit (hard if required)."""
     if credit.source != "contract" or not task.contract:
@@ -364,25 +345,7 @@ def rule_missing_artifact(task: Task, workspace: Path | None, credit: Credit) ->
         if workspace is None:
             problem = "no workspace"
         else:
-            p = workspace / _norm_path(pred.path)
-            try:
-                st = os.lstat(p)
-            except OSError:
-                problem = "missing"
-            else:
-                if stat.S_ISDIR(st.st_mode):
-                    try:
-                        problem = None if any(os.scandir(p)) else "an empty directory"
-                    except OSError:
-                        problem = "unreadable"
-                elif not stat.S_ISREG(st.st_mode):
-                    problem = "not a regular file"
-                elif st.st_size == 0:
-                    problem = "empty"
-                else:
-                    text = _read_text(p)
-                    if text is not None and not text.strip():
-                        problem = "empty (whitespace only)"
+            problem = _artifact_problem(workspace, _norm_path(pred.path))
         if problem is None:
             continue
         if pred.required:
@@ -419,9 +382,9 @@ def rule_answer_not_in_output(task: Task, evidence: Evidence, credit: Credit) ->
     if credit.source != "contract" or not credit.notes.strip():
         return []
     context = _context_text(task, evidence)
-    context_nums = _numbers(context)
+    context_nums = find_numbers(context)
     answer = evidence.answer_text
-    pool = _numbers(answer)
+    pool = find_numbers(answer)
     score_values = set(credit.scores.values()) | {credit.judge_score}
     missing_nums: list[str] = []
     for num, _ in _claim_numbers(credit.notes):
@@ -438,7 +401,7 @@ def rule_answer_not_in_output(task: Task, evidence: Evidence, credit: Credit) ->
     missing_strs: list[str] = []
     for q in _quoted(credit.notes):
         qc = _collapse(q)
-        if len(qc) < 2 or qc in answer_c or qc in context_c or qc in names or _numbers(q) and \
+        if len(qc) < 2 or qc in answer_c or qc in context_c or qc in names or find_numbers(q) and \
                 re.fullmatch(r"[-−\d.,%\s]+", q):
             continue
         missing_strs.append(q)
@@ -452,8 +415,8 @@ def rule_answer_not_in_output(task: Task, evidence: Evidence, credit: Credit) ->
 def rule_rubric_number_claim(task: Task, evidence: Evidence, credit: Credit) -> list[dict[str, Any]]:
     if credit.source != "rubric":
         return []
-    context_nums = _numbers(_context_text(task, evidence))
-    pool = _numbers(evidence.answer_text)
+    context_nums = find_numbers(_context_text(task, evidence))
+    pool = find_numbers(evidence.answer_text)
     flags = []
     for it in credit.items:
         missing: list[str] = []
@@ -605,17 +568,15 @@ def rule_phantom_claim(task: Task, evidence: Evidence) -> list[dict[str, Any]]:
 def _trace_summary(evidence: Evidence, events: list[Event]) -> str:
     parts: list[str] = []
     for e in events:
-        d = e.data
-        if e.kind == "tool_call":
-            args = json.dumps(d.get("arguments") or {}, ensure_ascii=False)
-            parts.append(f"Tool: {d.get('name', '')}({args[:400]}{'...' if len(args) > 400 else ''})")
-        elif e.kind == "tool_result":
-            out = str(d.get("output", ""))
-            parts.append(f"Result: {out[:RESULT_PREVIEW]}{'...' if len(out) > RESULT_PREVIEW else ''}")
-        elif e.kind == "harness" and d.get("note"):
-            parts.append(f"Harness: {str(d['note'])[:RESULT_PREVIEW]}")
-        elif e.kind == "error":
-            parts.append(f"Error ({d.get('source', '')}): {str(d.get('reason', ''))[:RESULT_PREVIEW]}")
+        if isinstance(e, ToolCallEvent):
+            args = json.dumps(e.arguments, ensure_ascii=False)
+            parts.append(f"Tool: {e.name}({args[:400]}{'...' if len(args) > 400 else ''})")
+        elif isinstance(e, ToolResultEvent):
+            parts.append(f"Result: {e.output[:RESULT_PREVIEW]}{'...' if len(e.output) > RESULT_PREVIEW else ''}")
+        elif isinstance(e, HarnessEvent) and e.note:
+            parts.append(f"Harness: {e.note[:RESULT_PREVIEW]}")
+        elif isinstance(e, ErrorEvent):
+            parts.append(f"Error ({e.source}): {e.reason[:RESULT_PREVIEW]}")
     text = "\n".join(parts) or "(no tool calls)"
     if len(text) > TRACE_CHARS:
         half = TRACE_CHARS // 2
@@ -640,9 +601,9 @@ def _artifacts_block(task: Task, evidence: Evidence) -> str:
     return "\n\n".join(parts)
 
 
-def _verdict_block(credit: Credit, grade: dict[str, Any]) -> str:
+def _verdict_block(credit: Credit, grade: Grade) -> str:
     if credit.source == "contract":
-        v = grade.get("judge") or {}
+        v = grade.contract.judge if grade.contract is not None else {}
         return json.dumps({"scores": v.get("scores", {}), "total": v.get("total"), "notes": v.get("notes", "")},
                           ensure_ascii=False)
     lines = [f"[{it['id']}] (weight {it['weight']:g}) {it['text']}\n    judge: met — {it['reason']}"
@@ -650,7 +611,7 @@ def _verdict_block(credit: Credit, grade: dict[str, Any]) -> str:
     return f"expert score {credit.judge_score:g}; judged items credited:\n" + "\n".join(lines)
 
 
-def meta_judge_prompt(inp: Any, grade: dict[str, Any], credit: Credit, evidence: Evidence,
+def meta_judge_prompt(inp: GradeInput, grade: Grade, credit: Credit, evidence: Evidence,
                       flags: list[dict[str, Any]], score: float) -> str:
     task: Task = inp.task
     prompt = task.brief(inp.level) if inp.level is not None and inp.level in task.briefs else \
@@ -660,7 +621,7 @@ def meta_judge_prompt(inp: Any, grade: dict[str, Any], credit: Credit, evidence:
     b = task.budget
     limits = ", ".join(f"{k} {v:g}" for k, v in (("minutes", b.minutes), ("turns", b.turns), ("usd", b.usd))
                        if v is not None) or "harness defaults"
-    turns = sum(1 for e in inp.events if e.kind == "assistant")
+    turns = sum(1 for e in inp.events if isinstance(e, AssistantEvent))
     flag_lines = "\n".join(f"- {f['rule']} ({f['severity']}): {f['reason']}" for f in flags)
     return (
         "A grader gave the run below a positive score. Deterministic audit rules found reasons to doubt it. "
@@ -699,15 +660,7 @@ def _supported(text: str) -> tuple[bool, str]:
     raise ValueError("reply has no boolean `supported`")
 
 
-def _add(total: UsageCost, u: UsageCost) -> UsageCost:
-    return UsageCost(
-        input_tokens=total.input_tokens + u.input_tokens, output_tokens=total.output_tokens + u.output_tokens,
-        cache_read_tokens=total.cache_read_tokens + u.cache_read_tokens,
-        cache_write_tokens=total.cache_write_tokens + u.cache_write_tokens,
-        cost_usd=None if total.cost_usd is None or u.cost_usd is None else total.cost_usd + u.cost_usd)
-
-
-async def _ask_meta(judge: Any, prompt: str) -> tuple[tuple[bool, str] | None, UsageCost, list[str], int]:
+async def _ask_meta(judge: JudgeService, prompt: str) -> tuple[tuple[bool, str] | None, UsageCost, list[str], int]:
     """((supported, reason) or None, usage, errors, attempts)."""
     usage = UsageCost()
     errors: list[str] = []
@@ -717,7 +670,7 @@ async def _ask_meta(judge: Any, prompt: str) -> tuple[tuple[bool, str] | None, U
         except ProviderError as e:
             errors.append(f"attempt {attempt + 1}: provider error: {e.reason}")
             return None, usage, errors, attempt + 1
-        usage = _add(usage, u)
+        usage = usage + u
         try:
             return _supported(text), usage, errors, attempt + 1
         except ValueError as e:
@@ -728,17 +681,17 @@ async def _ask_meta(judge: Any, prompt: str) -> tuple[tuple[bool, str] | None, U
 # --------------------------------------------------------------------------- entry point
 
 
-async def audit_run(inp: Any, grade: dict[str, Any], score: float | None, judge_usage: UsageCost
-                    ) -> tuple[float | None, dict[str, Any], UsageCost]:
-    """(audited score, grade["audit"], judge usage incl. the meta-judge) for one graded run."""
-    audit: dict[str, Any] = {"flags": [], "removed": 0, "pre_audit_score": score, "audited": False}
+async def audit_run(inp: GradeInput, grade: Grade, score: float | None, judge_usage: UsageCost
+                    ) -> tuple[float | None, Audit, UsageCost]:
+    """(audited score, the audit, judge usage incl. the meta-judge) for one graded run."""
+    audit = Audit(pre_audit_score=score)
     if score is None or score <= 0:
         return score, audit, judge_usage
     task: Task = inp.task
     credit = judge_credit(task, grade)
     if credit is None:
         return score, audit, judge_usage
-    audit["audited"] = True
+    audit.audited = True
     evidence = collect_evidence(task, inp.workspace, inp.events, inp.final_message, inp.commands)
     flags = [
         *rule_missing_artifact(task, inp.workspace, credit),
@@ -748,18 +701,16 @@ async def audit_run(inp: Any, grade: dict[str, Any], score: float | None, judge_
         *rule_phantom_claim(task, evidence),
         *rule_rubric_number_claim(task, evidence, credit),
     ]
-    audit["flags"] = flags
     if not flags:
         return score, audit, judge_usage
     hard = any(f["severity"] == "hard" for f in flags)
     remove = hard
     judge = inp.judge
-    if judge is not None and getattr(judge, "factories", None):
+    if judge is not None:
         prompt = meta_judge_prompt(inp, grade, credit, evidence, flags, score)
         verdict, usage, errors, attempts = await _ask_meta(judge, prompt)
-        judge_usage = _add(judge_usage, usage)
-        meta: dict[str, Any] = {"judge": getattr(judge.factories[0], "spec", None), "attempts": attempts,
-                                "usage": usage.model_dump()}
+        judge_usage = judge_usage + usage
+        meta: dict[str, Any] = {"judge": judge.name, "attempts": attempts, "usage": usage.model_dump()}
         if verdict is not None:
             supported, reason = verdict
             remove = not supported
@@ -775,11 +726,12 @@ async def audit_run(inp: Any, grade: dict[str, Any], score: float | None, judge_
                 f["meta_reason"] = "meta-judge failed: " + (errors[-1] if errors else "no reply")
         if errors and verdict is not None:
             meta["error"] = "; ".join(errors)
-        audit["meta_judge"] = meta
+        audit.meta_judge = meta
     else:
         for f in flags:
             f["removed"] = f["severity"] == "hard"
+    audit.flags = [AuditFlag.model_validate(f) for f in flags]
     if remove:
-        audit["removed"] = 1
+        audit.removed = 1
         score = 0.0
     return score, audit, judge_usage

@@ -16,11 +16,9 @@ A check is `met` iff EVERY condition it gives holds (conditions left out are not
   relative to `|number|` when `relative`). With `number_pattern`, only the first capture
   group (the whole match if the pattern has no group) of each match of that pattern is
   read. `number_pattern` without `number` requires a match that holds a number.
-  Numbers are read the way people write them: thousands separators ("1,234.5"), full-width
-  digits, commas and points ("１２，３４５"), percentages ("12.5%" reads 12.5), a minus
-  written '-', '−' or '－' when it is not glued to a preceding word or number (so the '-' of
-  "2024-05" or "10-20" is not a sign), and the Chinese multipliers 万 (1e4) and 亿 (1e8)
-  only when directly attached ("3.2万" reads 32000, "3.2 万" reads 3.2).
+  Numbers are read by `assay.grade.numbers`, the one reader shared with contract predicates
+  and the audit: thousands separators, full-width digits, a minus not glued to a word, and
+  the Chinese multipliers 万 and 亿 when directly attached ("3.2万" reads 32000).
 - `headings`: each text must appear as a heading line, compared case-insensitively after
   stripping: a Markdown heading (`## Text`), a line ending in ':' or '：' (`Text:`), or a
   bold line (`**Text**`). A leading enumerator ("1.", "2)", "一、", "IV.") and bold or colon
@@ -46,23 +44,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from assay.grade.numbers import parse_numbers
 from assay.task.model import MachineCheck
 
-__all__ = ["count_words", "evaluate_check", "find_headings", "parse_numbers"]
-
-# Full-width forms that matter for numbers -> ASCII. (Not NFKC: that would also turn "m²" into "m2".)
-_FULLWIDTH = str.maketrans({
-    **{chr(0xFF10 + i): str(i) for i in range(10)},
-    "，": ",", "．": ".", "％": "%", "－": "-", "−": "-", "＋": "+",
-})
-
-_NUMBER = re.compile(
-    r"(?P<sign>(?<![\w.])-)?"                                 # a sign not glued to a word/number
-    r"(?<![0-9])"                                              # never start inside a digit run
-    r"(?P<num>(?:[0-9]{1,3}(?:,[0-9]{3})+(?![0-9])|[0-9]+)(?:\.[0-9]+)?|\.[0-9]+)"
-    r"(?P<mult>[万亿])?"
-)
-_MULTIPLIERS = {"万": 1e4, "亿": 1e8}
+__all__ = ["count_words", "evaluate_check", "find_headings"]
 
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ebef]")
 
@@ -72,19 +57,6 @@ _ENUMERATOR = re.compile(
     re.IGNORECASE,
 )
 _MD_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$")
-
-
-def parse_numbers(text: str) -> list[float]:
-    """Every number written in `text`, in order (see the module docstring for the rules)."""
-    out: list[float] = []
-    for m in _NUMBER.finditer(text.translate(_FULLWIDTH)):
-        value = float(m.group("num").replace(",", ""))
-        if m.group("mult"):
-            value *= _MULTIPLIERS[m.group("mult")]
-        if m.group("sign"):
-            value = -value
-        out.append(value)
-    return out
 
 
 def count_words(text: str) -> int:

@@ -6,20 +6,23 @@ and its predicate holds. Each failure carries the reason, so a user sees why.
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import io
 import json
 import re
 import struct
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import jsonschema
 from pydantic import BaseModel
 
-from assay.env.fs import PathError, resolve
+from assay import fs
+from assay.fs import PathError
+from assay.grade.numbers import parse_number
 from assay.task.model import Predicate
 
-NUMBER = re.compile(r"[-−]?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?|[-−]?\.\d+")
 MAX_READ = 20 * 1024 * 1024
 
 
@@ -35,16 +38,6 @@ def _flags(spec: str | None) -> int:
     for ch in spec or "":
         f |= {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "x": re.VERBOSE}.get(ch, 0)
     return f
-
-
-def parse_number(text: str) -> float | None:
-    m = NUMBER.search(text)
-    if not m:
-        return None
-    try:
-        return float(m.group(0).replace(",", "").replace("−", "-"))
-    except ValueError:
-        return None
 
 
 def image_info(data: bytes) -> tuple[str, int, int] | None:
@@ -77,26 +70,35 @@ def _within(actual: float, want: float, tol: float, relative: bool) -> bool:
     return abs(actual - want) <= tol + 1e-12
 
 
-def check_predicate(workspace: Path, pred: Predicate, python_check=None) -> PredicateResult:
-    """Evaluate one predicate; never raises on bad artifacts (that is a failed predicate)."""
+PythonCheck = Callable[[str | None, str], Awaitable[tuple[bool, str]]]
+"""Contract predicate `python`: the checks code's function, run sandboxed (`contract_grading`)."""
+
+
+def check_predicate(workspace: Path, pred: Predicate) -> PredicateResult:
+    """Evaluate one predicate (not `python`); never raises on bad artifacts (that is a failed
+    predicate). The artifact is opened without following a link on its path and without
+    opening a FIFO or device: those are refused, like a file over MAX_READ bytes."""
 
     def res(ok: bool, reason: str) -> PredicateResult:
         return PredicateResult(path=pred.path, predicate=pred.predicate, ok=ok, reason=reason)
 
     try:
-        target = resolve(workspace, pred.path)
+        kind = fs.entry_kind(workspace, pred.path)
     except PathError as e:
         return res(False, f"path refused: {e}")
-    if not target.exists():
+    if kind is None:
         return res(False, "missing")
+    if kind in ("link", "special"):
+        return res(False, f"refused: {pred.path} is a {'symlink' if kind == 'link' else 'special file'}, "
+                          "not a regular file")
     if pred.predicate == "exists":
         return res(True, "exists")
-    if target.is_dir():
+    if kind == "dir":
         return res(False, "is a folder, not a file")
-    size = target.stat().st_size
-    if size > MAX_READ:
-        return res(False, f"file too large to check ({size} bytes)")
-    data = target.read_bytes()
+    try:
+        data = fs.read_workspace_file(workspace, pred.path, MAX_READ)
+    except PathError as e:
+        return res(False, f"refused: {e}")
     if pred.predicate == "non_empty":
         return res(bool(data.strip()), "non-empty" if data.strip() else "empty")
     if pred.predicate == "image":
@@ -114,11 +116,6 @@ def check_predicate(workspace: Path, pred: Predicate, python_check=None) -> Pred
             if hi is not None and val > hi:
                 return res(False, f"{name} {val} > {hi}")
         return res(True, f"{fmt} {w}x{h}")
-    if pred.predicate == "python":
-        if python_check is None:
-            return res(False, "python predicate needs the task's checks file")
-        ok, reason = python_check(pred.function, pred.path)
-        return res(ok, reason)
     text = data.decode("utf-8", errors="replace")
     if pred.predicate == "regex":
         if re.search(pred.pattern or "", text, _flags(pred.flags)):
@@ -171,7 +168,21 @@ def check_predicate(workspace: Path, pred: Predicate, python_check=None) -> Pred
     return res(False, f"unknown predicate {pred.predicate!r}")
 
 
-def check_contract(workspace: Path, contract: list[Predicate], python_check=None) -> tuple[bool, list[PredicateResult]]:
-    results = [check_predicate(workspace, p, python_check) for p in contract]
+async def _python(workspace: Path, pred: Predicate, python_check: PythonCheck | None) -> PredicateResult:
+    if python_check is None:
+        return PredicateResult(path=pred.path, predicate=pred.predicate, ok=False,
+                               reason="python predicate needs the task's checks file")
+    pre = await asyncio.to_thread(check_predicate, workspace, pred.model_copy(update={"predicate": "exists"}))
+    if not pre.ok:
+        return pre.model_copy(update={"predicate": "python"})
+    ok, reason = await python_check(pred.function, pred.path)
+    return PredicateResult(path=pred.path, predicate=pred.predicate, ok=ok, reason=reason)
+
+
+async def check_contract(workspace: Path, contract: list[Predicate], python_check: PythonCheck | None = None
+                         ) -> tuple[bool, list[PredicateResult]]:
+    """Every predicate of the contract; the file reads run off the event loop."""
+    results = [await _python(workspace, p, python_check) if p.predicate == "python"
+               else await asyncio.to_thread(check_predicate, workspace, p) for p in contract]
     sat = all(r.ok for r, p in zip(results, contract, strict=True) if p.required)
     return sat, results

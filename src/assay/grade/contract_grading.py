@@ -3,7 +3,7 @@
 Automated checks are task code, and they read what the agent left behind, so they never
 run in the assay process. Each check run gets a fresh bubblewrap sandbox (no network, its
 own pid space, only /usr of the host) working on a COPY of the delivered workspace at
-/workspace, with a time limit (`CHECK_TIMEOUT_S`, default 60 s, env
+/workspace, with a time limit (default 60 s, env
 `ASSAY_CHECK_TIMEOUT_S`). The checks code, a small stdlib runner and the inputs are bound
 read-only at /run/assay/checks. The runner prints one JSON line behind a per-run random
 marker; anything else (a crash, a timeout, no JSON, a value that is not a number) raises
@@ -45,78 +45,43 @@ automated score is used.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import math
 import os
 import re
 import secrets
 import shutil
-import stat
 import tempfile
-import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from assay.env import fs
+from assay.config import settings
+from assay.env.inside import source
+from assay import fs
 from assay.env.sandbox import Limits, Sandbox, bwrap_available
 from assay.errors import GraderError, HarnessError, ProviderError
-from assay.grade.jsonrepair import parse_lenient
-from assay.record import Event, UsageCost
+from assay.llm.jsonrepair import parse_lenient
+from assay.grade.contract import PythonCheck
+from assay.grade.inputs import GradeInput
+from assay.record import AssistantEvent, ContractGrade, Event, ToolCallEvent, ToolResultEvent, UsageCost, UserEvent
 from assay.task.model import Task
 
-__all__ = ["CHECK_TIMEOUT_S", "ContractGrade", "grade_contract", "judge_prompt", "make_python_check",
+__all__ = ["ContractScore", "grade_contract", "judge_prompt", "make_python_check",
            "parse_judge_reply", "run_checks", "run_python_predicate", "to_openclaw"]
 
-CHECK_TIMEOUT_S: float = float(os.environ.get("ASSAY_CHECK_TIMEOUT_S", "60"))
 CHECKS_DIR = "/run/assay/checks"
 JUDGE_RETRIES = 2
 ARTIFACT_CHARS = 4000
+MAX_ARTIFACT_READ = 20 * 1024 * 1024
 RESULT_PREVIEW = 200
 
-RUNNER = r'''
-import json, sys, traceback
-
-def main():
-    mode, checks_dir, workspace, marker = sys.argv[1:5]
-    sys.argv = [checks_dir + "/checks.py"]
-    code = open(checks_dir + "/checks.py", encoding="utf-8").read()
-    ns = {"__name__": "assay_checks", "__file__": checks_dir + "/checks.py", "__builtins__": __builtins__}
-    exec(compile(code, "checks.py", "exec"), ns)
-    if mode == "darebench":
-        with open(checks_dir + "/transcript.jsonl", encoding="utf-8") as f:
-            transcript = [json.loads(line) for line in f if line.strip()]
-        result = ns["grade"](transcript, workspace)
-    elif mode == "native":
-        with open(checks_dir + "/final_message.txt", encoding="utf-8") as f:
-            final = f.read()
-        result = ns["grade"](workspace, final)
-    else:
-        with open(checks_dir + "/predicate.json", encoding="utf-8") as f:
-            spec = json.load(f)
-        fn = ns.get(spec["function"])
-        if not callable(fn):
-            raise SystemExit("checks code defines no function %r" % spec["function"])
-        result = fn(workspace.rstrip("/") + "/" + spec["path"])
-    sys.stdout.flush()
-    sys.stderr.flush()
-    sys.stdout.write("\n" + marker + json.dumps(result, default=repr) + "\n")
-    sys.stdout.flush()
-
-try:
-    main()
-except SystemExit:
-    raise
-except BaseException:
-    traceback.print_exc()
-    sys.exit(3)
-'''
+RUNNER = source("check_runner.py")
+"""The checks runner (`assay/env/inside/check_runner.py`), run by the sandbox's python."""
 
 
 @dataclass
-class ContractGrade:
+class ContractScore:
     score: float
     judge_usage: UsageCost | None = None
 
@@ -135,34 +100,28 @@ def to_openclaw(events: list[Event], *, task_id: str = "", model: str | None = N
     announced: set[str] = set()
     said_final = False
     for ev in events:
-        d = ev.data
-        if ev.kind == "user":
-            out.append({"type": "message", "message": {"role": "user", "content": str(d.get("content", ""))}})
-        elif ev.kind == "assistant":
+        if isinstance(ev, UserEvent):
+            out.append({"type": "message", "message": {"role": "user", "content": ev.content}})
+        elif isinstance(ev, AssistantEvent):
             items: list[dict[str, Any]] = []
-            thinking = d.get("thinking") or d.get("reasoning")
-            if thinking:
-                items.append({"type": "thinking", "thinking": str(thinking)})
-            for tc in d.get("tool_calls") or []:
+            for tc in ev.tool_calls:
                 cid = str(tc.get("id", ""))
                 announced.add(cid)
                 items.append({"type": "toolCall", "id": cid, "name": tc.get("name", ""),
                               "arguments": tc.get("arguments") or {}})
-            text = d.get("content") or ""
-            if text:
-                items.append({"type": "text", "text": str(text)})
-                said_final |= str(text).strip() == final_message.strip()
+            if ev.content:
+                items.append({"type": "text", "text": ev.content})
+                said_final |= ev.content.strip() == final_message.strip()
             out.append({"type": "message", "message": {"role": "assistant", "content": items}})
-        elif ev.kind == "tool_call":
-            cid = str(d.get("id", ""))
-            if cid not in announced:  # a policy/script step without an assistant turn
-                announced.add(cid)
+        elif isinstance(ev, ToolCallEvent):
+            if ev.id not in announced:  # a policy/script step without an assistant turn
+                announced.add(ev.id)
                 out.append({"type": "message", "message": {"role": "assistant", "content": [
-                    {"type": "toolCall", "id": cid, "name": d.get("name", ""), "arguments": d.get("arguments") or {}}]}})
-        elif ev.kind == "tool_result":
+                    {"type": "toolCall", "id": ev.id, "name": ev.name, "arguments": ev.arguments}]}})
+        elif isinstance(ev, ToolResultEvent):
             out.append({"type": "message", "message": {
-                "role": "toolResult", "toolCallId": str(d.get("id", "")), "toolName": d.get("name", ""),
-                "content": [{"type": "text", "text": str(d.get("output", ""))}], "isError": False}})
+                "role": "toolResult", "toolCallId": ev.id, "toolName": ev.name,
+                "content": [{"type": "text", "text": ev.output}], "isError": False}})
     if final_message.strip() and not said_final:
         out.append({"type": "message", "message": {"role": "assistant",
                                                    "content": [{"type": "text", "text": final_message}]}})
@@ -170,45 +129,6 @@ def to_openclaw(events: list[Event], *, task_id: str = "", model: str | None = N
 
 
 # --------------------------------------------------------------------------- sandboxed runner
-
-
-def _copy_tree(src: Path, dst: Path) -> None:
-    """Copy the workspace: dirs, regular files and symlinks (as links); nothing else is opened."""
-    dst.mkdir(parents=True, exist_ok=True)
-    if not src.is_dir():
-        return
-    for dirpath, dirnames, filenames in os.walk(src, followlinks=False):
-        here = Path(dirpath)
-        rel = here.relative_to(src)
-        target_dir = dst / rel
-        for name in list(dirnames):
-            p = here / name
-            if p.is_symlink():
-                dirnames.remove(name)
-                with contextlib.suppress(OSError):
-                    os.symlink(os.readlink(p), target_dir / name)
-            else:
-                (target_dir / name).mkdir(exist_ok=True)
-        for name in filenames:
-            p = here / name
-            try:
-                st = os.lstat(p)
-                if stat.S_ISLNK(st.st_mode):
-                    os.symlink(os.readlink(p), target_dir / name)
-                    continue
-                if not stat.S_ISREG(st.st_mode):
-                    continue  # fifos, sockets, devices: never opened
-                fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-            except OSError:
-                continue
-            try:
-                if not stat.S_ISREG(os.fstat(fd).st_mode):
-                    continue
-                with open(target_dir / name, "wb") as out, os.fdopen(os.dup(fd), "rb") as inp:
-                    shutil.copyfileobj(inp, out, 1 << 20)
-                os.chmod(target_dir / name, stat.S_IMODE(st.st_mode) & 0o777)
-            finally:
-                os.close(fd)
 
 
 def _python() -> str:
@@ -235,7 +155,7 @@ async def _run_sandboxed(checks_code: str, mode: str, workspace: Path | None, fi
         os.chmod(cdir, 0o755)
         ws = base / "workspace"
         if workspace is not None:
-            _copy_tree(workspace, ws)
+            await asyncio.to_thread(fs.copy_tree, workspace, ws)
         else:
             ws.mkdir()
         isolated = bwrap_available()
@@ -319,7 +239,7 @@ async def run_checks(task: Task, workspace: Path | None, events: list[Event], fi
     if src is None:
         return None
     code, style = src
-    timeout_s = CHECK_TIMEOUT_S if timeout_s is None else timeout_s
+    timeout_s = settings().check_timeout_s if timeout_s is None else timeout_s
     if style == "darebench":
         transcript = to_openclaw(events, task_id=task.id, model=model, final_message=final_message)
         files = {"transcript.jsonl": "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in transcript)}
@@ -339,35 +259,18 @@ async def run_python_predicate(task: Task, workspace: Path, function: str | None
         return False, "python predicate needs the task's checks file"
     result = await _run_sandboxed(src[0], "predicate", workspace,
                                   {"predicate.json": json.dumps({"function": function, "path": path})},
-                                  CHECK_TIMEOUT_S if timeout_s is None else timeout_s)
+                                  settings().check_timeout_s if timeout_s is None else timeout_s)
     if isinstance(result, list) and len(result) == 2:
         return bool(result[0]), str(result[1])
     return bool(result), f"{function}() returned {result!r}"
 
 
-def make_python_check(task: Task, workspace: Path, *, timeout_s: float | None = None
-                      ) -> Callable[[str | None, str], tuple[bool, str]]:
-    """A synchronous `python_check(function, path)` for `check_contract`.
+def make_python_check(task: Task, workspace: Path, *, timeout_s: float | None = None) -> PythonCheck:
+    """The `python_check(function, path)` `check_contract` awaits for `python` predicates. A
+    crash or timeout raises GraderError (the run becomes void)."""
 
-    check_contract is synchronous; the sandboxed call runs on its own event loop in a worker
-    thread. A crash or timeout raises GraderError (the run becomes void).
-    """
-
-    def check(function: str | None, path: str) -> tuple[bool, str]:
-        box: dict[str, Any] = {}
-
-        def work() -> None:
-            try:
-                box["r"] = asyncio.run(run_python_predicate(task, workspace, function, path, timeout_s=timeout_s))
-            except BaseException as e:  # handed back to the caller's thread
-                box["e"] = e
-
-        t = threading.Thread(target=work, name="assay-python-predicate")
-        t.start()
-        t.join()
-        if "e" in box:
-            raise box["e"]
-        return box["r"]
+    async def check(function: str | None, path: str) -> tuple[bool, str]:
+        return await run_python_predicate(task, workspace, function, path, timeout_s=timeout_s)
 
     return check
 
@@ -406,26 +309,15 @@ def _artifacts(task: Task, workspace: Path | None) -> str:
     parts = []
     for pred in task.contract:
         try:
-            target = fs.resolve(workspace, pred.path)
-            st = os.lstat(target)
-        except (fs.PathError, OSError):
+            data = fs.read_workspace_file(workspace, pred.path, MAX_ARTIFACT_READ)
+        except fs.PathError:
             continue
-        if not stat.S_ISREG(st.st_mode):
-            continue
-        try:
-            fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-        except OSError:
-            continue
-        with os.fdopen(fd, "rb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                continue
-            data = f.read(ARTIFACT_CHARS * 4)
         if b"\x00" in data[:8192]:
-            parts.append(f"### {pred.path}\n(binary file, {st.st_size} bytes)")
+            parts.append(f"### {pred.path}\n(binary file, {len(data)} bytes)")
             continue
-        text = data.decode("utf-8", errors="replace")
+        text = data[:ARTIFACT_CHARS * 4].decode("utf-8", errors="replace")
         cut = text[:ARTIFACT_CHARS]
-        more = "\n[... truncated]" if len(text) > ARTIFACT_CHARS or st.st_size > len(data) else ""
+        more = "\n[... truncated]" if len(text) > ARTIFACT_CHARS or len(data) > ARTIFACT_CHARS * 4 else ""
         parts.append(f"### {pred.path}\n{cut}{more}")
     return "\n\n".join(parts)
 
@@ -525,7 +417,7 @@ def parse_judge_reply(text: str) -> dict[str, Any]:
     return {"scores": scores, "total": total, "notes": notes}
 
 
-async def judge_contract(inp: Any, transcript: list[dict[str, Any]]) -> tuple[dict[str, Any], UsageCost]:
+async def judge_contract(inp: GradeInput, transcript: list[dict[str, Any]]) -> tuple[dict[str, Any], UsageCost]:
     """Ask the judge; ({scores, total, notes, raw, error?}, usage). Raises GraderError when it cannot."""
     task: Task = inp.task
     if inp.judge is None:
@@ -539,7 +431,7 @@ async def judge_contract(inp: Any, transcript: list[dict[str, Any]]) -> tuple[di
             text, u = await inp.judge.ask_raw(JUDGE_SYSTEM, prompt, attempt=attempt)
         except ProviderError as e:
             raise GraderError(f"judge provider error: {e.reason}") from None
-        _add(usage, u)
+        usage = usage + u
         try:
             parsed = parse_judge_reply(text)
         except ValueError as e:
@@ -552,41 +444,31 @@ async def judge_contract(inp: Any, transcript: list[dict[str, Any]]) -> tuple[di
     raise GraderError(f"judge reply unparseable after {JUDGE_RETRIES + 1} attempts: {text[:300]!r}")
 
 
-def _add(total: UsageCost, u: UsageCost) -> None:
-    total.input_tokens += u.input_tokens
-    total.output_tokens += u.output_tokens
-    total.cache_read_tokens += u.cache_read_tokens
-    total.cache_write_tokens += u.cache_write_tokens
-    total.cost_usd = None if total.cost_usd is None or u.cost_usd is None else total.cost_usd + u.cost_usd
-
-
 # --------------------------------------------------------------------------- entry point
 
 
-async def grade_contract(inp: Any, grade: dict[str, Any]) -> ContractGrade:
-    """Score a contract task whose contract holds (fills grade["checks"] and grade["judge"])."""
+async def grade_contract(inp: GradeInput, grade: ContractGrade) -> ContractScore:
+    """Score a contract task whose contract holds (fills `grade.checks` and `grade.judge`)."""
     task: Task = inp.task
     g = task.grading
     if g is None:
-        return ContractGrade(score=1.0)
+        return ContractScore(score=1.0)
     model = _model_of(inp.events)
     auto: float | None = None
     judge_score: float | None = None
     judge_usage: UsageCost | None = None
-    grade.setdefault("checks", {})
-    grade.setdefault("judge", {})
     if g.type in ("automated", "hybrid"):
         checks = await run_checks(task, inp.workspace, inp.events, inp.final_message, model=model)
         if checks is None:
-            preds = grade.get("predicates") or []
-            auto = sum(1 for p in preds if p.get("ok")) / len(preds) if preds else 1.0
+            preds = grade.predicates
+            auto = sum(1 for p in preds if p.ok) / len(preds) if preds else 1.0
         else:
-            grade["checks"] = checks
+            grade.checks = dict(checks)
             auto = sum(checks.values()) / len(checks) if checks else 0.0
     if g.type in ("judge", "hybrid"):
         transcript = to_openclaw(inp.events, task_id=task.id, model=model, final_message=inp.final_message)
         verdict, judge_usage = await judge_contract(inp, transcript)
-        grade["judge"] = verdict
+        grade.judge = verdict
         judge_score = verdict["total"]
     if g.type == "automated":
         score = auto or 0.0
@@ -598,12 +480,13 @@ async def grade_contract(inp: Any, grade: dict[str, Any]) -> ContractGrade:
             score = auto or 0.0
         else:
             score = (g.weight_automated * (auto or 0.0) + g.weight_judge * (judge_score or 0.0)) / wsum
-    return ContractGrade(score=min(1.0, max(0.0, score)), judge_usage=judge_usage)
+    return ContractScore(score=min(1.0, max(0.0, score)), judge_usage=judge_usage)
 
 
 def _model_of(events: list[Event]) -> str | None:
+    """The model recorded on the run's first assistant turn (for the OpenClaw log's header)."""
     for ev in events:
-        m = ev.data.get("model") if ev.kind in ("system", "harness", "assistant") else None
+        m = getattr(ev, "model", None)
         if isinstance(m, str) and m:
             return m
     return None

@@ -19,10 +19,11 @@ import re
 from collections import Counter
 from typing import Any
 
-from assay.agent.messages import Message, Usage
-from assay.agent.prices import cost_usd
+from assay.config import Config
 from assay.errors import ProviderError
-from assay.grade.jsonrepair import parse_lenient
+from assay.llm.jsonrepair import parse_lenient
+from assay.llm.messages import Message, Usage
+from assay.llm.resolve import Model, resolve_model
 from assay.grade.rubric import ItemVerdict
 from assay.record import UsageCost
 from assay.task.model import RubricItem, Task
@@ -199,28 +200,43 @@ class MemoryCache:
 class Judge:
     """One or more judge models; each (model, repeat) votes, the majority decides."""
 
-    def __init__(self, factories: list[Any], *, mode: str = "batched", repeats: int = 1, retries: int = 2) -> None:
+    def __init__(self, models: list[Model], *, mode: str = "batched", repeats: int = 1, retries: int = 2) -> None:
         if mode not in ("batched", "per-item"):
             raise ValueError(f"judge mode {mode!r} is not batched or per-item")
-        self.factories = factories
+        if not models:
+            raise ValueError("a judge needs at least one model")
+        self.models = models
         self.mode = mode
         self.repeats = max(1, repeats)
         self.retries = retries
         self.cache: Any = MemoryCache()  # the campaign replaces it with the Store (cache_get/cache_put)
         self.calls = 0  # requests actually sent (cache misses), over the judge's life
 
+    @classmethod
+    def from_specs(cls, specs: list[str], config: Config, *, mode: str = "batched", repeats: int = 1,
+                   retries: int = 2) -> Judge:
+        """A judge of `--judge` specs (InputError for a bad spec)."""
+        return cls([Model(resolve_model(s, config, field="--judge")) for s in specs], mode=mode,
+                   repeats=repeats, retries=retries)
+
+    @property
+    def name(self) -> str:
+        """The first judge's spec (the one the meta-judge and contract judges use)."""
+        return self.models[0].spec.spec
+
     async def aclose(self) -> None:
-        for f in self.factories:
-            await f.aclose()
+        for m in self.models:
+            await m.aclose()
 
     @staticmethod
-    def cache_key(factory: Any, repeat: int, attempt: int, system: str, prompt: str) -> str:
+    def cache_key(model: Model, repeat: int, attempt: int, system: str, prompt: str) -> str:
         """Content address of one judge call: the judge spec and options, the sample index and
         the full prompt (the answer included)."""
-        return hashlib.sha256(json.dumps([factory.spec, factory.options(), repeat, attempt, system, prompt],
-                                         sort_keys=True, ensure_ascii=False, default=str).encode()).hexdigest()
+        return hashlib.sha256(json.dumps([model.spec.spec, model.spec.result_options(), repeat, attempt, system,
+                                          prompt], sort_keys=True, ensure_ascii=False, default=str).encode()
+                              ).hexdigest()
 
-    async def _call(self, factory: Any, key: str, prompt: str, system: str,
+    async def _call(self, model: Model, key: str, prompt: str, system: str,
                     usage: list[UsageCost]) -> tuple[str, bool]:
         """(reply text, came from the cache)."""
         if self.cache is not None:
@@ -228,13 +244,13 @@ class Judge:
             if hit is not None:
                 return hit, True
         self.calls += 1
-        reply = await factory.client.complete(
+        reply = await model.client.complete(
             [Message(role="system", content=system), Message(role="user", content=prompt)],
             None, max_tokens=4096, temperature=None, json_mode=True)
         u: Usage = reply.usage
         usage.append(UsageCost(input_tokens=u.input_tokens, output_tokens=u.output_tokens,
                                cache_read_tokens=u.cache_read_tokens, cache_write_tokens=u.cache_write_tokens,
-                               cost_usd=cost_usd(u, getattr(factory, "_price", None))))
+                               cost_usd=model.cost(u)))
         return reply.text or "", False
 
     def _remember(self, key: str, text: str) -> None:
@@ -248,14 +264,14 @@ class Judge:
         A cache hit costs nothing (zero usage).
         """
         usage: list[UsageCost] = []
-        factory = self.factories[0]
-        key = self.cache_key(factory, 0, attempt, system, prompt)
-        text, cached = await self._call(factory, key, prompt, system, usage)
+        model = self.models[0]
+        key = self.cache_key(model, 0, attempt, system, prompt)
+        text, cached = await self._call(model, key, prompt, system, usage)
         if not cached:
             self._remember(key, text)
         return text, (usage[0] if usage else UsageCost())
 
-    async def _batched_vote(self, factory: Any, repeat: int, task: Task, answer: str, items: list[RubricItem],
+    async def _batched_vote(self, model: Model, repeat: int, task: Task, answer: str, items: list[RubricItem],
                             usage: list[UsageCost], errors: list[str]) -> dict[str, tuple[bool, str]]:
         system = PROMPTS[_lang(task)]["system"]
         got: dict[str, tuple[bool, str]] = {}
@@ -265,53 +281,53 @@ class Judge:
                 break
             # A retry asks again about the items still unanswered only.
             prompt = batched_prompt(task, answer, missing)
-            key = self.cache_key(factory, repeat, attempt, system, prompt)
+            key = self.cache_key(model, repeat, attempt, system, prompt)
             try:
-                text, cached = await self._call(factory, key, prompt, system, usage)
+                text, cached = await self._call(model, key, prompt, system, usage)
             except ProviderError as e:
-                errors.append(f"{factory.spec}: provider error: {e.reason}")
+                errors.append(f"{model.spec.spec}: provider error: {e.reason}")
                 break  # the client has already retried; the items left are NA for this voter
             try:
                 parsed = parse_batched(text, [it.id for it in missing])
             except ValueError as e:
-                errors.append(f"{factory.spec}: unparseable reply ({e})")
+                errors.append(f"{model.spec.spec}: unparseable reply ({e})")
                 continue
             if parsed and not cached:
                 self._remember(key, text)
             if len(parsed) < len(missing):
-                errors.append(f"{factory.spec}: reply left out items "
+                errors.append(f"{model.spec.spec}: reply left out items "
                               f"{', '.join(it.id for it in missing if it.id not in parsed)}")
             got.update(parsed)
         return got
 
-    async def _item_vote(self, factory: Any, repeat: int, task: Task, answer: str, it: RubricItem,
+    async def _item_vote(self, model: Model, repeat: int, task: Task, answer: str, it: RubricItem,
                          usage: list[UsageCost], errors: list[str]) -> tuple[bool, str] | None:
         system = PROMPTS[_lang(task)]["system"]
         prompt = item_prompt(task, answer, it)
         for attempt in range(self.retries + 1):
-            key = self.cache_key(factory, repeat, attempt, system, prompt)
+            key = self.cache_key(model, repeat, attempt, system, prompt)
             try:
-                text, cached = await self._call(factory, key, prompt, system, usage)
+                text, cached = await self._call(model, key, prompt, system, usage)
             except ProviderError as e:
-                errors.append(f"{factory.spec}: item {it.id}: provider error: {e.reason}")
+                errors.append(f"{model.spec.spec}: item {it.id}: provider error: {e.reason}")
                 return None
             try:
                 verdict = parse_item(text)
             except ValueError as e:
-                errors.append(f"{factory.spec}: item {it.id}: unparseable reply ({e})")
+                errors.append(f"{model.spec.spec}: item {it.id}: unparseable reply ({e})")
                 continue
             if not cached:
                 self._remember(key, text)
             return verdict
         return None
 
-    async def _per_item_vote(self, factory: Any, repeat: int, task: Task, answer: str, items: list[RubricItem],
+    async def _per_item_vote(self, model: Model, repeat: int, task: Task, answer: str, items: list[RubricItem],
                              usage: list[UsageCost], errors: list[str]) -> dict[str, tuple[bool, str]]:
         sem = asyncio.Semaphore(PER_ITEM_CONCURRENCY)
 
         async def one(it: RubricItem) -> tuple[str, tuple[bool, str] | None]:
             async with sem:
-                return it.id, await self._item_vote(factory, repeat, task, answer, it, usage, errors)
+                return it.id, await self._item_vote(model, repeat, task, answer, it, usage, errors)
 
         results = await asyncio.gather(*(one(it) for it in items))
         return {i: v for i, v in results if v is not None}
@@ -321,7 +337,7 @@ class Judge:
         usage: list[UsageCost] = []
         errors: list[str] = []
         vote_fn = self._batched_vote if self.mode == "batched" else self._per_item_vote
-        voters = [(f, r) for f in self.factories for r in range(self.repeats)]
+        voters = [(f, r) for f in self.models for r in range(self.repeats)]
         votes: list[dict[str, tuple[bool, str]]] = list(await asyncio.gather(
             *(vote_fn(f, r, task, answer, items, usage, errors) for f, r in voters))) if items else []
         verdicts: dict[str, ItemVerdict] = {}
@@ -358,7 +374,7 @@ class Judge:
             "agreement": agreed / answered if answered else None,
             "agreed": agreed, "answered": answered, "na": na,
             "votes": len(voters), "calls": len(usage), "item_votes": tallies, "errors": errors,
-            "judges": [f.spec for f in self.factories], "mode": self.mode, "repeats": self.repeats,
+            "judges": [m.spec.spec for m in self.models], "mode": self.mode, "repeats": self.repeats,
         }
         human = {it.id: dict(it.human_labels) for it in items if it.human_labels}
         if human:

@@ -6,12 +6,11 @@ never disagree with the total.
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel
 
 from assay import metrics
 from assay.grade.checks import evaluate_check
+from assay.record import ItemGrade, RubricGrade
 from assay.task.model import RubricItem, Task
 
 
@@ -45,7 +44,7 @@ def _free_tag(tags: list[str]) -> str | None:
     return next((t for t in tags if t.startswith("axis:")), tags[0] if tags else None)
 
 
-def score_items(task: Task, verdicts: dict[str, ItemVerdict]) -> dict[str, Any]:
+def score_items(task: Task, verdicts: dict[str, ItemVerdict]) -> RubricGrade:
     """Expert score (or HealthBench's unclipped per-example score) and per-tag scores."""
     assert task.rubric is not None
     items = task.rubric.items
@@ -59,16 +58,9 @@ def score_items(task: Task, verdicts: dict[str, ItemVerdict]) -> dict[str, Any]:
     for it, a in zip(items, awarded, strict=True):
         tags = ([it.tag] if it.tag else []) + list(it.tags)
         tag_rows.append((a, it.weight, tags))
-    tags = metrics.tag_scores(tag_rows)
-    return {
-        "expert_score": score,
-        "scoring": task.rubric.scoring,
-        "tags": tags,
-        "na": sum(1 for v in verdicts.values() if v.na),
-        "items": [
-            {"id": it.id, "weight": it.weight, "tag": it.tag or _free_tag(it.tags), "tags": list(it.tags),
-             "hit": verdicts[it.id].hit,
-             "na": verdicts[it.id].na, "check": verdicts[it.id].check, "reason": verdicts[it.id].reason}
-            for it in items
-        ],
-    }
+    return RubricGrade(
+        expert_score=score, scoring=task.rubric.scoring, tags=metrics.tag_scores(tag_rows),
+        na=sum(1 for v in verdicts.values() if v.na),
+        items=[ItemGrade(id=it.id, weight=it.weight, tag=it.tag or _free_tag(it.tags), tags=list(it.tags),
+                         hit=verdicts[it.id].hit, na=verdicts[it.id].na, check=verdicts[it.id].check,
+                         reason=verdicts[it.id].reason) for it in items])

@@ -101,20 +101,22 @@ def human_pairs(runs: Iterable[RunRecord], labels: list[dict[str, Any]] | None =
     for r in runs:
         if r.status != "done":
             continue
-        info = r.grade.get("judge_info") or {}
-        human: dict[str, dict[str, bool]] = {k: dict(v) for k, v in (info.get("human_labels") or {}).items()}
+        rubric = r.grade.rubric
+        if rubric is None:
+            continue
+        info = rubric.judge_info
+        human: dict[str, dict[str, bool]] = {k: dict(v) for k, v in (info.human_labels if info else {}).items()}
         if labels:
             for item_id, by in _file_labels(r, labels).items():
                 human.setdefault(item_id, {}).update(by)
         if not human:
             continue
         domain = str(r.task_meta.get("domain") or "unknown")
-        for it in r.grade.get("items") or []:
-            iid = str(it.get("id"))
-            if it.get("check") or it.get("na") or it.get("hit") is None or iid not in human:
+        for it in rubric.items:
+            if it.check or it.na or it.hit is None or it.id not in human:
                 continue
-            for met in human[iid].values():
-                out[domain].append((bool(it["hit"]), bool(met), float(it.get("weight", 1.0))))
+            for met in human[it.id].values():
+                out[domain].append((it.hit, bool(met), it.weight))
     return dict(out)
 
 
@@ -140,17 +142,18 @@ def human_agreement(runs: Iterable[RunRecord], labels: list[dict[str, Any]] | No
 
 def judge_summary(runs: Iterable[RunRecord]) -> dict[str, Any] | None:
     """Agreement among repeated votes, NA items and voters over an agent's judged runs."""
-    infos = [r.grade.get("judge_info") for r in runs if r.status == "done" and r.grade.get("judge_info")]
+    infos = [r.grade.rubric.judge_info for r in runs
+             if r.status == "done" and r.grade.rubric is not None and r.grade.rubric.judge_info is not None]
     if not infos:
         return None
-    agreed = sum(int(i.get("agreed", 0)) for i in infos)
-    answered = sum(int(i.get("answered", 0)) for i in infos)
+    agreed = sum(i.agreed for i in infos)
+    answered = sum(i.answered for i in infos)
     return {
         "agreement": agreed / answered if answered else None,
-        "na": sum(int(i.get("na", 0)) for i in infos),
-        "votes": max(int(i.get("votes", 1)) for i in infos),
+        "na": sum(i.na for i in infos),
+        "votes": max(i.votes for i in infos),
         "runs": len(infos),
-        "items": answered + sum(int(i.get("na", 0)) for i in infos),
-        "mode": sorted({str(i.get("mode")) for i in infos if i.get("mode")}),
-        "judges": sorted({j for i in infos for j in (i.get("judges") or [])}),
+        "items": answered + sum(i.na for i in infos),
+        "mode": sorted({i.mode for i in infos if i.mode}),
+        "judges": sorted({j for i in infos for j in i.judges}),
     }

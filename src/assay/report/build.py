@@ -21,16 +21,17 @@ from collections.abc import Iterable
 from typing import Any
 
 from assay import metrics
-from assay.record import RunRecord
+from assay.record import Audit, RunRecord, primary_kind
 from assay.report.agreement import human_agreement, judge_summary
+from assay.task.model import CAPABILITY_TAGS
 
 SCHEMA = "assay.report/1"
 CELLS = [f"{m}/{e}" for m in ("text", "multimodal") for e in ("single-step", "multi-step", "multi-step-with-tools")]
 
 
 def run_row(r: RunRecord) -> dict[str, Any]:
-    grade = dict(r.grade)
-    grade.setdefault("audit", {"flags": [], "removed": 0, "pre_audit_score": r.score})
+    grade = r.grade.flat()
+    grade.setdefault("audit", Audit(pre_audit_score=r.score).model_dump(mode="json"))
     return {
         "run_id": r.run_id, "task_id": r.key.task_id, "task_hash": r.key.task_hash, "kinds": list(r.kinds),
         "agent": r.key.agent, "level": r.key.level, "epoch": r.key.epoch, "attempt": r.attempt,
@@ -112,6 +113,13 @@ def search_deltas(runs: list[RunRecord]) -> dict[str, dict[str, dict[str, Any]]]
     return dict(out)
 
 
+def _averaged(r: RunRecord) -> float:
+    """A run's score as it enters a mean: scenario scores floored at -1 (`metrics.floored_score`)."""
+    if r.grade.scenario is not None:
+        return metrics.floored_score(r.grade.scenario.uplift_adj, r.grade.scenario.contact_cost)
+    return _score(r)
+
+
 def agent_summary(agent: str, runs: list[RunRecord], labels: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     done = [r for r in runs if r.status == "done"]
     scored = [r for r in done if r.score is not None]
@@ -125,8 +133,7 @@ def agent_summary(agent: str, runs: list[RunRecord], labels: list[dict[str, Any]
         "agent": agent, "runs": len(runs), "void": len(runs) - len(done),
         "pass_rate": _mean([1.0 if r.passed else 0.0 for r in scored]),
         # Scenario scores are floored at -1 for averaging only (FDE-Gym), as in mean_s.
-        "mean_score": _mean([max(r.score, -1.0) if "scenario" in r.kinds else r.score  # type: ignore[misc,type-var]
-                             for r in scored]),
+        "mean_score": _mean([_averaged(r) for r in scored]),
         "economic_value": econ,
         "cost_usd": None if any(c is None for c in costs) else sum(c or 0.0 for c in costs),
         "judge_cost_usd": (None if any(r.judge_usage.cost_usd is None for r in runs)
@@ -135,24 +142,24 @@ def agent_summary(agent: str, runs: list[RunRecord], labels: list[dict[str, Any]
                       + r.usage.cache_write_tokens for r in runs),
         **pass_k(scored),
     }
-    rubric = [r for r in scored if "rubric" in r.kinds and r.grade.get("expert_score") is not None]
+    rubric = [(r, r.grade.rubric) for r in scored if r.grade.rubric is not None and r.grade.rubric.expert_score
+              is not None]
     if rubric:
         tag_vals: dict[str, list[float]] = defaultdict(list)
-        for r in rubric:
-            for tag, v in (r.grade.get("tags") or {}).items():
+        for _r, rg in rubric:
+            for tag, v in rg.tags.items():
                 if v is not None:
                     tag_vals[tag].append(v)
-        es = [r.grade["expert_score"] for r in rubric]
+        es = [rg.expert_score for _r, rg in rubric if rg.expert_score is not None]
         # HealthBench keeps each example's score unclipped (it may be negative) and clips
         # only the mean; OneMillion-Bench clips every task's score (already in [0, 1]).
-        mean_es = metrics.clipped_mean(es) if any(r.grade.get("scoring") == "unclipped_mean" for r in rubric) \
-            else _mean(es)
+        mean_es = metrics.clipped_mean(es) if any(rg.scoring == "unclipped_mean" for _r, rg in rubric) else _mean(es)
         summary["rubric"] = {
             "expert_score": mean_es, "ci95": _ci(es),
-            "pass_rate": _mean([1.0 if r.grade["expert_score"] >= 0.7 else 0.0 for r in rubric]),
-            "tags": {t: _mean(tag_vals.get(t, [])) for t in ("FI", "AR", "IF", "SF")},
-            "na": sum(int(r.grade.get("na", 0)) for r in rubric),
-            "audit_removed": sum(int((r.grade.get("audit") or {}).get("removed", 0)) for r in rubric),
+            "pass_rate": _mean([1.0 if metrics.passed(v) else 0.0 for v in es]),
+            "tags": {t: _mean(tag_vals.get(t, [])) for t in CAPABILITY_TAGS},
+            "na": sum(rg.na for _r, rg in rubric),
+            "audit_removed": sum(_removed(r) for r, _rg in rubric),
         }
     judged = judge_summary(runs)
     if judged is not None:
@@ -160,40 +167,43 @@ def agent_summary(agent: str, runs: list[RunRecord], labels: list[dict[str, Any]
     human = human_agreement(runs, labels)
     if human:
         summary["human_agreement"] = human
-    contract = [r for r in scored if r.kinds and _primary(r.kinds) == "contract"]
+    contract = [r for r in scored if r.kinds and primary_kind(r.kinds) == "contract"]
     if contract:
         cells: dict[str, list[float]] = defaultdict(list)
         for r in contract:
-            cells[f"{r.task_meta.get('modality', 'text')}/{r.task_meta.get('execution', 'multi-step-with-tools')}"].append(r.score)  # type: ignore[arg-type]
-        acc = [r.score for r in contract]
+            cells[f"{r.task_meta.get('modality', 'text')}/{r.task_meta.get('execution', 'multi-step-with-tools')}"] \
+                .append(_score(r))
+        acc = [_score(r) for r in contract]
         summary["contract"] = {
-            "accuracy": _mean(acc), "ci95": _ci(acc),  # type: ignore[arg-type]
-            "sat_rate": _mean([1.0 if r.grade.get("sat") else 0.0 for r in contract]),
+            "accuracy": _mean(acc), "ci95": _ci(acc),
+            "sat_rate": _mean([1.0 if r.grade.contract is None or r.grade.contract.sat else 0.0 for r in contract]),
             "cells": {c: _mean(cells[c]) for c in CELLS if c in cells},
             "modalities": {m: _mean([v for c, vs in cells.items() if c.startswith(m + "/") for v in vs])
                            for m in ("text", "multimodal") if any(c.startswith(m + "/") for c in cells)},
-            "audit_removed": sum(int((r.grade.get("audit") or {}).get("removed", 0)) for r in contract),
+            "audit_removed": sum(_removed(r) for r in contract),
         }
-    scen = [r for r in scored if "scenario" in r.kinds]
+    scen = [(r, r.grade.scenario) for r in scored if r.grade.scenario is not None]
     if scen:
         per_task: dict[str, list[tuple[float, float]]] = defaultdict(list)
-        for r in scen:
-            per_task[r.key.task_id].append((r.grade.get("uplift_adj", 0.0), r.grade.get("contact_cost", 0.0)))
-        s_vals = [max(r.grade.get("uplift_adj", 0.0), -1.0) - r.grade.get("contact_cost", 0.0) for r in scen]
+        for r, sg in scen:
+            per_task[r.key.task_id].append((sg.uplift_adj, sg.contact_cost))
+        s_vals = [metrics.floored_score(sg.uplift_adj, sg.contact_cost) for _r, sg in scen]
         summary["scenario"] = {
             "mean_s": metrics.mean_run_score(per_task), "ci95": _ci(s_vals),
-            "solved": sum(1 for r in scen if r.grade.get("solved")),
-            "uplift_gross": _mean([r.grade.get("uplift_adj", 0.0) for r in scen]),
-            "contact_cost": _mean([r.grade.get("contact_cost", 0.0) for r in scen]),
+            "solved": sum(1 for _r, sg in scen if sg.solved),
+            "uplift_gross": _mean([sg.uplift_adj for _r, sg in scen]),
+            "contact_cost": _mean([sg.contact_cost for _r, sg in scen]),
         }
     return summary
 
 
-def _primary(kinds: list[str]) -> str:
-    for k in ("scenario", "contract", "rubric"):
-        if k in kinds:
-            return k
-    return kinds[0]
+def _score(r: RunRecord) -> float:
+    assert r.score is not None
+    return r.score
+
+
+def _removed(r: RunRecord) -> int:
+    return r.grade.audit.removed if r.grade.audit is not None else 0
 
 
 def build_report(campaign: str | None, runs: Iterable[RunRecord],

@@ -10,29 +10,22 @@ truncation (see ``docs/curation.md``):
   on it is ``<= zero_eps``: it may be unsolvable, or it may just be hard; a person decides.
 
 Void runs are ignored everywhere: they carry no score. :func:`curate` is pure (runs in,
-:class:`CurationResult` out). :func:`write_manifest` and :func:`read_manifest_tasks` are
-the only I/O here; they read and write the manifest file alone and never touch task files.
+:class:`CurationResult` out); the manifest it proposes is written by `assay.task.manifest`.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from collections import defaultdict
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, Field
 
 from assay.errors import InputError
 from assay.record import RunRecord
+from assay.task.manifest import MANIFEST_SCHEMA
 
-MANIFEST_SCHEMA = "assay.manifest/1"
-MANIFEST_SUFFIXES = (".json", ".yaml", ".yml")
 SINGLE_STEP = "single-step"
 BALANCE_AXES = ("source", "domain", "subset", "cell")
 
@@ -223,58 +216,3 @@ def curate(runs: Iterable[RunRecord], *, small_agent: str | None, k: int | None,
         if emptied:
             res.notes.append(f"balance: no task left for {axis} {', '.join(emptied)}")
     return res
-
-
-# --- manifest file I/O ---------------------------------------------------------------------
-
-def check_out_path(path: Path) -> None:
-    if path.suffix.lower() not in MANIFEST_SUFFIXES:
-        raise InputError(path, "--out", "manifest must end in .json, .yaml or .yml")
-    if path.is_dir():
-        raise InputError(path, "--out", "is a folder, not a file")
-
-
-def write_manifest(path: Path, manifest: dict[str, Any]) -> None:
-    """Write atomically (a temporary file beside it, then a rename); JSON or YAML by suffix."""
-    check_out_path(path)
-    if path.suffix.lower() == ".json":
-        text = json.dumps(manifest, indent=2, ensure_ascii=False) + "\n"
-    else:
-        text = yaml.safe_dump(manifest, sort_keys=False, allow_unicode=True)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def read_manifest_tasks(path: Path) -> list[str]:
-    """The ``tasks`` list of a suite manifest (for ``assay run --tasks-from``)."""
-    if not path.is_file():
-        raise InputError(path, "--tasks-from", "no such manifest file")
-    try:
-        text = path.read_text(encoding="utf-8")
-        data = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
-    except json.JSONDecodeError as e:
-        raise InputError(path, None, f"does not parse as JSON: {e.msg}", e.lineno, e.colno) from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        raise InputError(path, None, f"does not parse as YAML: {getattr(e, 'problem', None) or e}",
-                         mark.line + 1 if mark else None, mark.column + 1 if mark else None) from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(path, None, f"cannot be read: {e}") from None
-    if not isinstance(data, dict):
-        raise InputError(path, None, "not a suite manifest (expected a mapping with a 'tasks' list)")
-    schema = data.get("schema")
-    if schema is not None and schema != MANIFEST_SCHEMA:
-        raise InputError(path, "schema", f"{schema!r} is not {MANIFEST_SCHEMA!r}")
-    tasks = data.get("tasks")
-    if not isinstance(tasks, list) or not all(isinstance(t, str) and t.strip() for t in tasks):
-        raise InputError(path, "tasks", "must be a list of task ids (strings)")
-    if not tasks:
-        raise InputError(path, "tasks", "the manifest lists no tasks")
-    return list(dict.fromkeys(tasks))

@@ -1,10 +1,17 @@
-"""The leaderboard as a rich table."""
+"""Terminal tables: the leaderboard, runs, tasks, admission anchors, curation.
+
+Text that comes from tasks, models or users is passed as `rich.text.Text`, never as markup.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
+from rich.text import Text
+
+if TYPE_CHECKING:
+    from assay.report.curate import CurationResult
 
 
 def _pct(v: float | None) -> str:
@@ -38,3 +45,48 @@ def runs_table(report: dict[str, Any], limit: int = 200) -> Table:
         table.add_row(r["run_id"][:10], r["task_id"], r["agent"], r["level"] or "-", str(r["epoch"]),
                       r["status"], r["end_reason"], score, "-" if r["passed"] is None else ("yes" if r["passed"] else "no"))
     return table
+
+
+def tasks_table(rows: list[dict[str, Any]]) -> Table:
+    """`assay tasks`: one row per task found."""
+    table = Table(title=f"{len(rows)} tasks")
+    for col in ("id", "kinds", "domain", "lang", "levels", "cell", "value"):
+        table.add_column(col)
+    for r in rows:
+        v = r["value"]
+        table.add_row(Text(r["id"]), ",".join(r["kinds"]), Text(r["domain"] or "-"), r["language"],
+                      ",".join(r["levels"]) or "-", f"{r['modality']}/{r['execution']}",
+                      f"{v['amount']:,.0f} {v['currency']}" if v else "-")
+    return table
+
+
+def curation_tables(result: CurationResult, zero_eps: float) -> list[Table]:
+    """`assay curate`: the rules' effect, the dropped and reviewed tasks, the balance."""
+    summary = Table(title=f"assay curate · campaign {result.campaign}")
+    summary.add_column("rule")
+    summary.add_column("tasks", justify="right")
+    diff = result.rules["difficulty"]
+    summary.add_row("tasks in campaign", str(result.tasks_total))
+    summary.add_row(f"dropped: difficulty ({diff['small_agent']}, k={diff['k']})" if diff["applied"]
+                    else "dropped: difficulty (skipped)", str(sum(d.rule == "difficulty" for d in result.dropped)))
+    summary.add_row("dropped: every agent passed", str(sum(d.rule == "upper_truncation" for d in result.dropped)))
+    summary.add_row(f"kept, for review: every agent <= {zero_eps:g}", str(len(result.review)))
+    summary.add_row(Text("kept", style="bold"), Text(str(len(result.kept)), style="bold"))
+    tables = [summary]
+    if result.dropped or result.review:
+        verdicts = Table(title="dropped and review")
+        for col in ("task", "verdict", "reason"):
+            verdicts.add_column(col)
+        for d in result.dropped:
+            verdicts.add_row(Text(d.task_id), "dropped", Text(d.reason))
+        for r in result.review:
+            verdicts.add_row(Text(r.task_id), "review", Text(r.reason))
+        tables.append(verdicts)
+    bal = Table(title="balance (tasks before → after)")
+    for col in ("by", "group", "before", "after"):
+        bal.add_column(col, justify="right" if col in ("before", "after") else "left")
+    for axis, groups in result.balance.items():
+        for name, c in groups.items():
+            bal.add_row(axis, Text(name), str(c.before), str(c.after))
+    tables.append(bal)
+    return tables

@@ -1,5 +1,5 @@
 """Persistence of run attempts, transcripts, grades and the judge cache (SQLite or PostgreSQL)."""
 
-from assay.store.db import Store, default_store_url, open_store
+from assay.store.db import Store, open_store
 
-__all__ = ["Store", "default_store_url", "open_store"]
+__all__ = ["Store", "open_store"]

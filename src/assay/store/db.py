@@ -15,7 +15,6 @@ SQLite (WAL journal, ``synchronous=NORMAL``).
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from collections.abc import Sequence
@@ -31,27 +30,14 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import StaticPool
 
-from assay.record import Event, RunRecord
+from assay.config import store_url
+from assay.record import Event, RunRecord, event_from_wire
 from assay.store.models import campaigns_t, events_t, grades_t, judge_cache_t, runs_t
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 BUSY_TIMEOUT_MS = 30_000
 MIN_PREFIX = 6
 _PG_MIGRATION_LOCK = 0x61737361  # "assa": serialises concurrent migrations on PostgreSQL
-
-
-def default_store_url(cwd: Path | None = None) -> str:
-    """``sqlite:///<cwd>/.assay/assay.db`` (absolute), unless ``ASSAY_STORE`` is set.
-
-    ``ASSAY_STORE`` may be a SQLAlchemy URL or a plain path to a SQLite file.
-    """
-    env = os.environ.get("ASSAY_STORE")
-    if env:
-        if "://" in env:
-            return env
-        return f"sqlite:///{Path(env).expanduser().resolve()}"
-    base = (cwd or Path.cwd()).resolve()
-    return f"sqlite:///{base / '.assay' / 'assay.db'}"
 
 
 def _dumps(obj: Any) -> str:
@@ -192,15 +178,15 @@ class Store:
             "created_at": now,
             "record": record.model_dump_json(),
         }
-        audit = record.grade.get("audit")
+        audit = record.grade.audit
         grade_row = {
             "run_id": record.run_id,
-            "grade": _dumps(record.grade),
-            "audit": None if audit is None else _dumps(audit),
+            "grade": _dumps(record.grade.flat()),
+            "audit": None if audit is None else _dumps(audit.model_dump(mode="json")),
         }
         run_id = record.run_id
         event_rows = [
-            {"run_id": run_id, "seq": e.seq, "t": e.t, "kind": e.kind, "data": _dumps(e.data)} for e in events
+            {"run_id": run_id, "seq": e.seq, "t": e.t, "kind": e.kind, "data": _dumps(e.data())} for e in events
         ]
         new_campaign = key.campaign not in self._known_campaigns
         with self._write_lock, self._writer() as conn, conn.begin():
@@ -349,7 +335,7 @@ class Store:
                 .where(events_t.c.run_id == rid)
                 .order_by(events_t.c.seq)
             ).all()
-        return [Event(seq=s, t=t, kind=k, data=json.loads(d)) for s, t, k, d in rows]
+        return [event_from_wire(s, t, k, json.loads(d)) for s, t, k, d in rows]
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -370,7 +356,7 @@ class Store:
 
 def open_store(url: str | None = None) -> Store:
     """Open (creating and migrating if needed) the store at ``url`` or the default one."""
-    return Store(url or default_store_url())
+    return Store(url or store_url())
 
 
 def _enable_wal(cur: Any, attempts: int = 50) -> None:

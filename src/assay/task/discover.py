@@ -13,26 +13,26 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from assay.errors import InputError
-from assay.task.formats.native import read_native
+from assay.task.formats.darebench import read_darebench
+from assay.task.formats.fdegym import read_case
+from assay.task.formats.healthbench import read_healthbench
+from assay.task.formats.native import read_native, read_task_yaml
+from assay.task.formats.native_scenario import read_native_scenario
+from assay.task.formats.omb import read_omb
+from assay.task.formats.yamlio import load_json
 from assay.task.model import Task
 
 SKIP_DIRS = {".git", "__pycache__", ".assay", "node_modules", ".venv", "venv"}
 
-Reader = Callable[[Path], list[Task]]
 
-
-def _optional_reader(module: str, name: str) -> Reader | None:
-    try:
-        mod = __import__(f"assay.task.formats.{module}", fromlist=[name])
-    except ModuleNotFoundError:
-        return None
-    return getattr(mod, name)
+def read_native_folder(folder: Path) -> list[Task]:
+    """A folder with task.yaml: a native task, or with a `scenario:` block one task per variant."""
+    raw = read_task_yaml(folder)
+    return read_native_scenario(folder, raw) if "scenario" in raw else [read_native(folder, raw)]
 
 
 def _json_has_rubrics(path: Path) -> bool | None:
     """True for OneMillion-Bench task files; None for JSON that is not a task; raise on bad JSON."""
-    from assay.task.formats.yamlio import load_json
-
     data = load_json(path)
     items = data if isinstance(data, list) else [data]
     return any(isinstance(it, dict) and ("rubrics" in it or "Rubrics" in it) for it in items) or None
@@ -64,21 +64,17 @@ def _jsonl_is_healthbench(path: Path) -> bool:
     return False
 
 
+READERS: dict[str, Callable[[Path], list[Task]]] = {
+    "native": read_native_folder,
+    "fdegym": read_case,
+    "darebench": read_darebench,
+    "omb": read_omb,
+    "healthbench": read_healthbench,
+}
+
+
 def _read(kind: str, path: Path) -> list[Task]:
-    if kind == "native":
-        found = read_native(path)  # a native scenario gives one task per variant
-        return found if isinstance(found, list) else [found]
-    readers = {
-        "fdegym": ("fdegym", "read_case"),
-        "darebench": ("darebench", "read_darebench"),
-        "omb": ("omb", "read_omb"),
-        "healthbench": ("healthbench", "read_healthbench"),
-    }
-    module, fn = readers[kind]
-    reader = _optional_reader(module, fn)
-    if reader is None:
-        raise InputError(path, None, f"{kind} files are recognised but this version of assay cannot read them yet")
-    return reader(path)
+    return READERS[kind](path)
 
 
 def classify(path: Path) -> str | None:

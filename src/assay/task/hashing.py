@@ -1,40 +1,41 @@
-"""Content hashes: a task's hash covers its normalised fields and every file it refers to,
-so a stored result can be traced to the exact content it was produced on."""
+"""The one content hash: a task's hash covers its normalised fields and every file it refers
+to, so a stored result can be traced to the exact content it was produced on.
+
+Host paths differ between machines, so they are left out of the fields (a folder's files
+are hashed by their path relative to the folder and their content instead): moving a suite
+keeps its hashes. Scenario tasks also hash their whole case folder.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
+from assay import fs
 from assay.task.model import Task
 
+__all__ = ["content_hash", "file_digest", "json_digest", "task_files"]
 
-def _feed_path(h: hashlib._Hash, path: Path, label: str) -> None:
-    if path.is_dir():
-        for root, dirs, files in os.walk(path):
-            dirs.sort()
-            for name in sorted(files):
-                fp = Path(root) / name
-                rel = fp.relative_to(path).as_posix()
-                _feed_file(h, fp, f"{label}/{rel}")
-    elif path.exists():
-        _feed_file(h, path, label)
-    else:
-        h.update(f"missing:{label}\0".encode())
+_PATH_KEYS = frozenset({"source", "artifacts", "script", "root", "checks_file", "corpus", "case"})
 
 
-def _feed_file(h: hashlib._Hash, fp: Path, label: str) -> None:
-    h.update(f"file:{label}\0".encode())
-    with open(fp, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 16), b""):
-            h.update(chunk)
-    h.update(b"\0")
+def json_digest(obj: Any, length: int = 16) -> str:
+    """sha256 of canonical JSON (sorted keys), hex, first `length` characters."""
+    raw = json.dumps(obj, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()[:length]
+
+
+def file_digest(path: str | Path, length: int = 16) -> str:
+    return fs.file_digest(path, length)
 
 
 def task_files(task: Task) -> Iterable[tuple[str, Path]]:
+    """(label, path) of every file or folder the task refers to, in a fixed order."""
+    if task.scenario is not None:
+        yield "case", Path(task.scenario.case)
     for i, wf in enumerate(task.workspace):
         if wf.source is not None:
             yield f"workspace[{i}]", wf.source
@@ -49,17 +50,23 @@ def task_files(task: Task) -> Iterable[tuple[str, Path]]:
             p = getattr(pol, attr)
             if p is not None:
                 yield f"policy:{name}:{attr}", p
-    for extra in task.metadata.get("hash_paths", []):
-        yield f"extra:{extra}", Path(extra)
 
 
-def compute_hash(task: Task) -> str:
+def content_hash(task: Task, digests: dict[str, str] | None = None) -> str:
+    """The hash of a task: its fields without host paths, then each of `task_files` by content.
+
+    `digests` caches the digest of each file or folder by host path, for readers that make
+    several tasks from one folder (the variants of a scenario share their case folder)."""
     h = hashlib.sha256()
     data = task.model_dump(mode="json", exclude={"content_hash", "origin"})
-    # Host paths differ between machines; the files' content is what matters.
-    h.update(json.dumps(_strip_paths(data), sort_keys=True, ensure_ascii=False).encode())
+    h.update(json.dumps(_strip_paths(data), sort_keys=True, ensure_ascii=False, default=str)
+             .encode("utf-8", "surrogatepass"))
+    cache = digests if digests is not None else {}
     for label, path in task_files(task):
-        _feed_path(h, Path(path), label)
+        key = str(path)
+        if key not in cache:
+            cache[key] = fs.tree_digest(path)
+        h.update(f"\0{label}\0{cache[key]}".encode())
     return h.hexdigest()[:16]
 
 
@@ -67,9 +74,7 @@ def _strip_paths(obj: object) -> object:
     if isinstance(obj, dict):
         out: dict[str, object] = {}
         for k, v in obj.items():
-            if k == "hash_paths":
-                continue
-            if k in {"source", "artifacts", "script", "checks_file", "corpus"} and isinstance(v, str) and "/" in v:
+            if k in _PATH_KEYS and isinstance(v, str) and "/" in v:
                 out[k] = "<path>"
             elif k == "images" and isinstance(v, list):
                 out[k] = [Path(str(x)).name for x in v]

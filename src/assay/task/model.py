@@ -11,6 +11,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from assay import metrics
+from assay.record import primary_kind
+
 LEVELS = ("L0", "L1", "L2", "L3")
 MODALITIES = ("text", "multimodal")
 EXECUTIONS = ("single-step", "multi-step", "multi-step-with-tools")
@@ -161,6 +164,66 @@ class PolicySpec(_Strict):
     root: Path | None = None  # folder bound read-only for the script (an FDE-Gym case folder)
 
 
+class ServiceSpec(_Strict):
+    """A customer service the scenario starts (`engagement.services`): a script in the case folder."""
+
+    name: str
+    script: str
+
+
+class FramingRule(_Strict):
+    """truth.json `framing`: the hand-over names the real problem when any pattern matches."""
+
+    id: str
+    any: list[str] = Field(default_factory=list)
+
+
+class Engagement(_Strict):
+    """The engagement's rules and what the world offers: rules text, company LLM, services."""
+
+    rules: str = "v1"
+    rules_extra: str = ""
+    llm: bool = False
+    services: list[ServiceSpec] = Field(default_factory=list)
+    budgets: dict[str, float] = Field(default_factory=dict)
+
+
+CASE_FILES: dict[str, str | None] = {"build": "build_world.py", "grader": "grader.py", "npcs": "npcs.json",
+                                     "pilot": "pilot.py", "reference": "solutions/oracle.py"}
+"""An FDE-Gym case folder's fixed layout; a native scenario names its own files."""
+
+
+class ScenarioSpec(_Strict):
+    """One variant of a scenario (an FDE-Gym case folder or a native scenario), as run and graded.
+
+    The variant's `params` reach case code only through the environment of processes the
+    harness starts outside the sandbox, never the workspace."""
+
+    format: Literal["fdegym", "native"]
+    case: Path
+    variant: str = "base"
+    params: dict[str, Any] = Field(default_factory=dict)
+    right_here: bool = False
+    kpi_baseline: float | None = None
+    kpi_oracle: float | None = None
+    baseline: float | str | None = None  # native: the declared baseline, a number or "compute"
+    engagement: Engagement = Field(default_factory=Engagement)
+    key_facts: list[str] = Field(default_factory=list)
+    framing: list[FramingRule] = Field(default_factory=list)
+    has_pilot: bool = False
+    matcher: str = "regex"
+    files: dict[str, str | None] = Field(default_factory=lambda: dict(CASE_FILES))
+    held_out: str | None = None  # native: the held-out data, relative to the case folder
+
+    @property
+    def services(self) -> list[str]:
+        return [s.name for s in self.engagement.services]
+
+    def case_file(self, key: str) -> Path | None:
+        rel = self.files.get(key)
+        return self.case / rel if rel else None
+
+
 class Task(BaseModel):
     """A task in any format, normalised. `content_hash` identifies its exact content."""
 
@@ -188,7 +251,7 @@ class Task(BaseModel):
     contract: list[Predicate] = Field(default_factory=list)
     rubric: Rubric | None = None
     grading: GradingSpec | None = None
-    scenario: dict[str, Any] | None = None
+    scenario: ScenarioSpec | None = None
     budget: Budget = Field(default_factory=Budget)
     value: Value | None = None
     modality: Modality = "text"
@@ -214,10 +277,7 @@ class Task(BaseModel):
     @property
     def primary_kind(self) -> str:
         """The kind that scores the task: the first of scenario, contract, rubric it has."""
-        for kind in ("scenario", "contract", "rubric"):
-            if kind in self.kinds:
-                return kind
-        return "contract"
+        return primary_kind(self.kinds)
 
     @property
     def levels(self) -> list[str]:
@@ -233,6 +293,7 @@ class Task(BaseModel):
         return self.prompt or ""
 
     def pass_threshold(self) -> float:
+        """The task's own threshold, else the kind's pass line (`assay.metrics`)."""
         if self.threshold is not None:
             return self.threshold
-        return 0.8 if self.primary_kind == "scenario" else 0.7
+        return metrics.SOLVED_THRESHOLD if self.primary_kind == "scenario" else metrics.PASS_THRESHOLD

@@ -6,11 +6,14 @@ format the task came in.
 
 from __future__ import annotations
 
+import os
 import re
-from pathlib import Path, PurePosixPath
+from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
+from assay import fs
 from assay.errors import InputError
 from assay.task.model import CAPABILITY_TAGS, LEVELS, Task
 
@@ -22,7 +25,8 @@ TAG_ALIASES: dict[str, str] = {
     "sf": "SF", "structure and formatting": "SF", "structure & formatting": "SF",
     "structure and format": "SF", "格式": "SF", "结构与格式": "SF", "结构和格式": "SF",
 }
-PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][\w.-]*)\s*\}\}")
+"""`{{name}}` in briefs, rules and stakeholder specs, filled from a scenario variant's parameters."""
 
 
 def normalise_tag(file: Path | str, field: str, tag: str) -> str:
@@ -35,14 +39,38 @@ def normalise_tag(file: Path | str, field: str, tag: str) -> str:
 
 
 def check_relative_path(file: Path | str, field: str, path: str) -> None:
-    """Refuse a workspace path that is absolute or climbs out with '..'."""
-    if not path or not path.strip():
-        raise InputError(file, field, "empty path")
-    p = PurePosixPath(path.replace("\\", "/"))
-    if p.is_absolute() or re.match(r"^[A-Za-z]:", path):
-        raise InputError(file, field, f"path {path!r} is absolute; it must stay inside the workspace")
-    if ".." in p.parts:
-        raise InputError(file, field, f"path {path!r} escapes the workspace ('..')")
+    """Refuse a workspace path that is absolute or climbs out with '..' (`assay.fs.check_relative`)."""
+    try:
+        fs.check_relative(path)
+    except fs.PathError as e:
+        raise InputError(file, field, str(e)) from None
+
+
+def task_path(base: Path, file: Path | str, field: str, rel: Any, *, kind: str = "any",
+              where: str = "beside task.yaml") -> Path:
+    """The one check of a path a task file names: relative, no '..', existing, of the right
+    kind (`file`, `dir` or `any`), inside `base` once resolved, and no symlink on the way
+    (a task file from the internet must not make the harness copy a host file). Resolved."""
+    if not isinstance(rel, str):
+        raise InputError(file, field, "must be a path (a string) relative to the task folder")
+    check_relative_path(file, field, rel)
+    base = Path(os.path.realpath(base))
+    p = base / rel
+    if not Path(os.path.realpath(p)).is_relative_to(base):
+        raise InputError(file, field, f"path {rel!r} escapes the task folder")
+    cur = base
+    for part in Path(rel).parts:
+        cur = cur / part
+        if cur.is_symlink():
+            raise InputError(file, field, f"{rel!r} is (or goes through) a symlink: task files must be real "
+                                          "files inside the task's folder")
+    if not p.exists():
+        raise InputError(file, field, f"{rel!r} does not exist {where}")
+    if kind == "file" and not p.is_file():
+        raise InputError(file, field, f"{rel!r} is not a file")
+    if kind == "dir" and not p.is_dir():
+        raise InputError(file, field, f"{rel!r} is not a folder")
+    return p
 
 
 def pydantic_to_input_error(file: Path | str, err: ValidationError, prefix: str = "") -> InputError:

@@ -151,7 +151,7 @@ def create_app(store_url: str, suites: list[Path] | None = None) -> FastAPI:
         scenario = {k: g[k] for k in SCENARIO_FIELDS if k in g}
         return page("run.html", title=f"run {rec.run_id}", run=row, rec=rec, grade=g, scenario=scenario,
                     rubric_items=g.get("items") or [],
-                    events=[e.model_dump() for e in store.events(rec.run_id)])
+                    events=[e.wire() for e in store.events(rec.run_id)])
 
     # ---------------------------------------------------------------- JSON API
 
@@ -174,7 +174,7 @@ def create_app(store_url: str, suites: list[Path] | None = None) -> FastAPI:
         if rec is None:
             raise HTTPException(404, f"no run {run_id!r}")
         events = store.events(rec.run_id)
-        return JSONResponse(_json_safe({"run": run_row(rec), "events": [e.model_dump() for e in events]}))
+        return JSONResponse(_json_safe({"run": run_row(rec), "events": [e.wire() for e in events]}))
 
     @app.get("/api/tasks")
     def api_tasks() -> dict[str, Any]:

@@ -1,10 +1,7 @@
-"""A person as an agent: `human:NAME`, working a task through the web app.
+"""Human play in the web app: sessions of `human:NAME` agents (`assay.agent.human`).
 
-`HumanAgent.run(env)` is driven by the browser instead of a model: each action the page
-sends (a tool call or the final answer) arrives through an asyncio queue, goes through the
-run's own `ToolBox` (same tools, same sandbox) and is written to the transcript exactly as
-a model's turn would be. The run itself is an ordinary `execute_run` started as a background
-task, so workspace, sandbox, limits, grading, audit and storage are the harness's own.
+A session's run is an ordinary `execute_run` started as a background task, so workspace,
+sandbox, limits, grading, audit and storage are the harness's own.
 
 Play sessions live in this server process only: a restart loses the ones still in flight
 (their workspaces are removed, nothing is stored); finished runs are in the store.
@@ -15,16 +12,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import json
 import re
 import secrets
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from assay.agent.base import Agent, AgentEnv, AgentOutcome
-from assay.agent.messages import ToolCall
-from assay.campaign.plan import CampaignOptions, PlannedRun, build_plan
+from assay.agent.human import Action, HumanAgent, HumanFactory, RunEnded
+from assay.campaign.options import RunOptions
+from assay.campaign.plan import PlannedRun, build_plan
 from assay.campaign.runner import RunContext, execute_run
 from assay.env.sandbox import bwrap_available
 from assay.env.workspace import needs_workspace
@@ -44,122 +40,6 @@ LIVE_KINDS = {"system", "user", "assistant", "tool_call", "tool_result", "harnes
 
 class PlayError(ValueError):
     """A play request that cannot be honoured (bad name, unknown task, ...): shown to the user."""
-
-
-@dataclass
-class _Action:
-    kind: str  # "tool" or "submit"
-    tool: str = ""
-    args: dict[str, Any] = field(default_factory=dict)
-    text: str = ""
-    done: asyncio.Future[str] | None = None
-
-
-class HumanAgent(Agent):
-    """Waits for the browser's actions; each one is a turn, run through the real tools."""
-
-    needs_sandbox = True
-
-    def __init__(self, spec: str) -> None:
-        self.spec = spec
-        self.queue: asyncio.Queue[_Action] = asyncio.Queue()
-        self.ready = asyncio.Event()
-        self.env: AgentEnv | None = None
-        self.finished = False
-        self.turns = 0
-        self._n = 0
-
-    async def run(self, env: AgentEnv) -> AgentOutcome:
-        self.env = env
-        out = AgentOutcome(end_reason="finished")
-        if env.system_prompt:
-            env.transcript.emit("system", content=env.system_prompt)
-        if env.messages and len(env.messages) > 1:
-            for m in env.messages:
-                role = m.get("role", "user")
-                if role == "system" and env.system_prompt:
-                    continue
-                role = role if role in ("system", "user", "assistant") else "user"
-                env.transcript.emit(role, content=str(m.get("content", "")))
-        else:
-            env.transcript.emit("user", content=env.prompt, images=len(env.images))
-        self.ready.set()
-        try:
-            while True:
-                if out.turns >= env.limits.max_turns:
-                    out.end_reason = "max_turns"
-                    break
-                left = env.limits.max_minutes * 60 - env.elapsed_minutes() * 60
-                if left <= 0:
-                    out.end_reason = "max_time"
-                    break
-                try:
-                    action = await asyncio.wait_for(self.queue.get(), timeout=left)
-                except TimeoutError:
-                    out.end_reason = "max_time"
-                    break
-                out.turns += 1
-                self.turns = out.turns
-                if action.kind == "submit":
-                    out.final_message = action.text
-                    env.transcript.emit("assistant", content=action.text)
-                    _resolve(action, "submitted")
-                    break
-                self._n += 1
-                call = ToolCall(id=f"h{self._n}", name=action.tool, arguments=action.args)
-                env.transcript.emit("assistant", content="", tool_calls=[call.model_dump(exclude_none=True)])
-                env.transcript.emit("tool_call", id=call.id, name=call.name, arguments=call.arguments)
-                try:
-                    result = await env.tools.execute(call)
-                except BaseException:
-                    _resolve(action, "error: the harness failed to run this tool")
-                    raise
-                env.transcript.emit("tool_result", id=call.id, name=call.name, output=result)
-                _resolve(action, result)
-        finally:
-            self.finished = True
-            self._drain()
-        return out
-
-    def _drain(self) -> None:
-        """Answer actions that arrived too late (after submit or a limit)."""
-        while not self.queue.empty():
-            _resolve(self.queue.get_nowait(), "error: the run has ended")
-
-    async def act(self, action: _Action) -> str:
-        if self.finished:
-            raise PlayError("the run has ended")
-        loop = asyncio.get_running_loop()
-        action.done = loop.create_future()
-        await self.queue.put(action)
-        return await action.done
-
-
-def _resolve(action: _Action, text: str) -> None:
-    if action.done is not None and not action.done.done():
-        action.done.set_result(text)
-
-
-class HumanFactory:
-    """Stands where an `AgentFactory` would in a planned run; hands out one `HumanAgent`."""
-
-    kind = "human"
-
-    def __init__(self, name: str) -> None:
-        self.spec = f"human:{name}"
-        self.agent = HumanAgent(self.spec)
-
-    def options(self) -> dict[str, object]:
-        return {}
-
-    def skip_reason(self, task: Task) -> str | None:
-        return None
-
-    def for_task(self, task: Task) -> Agent:
-        return self.agent
-
-    async def aclose(self) -> None:
-        return None
 
 
 def playable(task: Task) -> str | None:
@@ -210,7 +90,7 @@ class PlaySession:
         }
         if env is not None:
             events = env.transcript.events
-            data["events"] = [json.loads(e.model_dump_json()) for e in events[since:] if e.kind in LIVE_KINDS]
+            data["events"] = [e.wire() for e in events[since:] if e.kind in LIVE_KINDS]
             data["next"] = len(events)
             data["brief"] = env.prompt
             data["messages"] = env.messages if env.messages and len(env.messages) > 1 else None
@@ -259,14 +139,14 @@ class PlayManager:
         if level is not None and level not in task.levels:
             raise PlayError(f"task {task_id} has no level {level!r} (levels: {', '.join(task.levels) or 'none'})")
         factory = HumanFactory(name)
-        options = CampaignOptions(campaign=campaign, level=level, epochs=1, concurrency=1)
-        plan = build_plan([task], [factory], options)  # type: ignore[list-item]
+        options = RunOptions(campaign=campaign, level=level, epochs=1, concurrency=1, agents=[factory.spec])
+        plan = build_plan([task], [factory], options)
         if not plan.runs:
             reason = plan.skipped[0][2] if plan.skipped else "nothing to run"
             raise PlayError(f"task {task_id}: {reason}")
         planned = plan.runs[0]
         epoch = self._epoch(campaign, task, factory.spec, planned.level)
-        planned = PlannedRun(task=task, agent=factory, level=planned.level, epoch=epoch,  # type: ignore[arg-type]
+        planned = PlannedRun(task=task, agent=factory, level=planned.level, epoch=epoch,
                              key=planned.key.model_copy(update={"epoch": epoch}))
         session = PlaySession(id=secrets.token_urlsafe(12), task=task, name=name, campaign=campaign,
                               level=planned.level, epoch=epoch, factory=factory)
@@ -298,14 +178,20 @@ class PlayManager:
         if agent.finished or agent.env is None:
             raise PlayError("the run has ended")
         if "submit" in body:
-            return await agent.act(_Action(kind="submit", text=str(body.get("submit") or "")))
-        tool = str(body.get("tool") or "")
-        args = body.get("args") or {}
-        if not isinstance(args, dict):
-            raise PlayError("args must be a JSON object")
-        if tool not in agent.env.tools.names:
-            raise PlayError(f"tool {tool!r} is not offered by this task (offered: {', '.join(agent.env.tools.names) or 'none'})")
-        return await agent.act(_Action(kind="tool", tool=tool, args=_clean_args(tool, args)))
+            action = Action(kind="submit", text=str(body.get("submit") or ""))
+        else:
+            tool = str(body.get("tool") or "")
+            args = body.get("args") or {}
+            if not isinstance(args, dict):
+                raise PlayError("args must be a JSON object")
+            if tool not in agent.env.tools.names:
+                offered = ", ".join(agent.env.tools.names) or "none"
+                raise PlayError(f"tool {tool!r} is not offered by this task (offered: {offered})")
+            action = Action(kind="tool", tool=tool, args=_clean_args(tool, args))
+        try:
+            return await agent.act(action)
+        except RunEnded as e:
+            raise PlayError(str(e)) from None
 
     def get(self, session_id: str) -> PlaySession:
         s = self.sessions.get(session_id)

@@ -44,14 +44,14 @@ How the upstream fields map onto a Task:
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from assay.config import settings
 from assay.errors import InputError
 from assay.task.formats.yamlio import load_yaml_text, read_text
-from assay.task.hashing import compute_hash
+from assay.task.hashing import content_hash
 from assay.task.model import (
     EXECUTIONS,
     MODALITIES,
@@ -62,9 +62,9 @@ from assay.task.model import (
     Task,
     WorkspaceFile,
 )
-from assay.task.validation import check_relative_path, validate_task
+from assay.task.validation import task_path, check_relative_path, validate_task
 
-__all__ = ["CELL_MAP_TABLE1", "CELL_MAP_TABLE9", "CELLS", "cell_for", "cell_map", "read_darebench",
+__all__ = ["CELL_MAP_TABLE1", "CELL_MAP_TABLE9", "cell_for", "cell_map", "read_darebench",
            "source_benchmark"]
 
 _T, _MM = "text", "multimodal"
@@ -85,8 +85,6 @@ CELL_MAP_TABLE1: dict[str, tuple[str, str]] = {
 CELL_MAP_TABLE9: dict[str, tuple[str, str]] = {**CELL_MAP_TABLE1, "charxiv": (_MM, _MS), "hle": (_MM, _SS)}
 """The table-9 grouping: charxiv and hle swapped."""
 
-CELLS: str = os.environ.get("ASSAY_DAREBENCH_CELLS", "table1").strip().lower() or "table1"
-"""Which mapping to use ("table1" or "table9"); read from ASSAY_DAREBENCH_CELLS at import."""
 
 GRADING_TYPES = {"automated": "automated", "llm_judge": "judge", "hybrid": "hybrid"}
 IMAGE_EXTS = {".png", ".jpg", ".jpeg", ".gif", ".webp"}
@@ -107,12 +105,13 @@ _WRITE_TO = re.compile(rf"\b(?:write|save|store|output|put|record)\b[^.\n]*?\b(?
 
 
 def cell_map() -> dict[str, tuple[str, str]]:
-    """The mapping selected by `CELLS`; refuses an unknown setting."""
-    if CELLS in ("table1", "1", ""):
+    """The mapping $ASSAY_DAREBENCH_CELLS selects ("table1", the default, or "table9")."""
+    cells = settings().darebench_cells
+    if cells in ("table1", "1", ""):
         return CELL_MAP_TABLE1
-    if CELLS in ("table9", "9"):
+    if cells in ("table9", "9"):
         return CELL_MAP_TABLE9
-    raise InputError(None, "ASSAY_DAREBENCH_CELLS", f"unknown cell mapping {CELLS!r} (table1 or table9)")
+    raise InputError(None, "ASSAY_DAREBENCH_CELLS", f"unknown cell mapping {cells!r} (table1 or table9)")
 
 
 def source_benchmark(task_id: str) -> str | None:
@@ -257,11 +256,7 @@ def _workspace(file: Path, raw: Any) -> list[WorkspaceFile]:
                 if assets is None:
                     raise InputError(file, f"{field}.source",
                                      f"{source!r}: no assets/ folder beside or above {file.parent}")
-            src = (assets / source).resolve()
-            if not src.is_relative_to(assets.resolve()):
-                raise InputError(file, f"{field}.source", f"{source!r} leaves {assets}")
-            if not src.exists():
-                raise InputError(file, f"{field}.source", f"{source!r} does not exist under {assets}")
+            src = task_path(assets, file, f"{field}.source", source, where=f"under {assets}")
             out.append(WorkspaceFile(path=dest, source=src))
         else:
             if not isinstance(content, str):
@@ -448,5 +443,5 @@ def read_darebench(path: Path) -> list[Task]:
         modality=modality, execution=execution, requirements=requirements, metadata=metadata,
     )
     validate_task(task, file)
-    task.content_hash = compute_hash(task)
+    task.content_hash = content_hash(task)
     return [task]

@@ -22,44 +22,25 @@ through the environment of processes outside the sandbox (`assay.scenario.sessio
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
 import re
 from pathlib import Path
 from typing import Any
 
 from assay.errors import InputError
 from assay.task.formats.yamlio import load_json, read_text
-from assay.task.model import LEVELS, TOOL_NAMES, PolicySpec, Task
-from assay.task.validation import validate_task
+from assay.task.formats.scenario import Brief, Variant, variant_tasks
+from assay.task.model import LEVELS, TOOL_NAMES, Engagement, FramingRule, PolicySpec, ServiceSpec, Task
 
-__all__ = ["REQUIRED_FILES", "read_case", "render"]
+__all__ = ["REQUIRED_FILES", "read_case"]
 
 REQUIRED_FILES = ("engagement.json", "npcs.json", "build_world.py", "grader.py")
-PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][\w.-]*)\s*\}\}")
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
-_HASH_SKIP_DIRS = {"__pycache__", ".git", ".pytest_cache"}
 
 
-def render(text: str, params: dict[str, Any], file: Path | str, variant: str, field: str | None = None) -> str:
-    """Fill `{{name}}` from the variant's params; an unfilled placeholder is an InputError."""
-
-    def sub(m: re.Match[str]) -> str:
-        name = m.group(1)
-        if name not in params:
-            raise InputError(file, field, f"variant {variant!r}: unfilled placeholder {{{{{name}}}}} "
-                                          f"(no variant parameter {name!r})")
-        v = params[name]
-        return v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
-
-    return PLACEHOLDER.sub(sub, text)
-
-
-def _variants(folder: Path) -> list[dict[str, Any]]:
+def _variants(folder: Path) -> list[Variant]:
     path = folder / "variants.json"
     if not path.is_file():
-        return [{"name": "base", "params": {}, "right_here": False, "kpi_baseline": None, "kpi_oracle": None}]
+        return [Variant(name="base")]
     raw = load_json(path)
     if isinstance(raw, dict) and "variants" in raw:
         raw = raw["variants"]
@@ -70,7 +51,7 @@ def _variants(folder: Path) -> list[dict[str, Any]]:
         items = raw
     else:
         raise InputError(path, None, "expected {\"variants\": [...]}, a list of variants, or a mapping name -> params")
-    out: list[dict[str, Any]] = []
+    out: list[Variant] = []
     seen: set[str] = set()
     for i, v in enumerate(items):
         where = f"variants[{i}]"
@@ -94,8 +75,8 @@ def _variants(folder: Path) -> list[dict[str, Any]]:
         rh = v.get("right_here", False)
         if not isinstance(rh, bool):
             raise InputError(path, f"{where}.right_here", "must be true or false")
-        out.append({"name": name, "params": params, "right_here": rh,
-                    "kpi_baseline": v.get("kpi_baseline"), "kpi_oracle": v.get("kpi_oracle")})
+        out.append(Variant(name=name, params=params, right_here=rh, kpi_baseline=v.get("kpi_baseline"),
+                           kpi_oracle=v.get("kpi_oracle")))
     if not out:
         raise InputError(path, "variants", "no variants")
     return out
@@ -174,41 +155,8 @@ def _policies(folder: Path) -> dict[str, PolicySpec]:
     return pols
 
 
-def _folder_digest(folder: Path) -> str:
-    """Every file of the case folder (bytecode caches left out), by relative path and content."""
-    h = hashlib.sha256()
-    for root, dirs, files in os.walk(folder):
-        dirs[:] = sorted(d for d in dirs if d not in _HASH_SKIP_DIRS)
-        for name in sorted(files):
-            if name.endswith((".pyc", ".pyo")):
-                continue
-            fp = Path(root) / name
-            h.update(f"file:{fp.relative_to(folder).as_posix()}\0".encode())
-            with open(fp, "rb") as f:
-                for chunk in iter(lambda: f.read(1 << 16), b""):
-                    h.update(chunk)
-            h.update(b"\0")
-    return h.hexdigest()
-
-
-def _content_hash(task: Task, folder_digest: str) -> str:
-    """The task's normalised fields (host paths left out) plus the whole case folder."""
-    data = task.model_dump(mode="json", exclude={"content_hash", "origin", "metadata", "policies"})
-    data["scenario"] = {k: v for k, v in (data.get("scenario") or {}).items() if k != "case"}
-    data["policies"] = sorted(task.policies)
-    h = hashlib.sha256(json.dumps(data, sort_keys=True, ensure_ascii=False, default=str).encode())
-    h.update(folder_digest.encode())
-    return h.hexdigest()[:16]
-
-
-def _has_cjk(text: str) -> bool:
-    return any("\u4e00" <= ch <= "\u9fff" for ch in text)
-
-
 def read_case(folder: Path) -> list[Task]:
     """One Task per variant of the FDE-Gym case in `folder`."""
-    from assay.env.stakeholders import load_npcs
-
     folder = Path(folder).resolve()
     for need in REQUIRED_FILES:
         if not (folder / need).is_file():
@@ -221,66 +169,26 @@ def read_case(folder: Path) -> list[Task]:
     for need in ("L0", "L3"):
         if need not in brief_files:
             raise InputError(folder / "briefs" / f"{need}.md", None, f"missing required level brief {need}")
-    raw_briefs = {lv: read_text(p) for lv, p in brief_files.items()}
+    briefs = {lv: Brief(text=read_text(p), file=p) for lv, p in brief_files.items()}
     npcs_path = folder / "npcs.json"
-    npcs_text = read_text(npcs_path)
-    if "{{" not in npcs_text:
+    if "{{" not in read_text(npcs_path):
         load_json(npcs_path)  # a plain parse error is reported with line and column
-    rules_extra_raw = eng.get("rules_extra") or ""
-    if isinstance(rules_extra_raw, list):
-        rules_extra_raw = "\n".join(str(x) for x in rules_extra_raw)
-    services = [{"name": s["name"], "script": s["script"]} for s in (eng.get("services") or [])]
-    has_pilot = (folder / "pilot.py").is_file()
-    digest = _folder_digest(folder)
-    scenario_name = folder.name
-    tasks: list[Task] = []
-    for v in variants:
-        name, params = v["name"], v["params"]
-        briefs = {lv: render(text, params, brief_files[lv], name) for lv, text in raw_briefs.items()}
-        rules_extra = render(rules_extra_raw, params, folder / "engagement.json", name, "rules_extra")
-        try:
-            spec = load_npcs(npcs_path, params)
-        except ValueError as e:  # pydantic's ValidationError is a ValueError too
-            msg = str(e).splitlines()
-            reason = "; ".join(m.strip() for m in msg[:4])
-            raise InputError(npcs_path, None, f"variant {name!r}: {reason}") from None
-        except json.JSONDecodeError as e:
-            raise InputError(npcs_path, None, f"does not parse as JSON: {e.msg}", line=e.lineno,
-                             column=e.colno) from None
-        language = "zh" if (_has_cjk(briefs["L3"]) or (spec.clock and (spec.clock.lang or "").startswith("zh"))) \
-            else "en"
-        scenario = {
-            "format": "fdegym",
-            "case": str(folder),
-            "variant": name,
-            "params": params,
-            "right_here": v["right_here"],
-            "kpi_baseline": v["kpi_baseline"],
-            "kpi_oracle": v["kpi_oracle"],
-            "engagement": {
-                "rules": eng.get("rules") or "v1",
-                "rules_extra": rules_extra,
-                "llm": bool(eng.get("llm", False)),
-                "services": services,
-                "budgets": {k: eng[k] for k in ("dev_llm_calls", "dev_llm_usd", "prod_llm_calls", "prod_llm_usd")
-                            if k in eng},
-            },
-            "key_facts": list(truth.get("key_stakeholder_facts", [])),
-            "framing": list(truth.get("framing", [])),
-            "has_pilot": has_pilot,
-            "services": [s["name"] for s in services],
-            "matcher": spec.matcher,
-        }
-        title = str(eng.get("title") or scenario_name)
-        task = Task(
-            id=f"{scenario_name}/{name}", title=title, domain=eng.get("sector"), subdomain=eng.get("org"),
-            language=language, source="fdegym", origin=str(folder), briefs=briefs,
-            tools=list(TOOL_NAMES), execution="multi-step-with-tools", scenario=scenario,
+    rules_extra = eng.get("rules_extra") or ""
+    if isinstance(rules_extra, list):
+        rules_extra = "\n".join(str(x) for x in rules_extra)
+    engagement = Engagement(
+        rules=eng.get("rules") or "v1", llm=bool(eng.get("llm", False)),
+        services=[ServiceSpec(name=s["name"], script=s["script"]) for s in (eng.get("services") or [])],
+        budgets={k: eng[k] for k in ("dev_llm_calls", "dev_llm_usd", "prod_llm_calls", "prod_llm_usd") if k in eng})
+    return variant_tasks(
+        scenario_id=folder.name, fmt="fdegym", case=folder, variants=variants, briefs=briefs, npcs=npcs_path,
+        npcs_field=None, engagement=engagement,
+        rules_extra=Brief(text=rules_extra, file=folder / "engagement.json", field="rules_extra"),
+        key_facts=list(truth.get("key_stakeholder_facts", [])),
+        framing=[FramingRule(id=str(fr.get("id")), any=list(fr.get("any", []))) for fr in truth.get("framing", [])],
+        has_pilot=(folder / "pilot.py").is_file(), validate_file=folder / "briefs",
+        task_fields=dict(
+            title=str(eng.get("title") or folder.name), domain=eng.get("sector"), subdomain=eng.get("org"),
+            source="fdegym", origin=str(folder), tools=list(TOOL_NAMES), execution="multi-step-with-tools",
             policies=dict(policies), requirements=["python3", "sqlite3"],
-            tags=[t for t in ("fdegym", eng.get("sector")) if isinstance(t, str)],
-            metadata={"hash_paths": [str(folder)], "variant": name, "scenario": scenario_name},
-        )
-        validate_task(task, folder / "briefs")
-        task.content_hash = _content_hash(task, digest)
-        tasks.append(task)
-    return tasks
+            tags=[t for t in ("fdegym", eng.get("sector")) if isinstance(t, str)]))

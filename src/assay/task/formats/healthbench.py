@@ -35,7 +35,7 @@ from typing import Any
 from assay.errors import InputError
 from assay.task.formats.omb import has_cjk
 from assay.task.formats.yamlio import read_text
-from assay.task.hashing import compute_hash
+from assay.task.hashing import content_hash
 from assay.task.model import PolicySpec, Rubric, RubricItem, Task
 from assay.task.validation import validate_task
 
@@ -147,7 +147,7 @@ def _read_row(path: Path, row: Any, line: int) -> Task:
         validate_task(task, path, weight_range=None, capability_tags=False)
     except InputError as e:
         raise _remap(e, line) from None
-    task.content_hash = compute_hash(task)
+    task.content_hash = content_hash(task)
     return task
 
 

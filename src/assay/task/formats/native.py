@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from assay.errors import InputError
 from assay.task.formats.yamlio import load_yaml, read_text
-from assay.task.hashing import compute_hash
+from assay.task.hashing import content_hash
 from assay.task.model import (
     TOOL_NAMES,
     Budget,
@@ -27,7 +27,7 @@ from assay.task.model import (
     Value,
     WorkspaceFile,
 )
-from assay.task.validation import check_relative_path, pydantic_to_input_error, validate_task
+from assay.task.validation import task_path, check_relative_path, pydantic_to_input_error, validate_task
 
 FILE_TOOLS = ["read_file", "write_file", "edit_file", "list_files"]
 
@@ -110,15 +110,7 @@ class NativeTaskFile(_F):
 
 
 def _local(folder: Path, file: Path, field: str, rel: str, *, kind: str = "any") -> Path:
-    check_relative_path(file, field, rel)
-    p = folder / rel
-    if not p.exists():
-        raise InputError(file, field, f"{rel!r} does not exist beside task.yaml")
-    if kind == "file" and not p.is_file():
-        raise InputError(file, field, f"{rel!r} is not a file")
-    if kind == "dir" and not p.is_dir():
-        raise InputError(file, field, f"{rel!r} is not a folder")
-    return p.resolve()
+    return task_path(folder, file, field, rel, kind=kind)
 
 
 def _policy(folder: Path, file: Path, field: str, pf: PolicyFile) -> PolicySpec:
@@ -135,20 +127,21 @@ def _policy(folder: Path, file: Path, field: str, pf: PolicyFile) -> PolicySpec:
     )
 
 
-def read_native(folder: Path) -> Task | list[Task]:
-    """Read one native task folder into a Task (refusing bad input with InputError).
-
-    A folder whose task.yaml has a `scenario:` block is a native scenario: one Task per
-    variant, returned as a list (`assay.task.formats.native_scenario`).
-    """
+def read_task_yaml(folder: Path) -> dict[str, Any]:
+    """The parsed task.yaml of a native task folder (a mapping, else InputError)."""
     file = folder / "task.yaml"
     raw = load_yaml(file)
     if not isinstance(raw, dict):
         raise InputError(file, None, "task.yaml must be a mapping of fields")
-    if "scenario" in raw:
-        from assay.task.formats.native_scenario import read_native_scenario
+    return raw
 
-        return read_native_scenario(folder, raw)
+
+def read_native(folder: Path, raw: dict[str, Any] | None = None) -> Task:
+    """Read one native task folder into a Task (refusing bad input with InputError). A folder
+    whose task.yaml has a `scenario:` block is a native scenario (`native_scenario`)."""
+    file = folder / "task.yaml"
+    if raw is None:
+        raw = read_task_yaml(folder)
     try:
         tf = NativeTaskFile.model_validate(raw)
     except ValidationError as e:
@@ -241,5 +234,5 @@ def read_native(folder: Path) -> Task | list[Task]:
     if task.rubric is None and task.grading is None and not task.contract:
         raise InputError(file, None, "a task needs at least one of contract, grading or rubric")
     validate_task(task, file)
-    task.content_hash = compute_hash(task)
+    task.content_hash = content_hash(task)
     return task

@@ -8,27 +8,37 @@ things FDE-Gym leaves to the grader code made mandatory and visible: the held-ou
 
 One folder gives one Task per variant, id `SCENARIO/VARIANT` (SCENARIO is `id`, else the
 folder name; without `variants` the one variant is `base`). Every Task gets the same
-`Task.scenario` dict `assay.scenario.session.ScenarioSession` runs for FDE-Gym cases, plus
+`Task.scenario` (a `ScenarioSpec`) an FDE-Gym case gives, plus
 `files` (the case files by path relative to the folder) and `held_out` (relative path, given
 to the grader as an absolute path in `ctx["held_out"]`, never copied into the workspace).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from assay.errors import InputError
-from assay.task.formats.fdegym import PLACEHOLDER, _folder_digest, _has_cjk, render
+from assay.task.formats.scenario import Brief, Variant, variant_tasks
 from assay.task.formats.native import WorkspaceEntryFile
 from assay.task.formats.yamlio import read_text
-from assay.task.model import LEVELS, TOOL_NAMES, Budget, PolicySpec, Task, Value, WorkspaceFile
-from assay.task.validation import check_relative_path, pydantic_to_input_error, validate_task
+from assay.task.model import (
+    LEVELS,
+    TOOL_NAMES,
+    Budget,
+    Engagement,
+    FramingRule,
+    PolicySpec,
+    ServiceSpec,
+    Task,
+    Value,
+    WorkspaceFile,
+)
+from assay.task.validation import check_relative_path, pydantic_to_input_error, task_path
 
 __all__ = ["NOT_IN_SCENARIOS", "read_native_scenario"]
 
@@ -143,26 +153,8 @@ class _Reader:
         self.file = self.folder / "task.yaml"
 
     def path(self, field: str, rel: Any, kind: str = "any") -> Path:
-        """A path beside task.yaml: relative, no '..', inside the folder (links too), existing."""
-        if not isinstance(rel, str):
-            raise InputError(self.file, field, "must be a path (a string) relative to the task folder")
-        if not rel.strip():
-            raise InputError(self.file, field, "empty path")
-        pp = PurePosixPath(rel.replace("\\", "/"))
-        if pp.is_absolute() or re.match(r"^[A-Za-z]:", rel):
-            raise InputError(self.file, field, f"path {rel!r} is absolute; it must be relative to the task folder")
-        if ".." in pp.parts:
-            raise InputError(self.file, field, f"path {rel!r} escapes the task folder ('..')")
-        p = self.folder / rel
-        if not p.resolve().is_relative_to(self.folder):
-            raise InputError(self.file, field, f"path {rel!r} escapes the task folder")
-        if not p.exists():
-            raise InputError(self.file, field, f"{rel!r} does not exist beside task.yaml")
-        if kind == "file" and not p.is_file():
-            raise InputError(self.file, field, f"{rel!r} is not a file")
-        if kind == "dir" and not p.is_dir():
-            raise InputError(self.file, field, f"{rel!r} is not a folder")
-        return p.resolve()
+        """A path beside task.yaml (`assay.task.validation.task_path`)."""
+        return task_path(self.folder, self.file, field, rel, kind=kind)
 
     def rel(self, p: Path) -> str:
         return p.relative_to(self.folder).as_posix()
@@ -170,8 +162,6 @@ class _Reader:
 
 def read_native_scenario(folder: Path, raw: dict[str, Any]) -> list[Task]:
     """One Task per variant of the native scenario in `folder` (raw: the parsed task.yaml)."""
-    from assay.env.stakeholders import load_npcs
-
     r = _Reader(folder)
     file, folder = r.file, r.folder
     for key, why in NOT_IN_SCENARIOS.items():
@@ -247,10 +237,11 @@ def read_native_scenario(folder: Path, raw: dict[str, Any]) -> list[Task]:
 
     # --- services, truth
     services = []
-    for i, s in enumerate(sc.services):
-        if not _NAME.match(s.name):
-            raise InputError(file, f"scenario.services[{i}].name", f"bad service name {s.name!r}")
-        services.append({"name": s.name, "script": r.rel(r.path(f"scenario.services[{i}].script", s.script, "file"))})
+    for i, svc in enumerate(sc.services):
+        if not _NAME.match(svc.name):
+            raise InputError(file, f"scenario.services[{i}].name", f"bad service name {svc.name!r}")
+        services.append(ServiceSpec(name=svc.name,
+                                    script=r.rel(r.path(f"scenario.services[{i}].script", svc.script, "file"))))
     truth = sc.truth or TruthFile()
     for i, fr in enumerate(truth.framing):
         for j, pat in enumerate(fr.any):
@@ -260,30 +251,31 @@ def read_native_scenario(folder: Path, raw: dict[str, Any]) -> list[Task]:
                 raise InputError(file, f"scenario.truth.framing[{i}].any[{j}]", f"bad regex: {e}") from None
 
     # --- briefs: a value without spaces ending in .md or .txt is a file beside task.yaml, else the text
-    raw_briefs: dict[str, tuple[str, Path]] = {}  # level -> (text, the file it comes from)
+    briefs: dict[str, Brief] = {}
     for lv, val in tf.briefs.items():
         if lv not in LEVELS:
             raise InputError(file, f"briefs.{lv}", f"unknown level {lv!r} (expected L0..L3)")
         if _BRIEF_FILE.match(val.strip()):
             p = r.path(f"briefs.{lv}", val.strip(), "file")
-            raw_briefs[lv] = (read_text(p), p)
+            briefs[lv] = Brief(text=read_text(p), file=p, field=f"briefs.{lv}")
         else:
-            raw_briefs[lv] = (val, file)
-        if not raw_briefs[lv][0].strip():
+            briefs[lv] = Brief(text=val, file=file, field=f"briefs.{lv}")
+        if not briefs[lv].text.strip():
             raise InputError(file, f"briefs.{lv}", "empty brief")
     for need in ("L0", "L3"):
-        if need not in raw_briefs:
+        if need not in briefs:
             raise InputError(file, f"briefs.{need}", f"missing required level brief {need}")
 
     # --- variants
     if sc.variants is None:
-        variants = [VariantFile(name="base")]
+        raw_variants = [VariantFile(name="base")]
     elif not sc.variants:
         raise InputError(file, "scenario.variants", "no variants (leave the field out for the one variant 'base')")
     else:
-        variants = sc.variants
+        raw_variants = sc.variants
     seen: set[str] = set()
-    for i, v in enumerate(variants):
+    variants: list[Variant] = []
+    for i, v in enumerate(raw_variants):
         where = f"scenario.variants[{i}]"
         if not _NAME.match(v.name):
             raise InputError(file, f"{where}.name", f"bad variant name {v.name!r} (letters, digits, _ . -)")
@@ -294,6 +286,7 @@ def read_native_scenario(folder: Path, raw: dict[str, Any]) -> list[Task]:
             val = getattr(v, key)
             if val is not None and not _number(val):
                 raise InputError(file, f"{where}.{key}", "must be a number")
+        variants.append(Variant(**v.model_dump()))
 
     npcs_text = read_text(npcs)
     if "{{" not in npcs_text:
@@ -304,80 +297,18 @@ def read_native_scenario(folder: Path, raw: dict[str, Any]) -> list[Task]:
                              column=e.colno) from None
     files = {"build": r.rel(build) if build else None, "grader": r.rel(grader), "npcs": r.rel(npcs),
              "pilot": r.rel(pilot) if pilot else None, "reference": r.rel(policies["reference"].script)}  # type: ignore[arg-type]
-    digest = _folder_digest(folder)
-    tasks: list[Task] = []
-    for v in variants:
-        name, params = v.name, v.params
-        briefs = {lv: render(text, params, src, name, f"briefs.{lv}") for lv, (text, src) in raw_briefs.items()}
-        rules_extra = render(sc.rules_extra or "", params, file, name, "scenario.rules_extra")
-        try:
-            spec = load_npcs(npcs, params)
-        except ValidationError as e:
-            first = e.errors()[0]
-            loc = ".".join(str(x) for x in first.get("loc", ()))
-            raise InputError(npcs, loc or "scenario.stakeholders",
-                             f"variant {name!r}: {first.get('msg', 'invalid')}") from None
-        except json.JSONDecodeError as e:
-            raise InputError(npcs, "scenario.stakeholders", f"does not parse as JSON: {e.msg}", line=e.lineno,
-                             column=e.colno) from None
-        except ValueError as e:
-            reason = "; ".join(m.strip() for m in str(e).splitlines()[:4])
-            raise InputError(npcs, "scenario.stakeholders", f"variant {name!r}: {reason}") from None
-        language = tf.language or ("zh" if (_has_cjk(briefs["L3"]) or (spec.clock and (spec.clock.lang or "")
-                                                                          .startswith("zh"))) else "en")
-        baseline = v.kpi_baseline if v.kpi_baseline is not None else (
-            sc.baseline if _number(sc.baseline) else None)
-        scenario = {
-            "format": "native",
-            "case": str(folder),
-            "variant": name,
-            "params": params,
-            "right_here": v.right_here,
-            "kpi_baseline": baseline,
-            "kpi_oracle": v.kpi_oracle,
-            "baseline": sc.baseline,
-            "engagement": {
-                "rules": sc.rules,
-                "rules_extra": rules_extra,
-                "llm": sc.llm,
-                "services": services,
-                "budgets": sc.budgets.model_dump(exclude_none=True),
-            },
-            "key_facts": list(truth.key_stakeholder_facts),
-            "framing": [fr.model_dump() for fr in truth.framing],
-            "has_pilot": pilot is not None,
-            "services": [s["name"] for s in services],
-            "matcher": spec.matcher,
-            "files": files,
-            "held_out": r.rel(held_out),
-        }
-        task = Task(
-            id=f"{scenario_name}/{name}", title=tf.title or scenario_name, domain=tf.domain, subdomain=tf.subdomain,
-            subset=tf.subset, language=language, source=tf.source or "native", origin=str(file), briefs=briefs,
-            system_prompt=tf.system_prompt, workspace=workspace, tools=list(TOOL_NAMES),
-            execution="multi-step-with-tools", scenario=scenario, budget=tf.budget, value=tf.value,
+    engagement = Engagement(rules=sc.rules, llm=sc.llm, services=services,
+                            budgets=sc.budgets.model_dump(exclude_none=True))
+    return variant_tasks(
+        scenario_id=scenario_name, fmt="native", case=folder, variants=variants, briefs=briefs, npcs=npcs,
+        npcs_field="scenario.stakeholders", engagement=engagement,
+        rules_extra=Brief(text=sc.rules_extra or "", file=file, field="scenario.rules_extra"),
+        key_facts=list(truth.key_stakeholder_facts),
+        framing=[FramingRule(id=fr.id, any=list(fr.any)) for fr in truth.framing], has_pilot=pilot is not None,
+        files=files, held_out=r.rel(held_out), baseline=sc.baseline, language=tf.language, validate_file=file,
+        task_fields=dict(
+            title=tf.title or scenario_name, domain=tf.domain, subdomain=tf.subdomain, subset=tf.subset,
+            source=tf.source or "native", origin=str(file), system_prompt=tf.system_prompt, workspace=workspace,
+            tools=list(TOOL_NAMES), execution="multi-step-with-tools", budget=tf.budget, value=tf.value,
             threshold=tf.threshold, policies=dict(policies), requirements=tf.requirements or ["python3"],
-            tags=tf.tags, metadata={"variant": name, "scenario": scenario_name},
-        )
-        for lv, text in task.briefs.items():  # render() filled every placeholder it knows the syntax of
-            m = PLACEHOLDER.search(text)
-            if m:
-                raise InputError(raw_briefs[lv][1], f"briefs.{lv}", f"variant {name!r}: unfilled placeholder "
-                                                                    f"{{{{{m.group(1)}}}}}")
-        validate_task(task, file)
-        task.content_hash = _content_hash(task, digest)
-        tasks.append(task)
-    return tasks
-
-
-def _content_hash(task: Task, folder_digest: str) -> str:
-    """Normalised fields (no host paths) plus every file of the task folder: moving it keeps the hash."""
-    data = task.model_dump(mode="json", exclude={"content_hash", "origin", "metadata", "policies", "workspace"})
-    data["scenario"] = {k: v for k, v in (data.get("scenario") or {}).items() if k != "case"}
-    data["policies"] = sorted(task.policies)
-    data["workspace"] = [{"path": wf.path, "content": wf.content,
-                          "source": Path(wf.source).relative_to(task.scenario["case"]).as_posix()  # type: ignore[index]
-                          if wf.source is not None else None} for wf in task.workspace]
-    h = hashlib.sha256(json.dumps(data, sort_keys=True, ensure_ascii=False, default=str).encode())
-    h.update(folder_digest.encode())
-    return h.hexdigest()[:16]
+            tags=tf.tags))

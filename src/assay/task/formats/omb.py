@@ -39,7 +39,7 @@ from typing import Any
 
 from assay.errors import InputError
 from assay.task.formats.yamlio import load_json
-from assay.task.hashing import compute_hash
+from assay.task.hashing import content_hash
 from assay.task.model import Rubric, RubricItem, Task
 from assay.task.validation import normalise_tag, validate_task
 
@@ -236,7 +236,7 @@ def _read_record(path: Path, rec: Any, idx: int | None) -> Task:
         validate_task(task, path)
     except InputError as e:
         raise _remap(e, prefix, rkey) from None
-    task.content_hash = compute_hash(task)
+    task.content_hash = content_hash(task)
     return task
 
 

@@ -1,4 +1,5 @@
-"""YAML/JSON loading that reports parse errors with file, line and column."""
+"""Reading task files: YAML/JSON whose parse errors name file, line and column, and text read
+without following a link or blocking on a special file."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 
 import yaml
 
+from assay import fs
 from assay.errors import InputError
 
 
@@ -36,10 +38,17 @@ def load_json(path: Path) -> Any:
         raise InputError(path, None, f"does not parse as JSON: {e.msg}", line=e.lineno, column=e.colno) from None
 
 
+MAX_TASK_FILE_BYTES = 256 * 1024 * 1024
+"""A task file larger than this is refused (task files come from the internet)."""
+
+
 def read_text(path: Path) -> str:
+    """A task file's text: a regular file (never a link, a FIFO or a device), UTF-8, bounded."""
     try:
-        return path.read_text(encoding="utf-8")
+        return fs.read_regular(path, MAX_TASK_FILE_BYTES).decode("utf-8")
     except UnicodeDecodeError as e:
         raise InputError(path, None, f"not UTF-8 text (byte {e.start})") from None
+    except fs.PathError as e:
+        raise InputError(path, None, str(e).removeprefix(f"{path}: ")) from None
     except OSError as e:
         raise InputError(path, None, f"cannot read: {e.strerror}") from None

@@ -15,12 +15,11 @@ import random
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlparse
 
 import anthropic
 import openai
 
-from assay.agent.messages import Citation, Message, ModelReply, ToolCall, ToolSpec
+from assay.llm.messages import Citation, Message, ModelReply, ToolCall, ToolSpec
 from assay.errors import ProviderError
 
 log = logging.getLogger(__name__)
@@ -39,13 +38,6 @@ class Fault:
     reason: str
     status: int | None = None
     retry_after: float | None = None
-
-
-def is_loopback(url: str | None) -> bool:
-    if not url:
-        return False
-    host = (urlparse(url).hostname or "").lower()
-    return host in {"localhost", "::1"} or host.startswith("127.")
 
 
 def _retry_after(response: Any) -> float | None:

@@ -4,7 +4,7 @@ FDE-Gym service scripts take `--port` and listen on the host's loopback, which a
 cannot reach (its network namespace has only its own `lo`). A `Relay` listening on a Unix
 socket in the run's socket folder (bound read-only at `/run/assay` in the sandbox) and
 connecting to the service's host port bridges the two; inside, the forwarder
-(`assay.env.forwarder`) maps `127.0.0.1:PORT` to that socket. The other direction
+(`assay.env.net.forwarder`) maps `127.0.0.1:PORT` to that socket. The other direction
 (listening on a host TCP port, relaying to a Unix socket) serves runs without a sandbox,
 where code reaches the gateway's socket through a plain loopback port.
 
@@ -22,7 +22,7 @@ import os
 import stat
 from pathlib import Path
 
-from assay.env.unixserver import shutdown
+from assay.env.net.unixserver import shutdown
 
 __all__ = ["Relay"]
 

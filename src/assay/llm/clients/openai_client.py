@@ -13,16 +13,16 @@ from urllib.parse import urlparse
 
 import openai
 
-from assay.agent.clients.base import (
+from assay.llm.clients.base import (
     MalformedReply,
     ModelClient,
     add_citation,
     get_field,
-    is_loopback,
     make_tool_call,
 )
-from assay.agent.messages import Citation, ImagePart, Message, ModelReply, ToolCall, ToolSpec, Usage
+from assay.llm.messages import Citation, ImagePart, Message, ModelReply, ToolCall, ToolSpec, Usage
 from assay.errors import ProviderError
+from assay.llm.resolve import is_loopback
 
 WebSearchMode = Literal["auto", "plugin", "responses"]
 

@@ -2,7 +2,7 @@
 
 The socket lives in a per-run directory outside the workspace, bound read-only into the
 sandbox at `/run/assay/` (a Unix socket works across bubblewrap's network namespace; TCP to
-the host does not). `bin/ask` and `bin/pilot` (`assay.env.ask_client`) are its clients.
+the host does not). `bin/ask` and `bin/pilot` (`assay/env/inside/ask.py`, installed by `install_clients`) are its clients.
 
 Protocol: JSON lines over the socket. A client sends one request per line (one per connection
 is the usual use; several are answered in order) and gets one reply line per request:
@@ -34,10 +34,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from assay.env.stakeholders import AskError, StakeholderWorld
-from assay.env.unixserver import shutdown
+from assay import fs
+from assay.env.inside import source
+from assay.env.net.unixserver import shutdown
+from assay.people.world import AskError, StakeholderWorld
 
-__all__ = ["MAX_REQUEST_BYTES", "SOCKET_NAME", "StakeholderServer"]
+__all__ = ["ASK_SCRIPT", "MAX_REQUEST_BYTES", "PILOT_SCRIPT", "SOCKET_NAME", "StakeholderServer", "install_clients"]
 
 log = logging.getLogger(__name__)
 
@@ -192,3 +194,15 @@ class StakeholderServer:
 
 class _BadRequest(Exception):
     pass
+
+
+ASK_SCRIPT = source("ask.py")
+PILOT_SCRIPT = ASK_SCRIPT.replace('\nMODE = "ask"', '\nMODE = "pilot"', 1)
+
+
+def install_clients(workspace: Path, *, pilot: bool) -> None:
+    """Write bin/ask (and bin/pilot when the scenario has a pilot) into a workspace, mode 0755,
+    never through a link the workspace holds."""
+    fs.write_file(Path(workspace), "bin/ask", ASK_SCRIPT, mode=0o755)
+    if pilot:
+        fs.write_file(Path(workspace), "bin/pilot", PILOT_SCRIPT, mode=0o755)

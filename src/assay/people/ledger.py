@@ -26,6 +26,7 @@ import json
 import os
 import secrets
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +54,11 @@ class Ledger:
     """Appends signed lines to the workspace log and keeps the trusted copy outside it."""
 
     def __init__(self, log_path: str | Path, *, key: bytes | None = None,
-                 head_path: str | Path | None = None, root: str | Path | None = None) -> None:
+                 head_path: str | Path | None = None, root: str | Path | None = None,
+                 on_append: Callable[[dict[str, Any]], None] | None = None) -> None:
+        """`on_append(line)` is called with each line as written (mac included), e.g. to mirror
+        every stakeholder event into the run's transcript."""
+        self.on_append = on_append
         self.log_path = Path(log_path)
         # The trusted directory the log lives under (the workspace): the components below it
         # are opened without following symlinks, so a planted `logs -> /etc` goes nowhere.
@@ -75,10 +80,11 @@ class Ledger:
             self._write_head()
 
     @classmethod
-    def for_workspace(cls, workspace: str | Path, run_dir: str | Path, *, key: bytes | None = None) -> Ledger:
+    def for_workspace(cls, workspace: str | Path, run_dir: str | Path, *, key: bytes | None = None,
+                      on_append: Callable[[dict[str, Any]], None] | None = None) -> Ledger:
         """The ledger of a run: log at <workspace>/logs/ask.jsonl, head at <run_dir>/ask.ledger.json."""
         return cls(Path(workspace) / LOG_RELPATH, key=key, head_path=Path(run_dir) / "ask.ledger.json",
-                   root=workspace)
+                   root=workspace, on_append=on_append)
 
     # ------------------------------------------------------------------ writing
 
@@ -107,7 +113,9 @@ class Ledger:
             self.last_mac = mac
             if self.head_path is not None:
                 self._write_head()
-            return line
+        if self.on_append is not None:
+            self.on_append(line)
+        return line
 
     def _open_append(self) -> int:
         """An O_APPEND fd on the log, every component below the root opened with O_NOFOLLOW.

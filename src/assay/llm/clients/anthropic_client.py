@@ -12,16 +12,16 @@ from typing import Any
 
 import anthropic
 
-from assay.agent.clients.base import (
+from assay.llm.clients.base import (
     MalformedReply,
     ModelClient,
     add_citation,
     get_field,
-    is_loopback,
     make_tool_call,
 )
-from assay.agent.messages import Citation, ImagePart, Message, ModelReply, ToolCall, ToolSpec, Usage
+from assay.llm.messages import Citation, ImagePart, Message, ModelReply, ToolCall, ToolSpec, Usage
 from assay.errors import ProviderError
+from assay.llm.resolve import is_loopback
 
 CACHE = {"type": "ephemeral"}
 WEB_SEARCH_TOOL = {"type": "web_search_20250305", "name": "web_search", "max_uses": 5}

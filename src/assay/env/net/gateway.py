@@ -2,7 +2,7 @@
 
 An OpenAI-compatible HTTP/1.1 endpoint served on a Unix socket in the run directory (outside
 the workspace), bound read-only into the sandbox at `/run/assay/`. Inside the sandbox a
-forwarder (`assay.env.forwarder`) listens on the sandbox's own loopback and relays to the
+forwarder (`assay.env.net.forwarder`) listens on the sandbox's own loopback and relays to the
 socket, so `system/llm_client.py` and unmodified case code can use `http://127.0.0.1:PORT`.
 
 Routes:
@@ -55,12 +55,16 @@ from urllib.parse import urlparse
 
 import httpx
 
-from assay.agent.messages import Usage
-from assay.agent.prices import Price, cost_usd
-from assay.env.unixserver import shutdown
+from assay.llm.messages import Usage
+from assay.config import Config, settings
+from assay.errors import InputError
+from assay.llm.prices import Price, cost_usd
+from assay.llm.resolve import resolve_model
+from assay.env.net.unixserver import shutdown
+from assay.task.model import Engagement
 
 __all__ = ["Budget", "DEFAULT_BUDGETS", "GATEWAY_MODEL_ENV", "LLMGateway", "SOCKET_NAME", "Upstream",
-           "gateway_model_spec", "resolve_upstream", "scenario_gateway", "start_for_scenario"]
+           "gateway_model_spec", "resolve_upstream", "scenario_gateway"]
 
 log = logging.getLogger(__name__)
 
@@ -587,82 +591,40 @@ class Upstream:
 
 def gateway_model_spec(options: Any = None) -> str | None:
     """The gateway's model spec: the campaign's `--gateway-model`, else $ASSAY_GATEWAY_MODEL."""
-    spec = str(getattr(options, "gateway_model", None) or os.environ.get(GATEWAY_MODEL_ENV) or "").strip()
+    spec = str(getattr(options, "gateway_model", None) or settings().gateway_model or "").strip()
     return spec or None
 
 
-def resolve_upstream(spec: str, config: Any = None, *, field: str = "--gateway-model") -> Upstream:
+def resolve_upstream(spec: str, config: Config | None = None, *, field: str = "--gateway-model") -> Upstream:
     """`openai/MODEL` or an assay.toml alias of provider `openai` -> Upstream; InputError otherwise.
 
-    The gateway is a pass-through to an OpenAI-compatible endpoint, so an Anthropic model
-    cannot sit behind it. A price is required (the engagement's budgets are in dollars).
+    The spec is resolved by the one resolver agents and judges use (`assay.llm.resolve`), so an
+    alias has the same endpoint, key and price here as anywhere else. The gateway is a
+    pass-through to an OpenAI-compatible endpoint, so an Anthropic model cannot sit behind it;
+    a price is required (the engagement's budgets are in dollars).
     """
-    from assay.agent.prices import lookup_price
-    from assay.config import load_config
-    from assay.errors import InputError
-
-    config = config if config is not None else load_config()
-    overrides = {k: Price(**v.model_dump()) for k, v in config.prices.items()}
-    alias = config.models.get(spec)
-    if alias is not None:
-        provider, model, where = alias.provider, alias.model, f"models.{spec}"
-        base_url, key = alias.base_url, None
-        if alias.api_key_env:
-            key = os.environ.get(alias.api_key_env)
-            if key is None:
-                raise InputError("assay.toml", f"{where}.api_key_env",
-                                 f"environment variable {alias.api_key_env} is not set")
-        price = Price(**alias.prices.model_dump()) if alias.prices is not None else \
-            lookup_price(provider, model, overrides)
-    elif "/" in spec:
-        provider, model = spec.split("/", 1)
-        base_url, key, where = None, None, spec
-        price = lookup_price(provider, model, overrides) if model else None
-        if provider not in ("openai", "anthropic") or not model:
-            raise InputError(None, field, f"unknown model spec {spec!r} (openai/MODEL or a model alias "
-                                          "from assay.toml)")
-    else:
-        raise InputError(None, field, f"unknown model spec {spec!r} (openai/MODEL or a model alias "
-                                      "from assay.toml)")
-    if provider != "openai":
-        raise InputError(None, field, f"{spec!r} is a {provider} model: the company LLM gateway is an "
+    resolved = resolve_model(spec, config, field=field, require_key=False)
+    if resolved.provider != "openai":
+        raise InputError(None, field, f"{spec!r} is a {resolved.provider} model: the company LLM gateway is an "
                                       "OpenAI-compatible pass-through, so it needs an OpenAI-compatible "
                                       "model (openai/MODEL or an alias with provider = \"openai\")")
-    url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_OPENAI_URL
-    if key is None and not os.environ.get("OPENAI_API_KEY"):
-        host = (urlparse(url).hostname or "").lower()
-        if host not in ("127.0.0.1", "localhost", "::1") and not alias:
-            raise InputError(None, field, "OPENAI_API_KEY is not set (or point OPENAI_BASE_URL at a local server)")
-    if price is None:
-        where = f"[models.{spec}.prices]" if alias is not None else f'[prices."{spec}"]'
+    if resolved.price is None:
+        where = f"[models.{spec}.prices]" if resolved.alias else f'[prices."{spec}"]'
         raise InputError(None, field, f"no price known for {spec!r}: the engagement's LLM budgets are in "
                                       f"dollars; give its prices in assay.toml ({where})")
-    return Upstream(spec=spec, url=url, model=model, api_key=key, price=price)
+    resolve_model(spec, config, field=field)  # the key (or a local endpoint), as for agents
+    return Upstream(spec=spec, url=resolved.endpoint() or DEFAULT_OPENAI_URL, model=resolved.model,
+                    api_key=resolved.key(), price=resolved.price)
 
 
 _RESOLVED: dict[str, Upstream] = {}
 
 
-def scenario_gateway(engagement: Mapping[str, Any], spec: str, *, phase: str,
+def scenario_gateway(engagement: Engagement, spec: str, *, phase: str,
                      log_path: str | Path | None = None) -> LLMGateway:
     """A gateway with the engagement's budgets and upstream's caps, forwarding to `spec`."""
     up = _RESOLVED.get(spec)
     if up is None:
         up = _RESOLVED[spec] = resolve_upstream(spec)
-    # The scenario reader keeps the budgets under `budgets`; engagement.json has them at the top.
-    merged = {**engagement, **(engagement.get("budgets") or {})}
-    return LLMGateway.from_engagement(merged, up.url, up.model, price=up.price, api_key=up.api_key,
+    return LLMGateway.from_engagement(engagement.budgets, up.url, up.model, price=up.price, api_key=up.api_key,
                                       phase=phase, log_path=log_path)
-
-
-async def start_for_scenario(session: Any) -> LLMGateway:
-    """The dev-phase gateway of a scenario run, on `session.svc_dir/llm.sock` (see ScenarioSession)."""
-    from assay.errors import HarnessError
-
-    spec = gateway_model_spec(getattr(session, "options", None))
-    if spec is None:
-        raise HarnessError(f"gateway not configured: this case uses the company LLM gateway; pass "
-                           f"--gateway-model MODEL or set {GATEWAY_MODEL_ENV}")
-    gw = scenario_gateway(session.engagement, spec, phase="dev", log_path=Path(session.run_dir) / "llm-dev.jsonl")
-    await gw.start(Path(session.svc_dir) / SOCKET_NAME)
-    return gw

@@ -1,47 +1,46 @@
 """Scripted stakeholders: the people of a scenario, as a deterministic state machine.
 
 What a person knows, and the words they use, are fixed in the scenario's `npcs.json`
-(FDE-Gym's stakeholder spec). The only judgement call is which scripted topic a message is
-about, and whether it meets a topic's gate: that is the router's job (`assay.env.routing`).
-Everything else (patience, costs, absence, stalls, the customer's calendar, the inbox, the
-pilot) follows the rules of upstream's `harness/npc_server.py`, summarised in
-`shared/docs/upstream-formats.md` ("Stakeholder semantics").
+(FDE-Gym's stakeholder spec, typed in `assay.task.people`). The only judgement call is
+which scripted topic a message is about, and whether it meets a topic's gate: that is the
+router's job (`assay.people.routing`). Everything else (patience, costs, absence, stalls,
+the customer's calendar, the inbox, the pilot) follows the rules of upstream's
+`harness/npc_server.py`, summarised in `shared/docs/upstream-formats.md` ("Stakeholder
+semantics").
 
-Every event is appended to a signed `Ledger` (`assay.env.ledger`); `summary()` reads the
+Every event is appended to a signed `Ledger` (`assay.people.ledger`); `summary()` reads the
 discovery record (questions asked, facts obtained, contact cost, ...) from that ledger.
 
 The world is synchronous and thread-safe (one lock); the Unix-socket server
-(`assay.env.stakeholder_server`) drives it.
+(`assay.people.server`) drives it.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
 import re
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from assay.people.ledger import Ledger
+from assay.people.routing import Router
+from assay.record import Discovery
+from assay.task.people import (
+    DEFAULT_GONE_LABEL,
+    DEFAULT_OUT_OF_PATIENCE,
+    MAX_TOPICS_PER_MESSAGE,
+    TIME_FORMAT,
+    InboxMessage,
+    Npc,
+    NpcSpec,
+    PilotSpec,
+)
 
-if TYPE_CHECKING:
-    from assay.env.ledger import Ledger
-    from assay.env.routing import Router
+__all__ = ["AskError", "StakeholderWorld", "parse_duration"]
 
-__all__ = [
-    "MAX_TOPICS_PER_MESSAGE", "AskError", "Clock", "InboxMessage", "Npc", "NpcSpec", "PilotSpec",
-    "StakeholderWorld", "Topic", "fill_placeholders", "load_npcs", "parse_duration",
-]
-
-MAX_TOPICS_PER_MESSAGE = 4
-TIME_FORMAT = "%Y-%m-%dT%H:%M"
 MAX_WAIT_HOURS = 24.0 * 14
-DEFAULT_OUT_OF_PATIENCE = "Sorry, I'm in back-to-back meetings for the rest of the week."
-DEFAULT_FALLBACK = "I'm not sure I can help with that."
-DEFAULT_GONE_LABEL = "no longer reachable"
 OVERFLOW_EN = ("That's what I can give you right now, I'm being pulled into something. "
                "Come back to me on the rest.")
 OVERFLOW_ZH = "先说这些，我这边有人找，别的回头再聊。"
@@ -49,223 +48,6 @@ OVERFLOW_ZH = "先说这些，我这边有人找，别的回头再聊。"
 
 class AskError(Exception):
     """A request the service refuses (unknown person, no calendar, bad duration, no pilot)."""
-
-
-# --------------------------------------------------------------------------- spec models
-
-
-def _check_time(v: str | None) -> str | None:
-    if v is None:
-        return v
-    try:
-        dt.datetime.strptime(v, TIME_FORMAT)
-    except ValueError:
-        raise ValueError(f"{v!r} is not a time of the form YYYY-MM-DDTHH:MM") from None
-    return v
-
-
-class _Tolerant(BaseModel):
-    """Known fields typed; upstream's other keys kept, never refused."""
-
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
-
-
-class Topic(_Tolerant):
-    id: str
-    about: str = ""
-    answer: str = ""
-    facts: list[str] = Field(default_factory=list)
-    triggers: list[str] = Field(default_factory=list)
-    requires: list[str] = Field(default_factory=list)
-    gate: str | list[str] | None = None
-    gate_miss: str | None = None
-    requires_hint: str | None = None
-    exclusive: bool = False
-    requires_facts: list[str] = Field(default_factory=list)
-    requires_miss: str | None = None
-    stall: list[str] = Field(default_factory=list)
-    stall_again: str | None = None
-    stall_seconds: float = 0.0
-    available_at: str | None = None
-    available_after_hours: float | None = None
-
-    @field_validator("available_at")
-    @classmethod
-    def _v_at(cls, v: str | None) -> str | None:
-        return _check_time(v)
-
-    @field_validator("triggers", "requires")
-    @classmethod
-    def _regexes(cls, v: list[str]) -> list[str]:
-        for p in v:
-            try:
-                re.compile(p)
-            except re.error as exc:
-                raise ValueError(f"bad regular expression {p!r}: {exc}") from None
-        return v
-
-    @property
-    def gate_conditions(self) -> list[str]:
-        if self.gate is None:
-            return []
-        return [self.gate] if isinstance(self.gate, str) else list(self.gate)
-
-    @property
-    def gated(self) -> bool:
-        return bool(self.gate_conditions or self.requires)
-
-
-class Npc(_Tolerant):
-    id: str
-    name: str
-    role: str = ""
-    blurb: str = ""
-    topics: list[Topic] = Field(default_factory=list)
-    fallback: str = DEFAULT_FALLBACK
-    patience: int | None = None
-    out_of_patience: str | None = None
-    cost: float = 0.0
-    soft_limit: int | None = None
-    over_factor: float = 3.0
-    off_limits: bool = False
-    off_limits_reply: str | None = None
-    gone_after_hours: float | None = None
-    gone_at: str | None = None
-    gone_after_asks: int | None = None
-    gone_label: str | None = None
-    gone_reply: str | None = None
-    overflow: str | None = None
-
-    @field_validator("gone_at")
-    @classmethod
-    def _v_gone(cls, v: str | None) -> str | None:
-        return _check_time(v)
-
-    @model_validator(mode="after")
-    def _unique_topics(self) -> Npc:
-        seen: set[str] = set()
-        for t in self.topics:
-            if t.id in seen:
-                raise ValueError(f"person {self.id!r}: topic id {t.id!r} appears twice")
-            seen.add(t.id)
-        if self.off_limits and not self.topics and self.off_limits_reply is None:
-            raise ValueError(f"person {self.id!r}: off_limits without topics needs an off_limits_reply")
-        return self
-
-
-class Clock(_Tolerant):
-    start: str
-    ask_minutes: float = 120.0
-    wait_cost_per_day: float = 0.0
-    lang: str | None = None
-
-    @field_validator("start")
-    @classmethod
-    def _v_start(cls, v: str | None) -> str | None:
-        return _check_time(v)
-
-
-class PilotSpec(_Tolerant):
-    max_runs: int = 3
-    exhausted: str = "The trial window is used up."
-    cost: list[float] = Field(default_factory=lambda: [0.0])
-
-
-class InboxMessage(_Tolerant):
-    id: str
-    from_: str = Field(alias="from")
-    text: str
-    facts: list[str] = Field(default_factory=list)
-    after_hours: float | None = None
-    after_asks: int | None = None
-    after_fact: str | None = None
-
-
-class NpcSpec(_Tolerant):
-    npcs: list[Npc]
-    matcher: Literal["regex", "llm", "lexical", "embedding"] = "regex"
-    total_questions: int | None = None
-    show_budget: bool = True
-    clock: Clock | None = None
-    pilot: PilotSpec | None = None
-    inbox: list[InboxMessage] = Field(default_factory=list)
-
-    @model_validator(mode="after")
-    def _unique_ids(self) -> NpcSpec:
-        seen: set[str] = set()
-        for n in self.npcs:
-            if n.id in seen:
-                raise ValueError(f"person id {n.id!r} appears twice")
-            seen.add(n.id)
-        ids = [m.id for m in self.inbox]
-        if len(ids) != len(set(ids)):
-            raise ValueError("inbox message ids must be unique")
-        return self
-
-    def person(self, pid: str) -> Npc | None:
-        return next((n for n in self.npcs if n.id == pid), None)
-
-
-# --------------------------------------------------------------------------- loading
-
-_PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][\w.-]*)\s*\}\}")
-
-
-def fill_placeholders(value: Any, params: dict[str, Any]) -> Any:
-    """`{{name}}` filled from params in every string of a JSON value; unfilled -> ValueError.
-
-    A string that is exactly one placeholder takes the parameter's own JSON type (so a
-    variant can set `"patience": "{{patience}}"` to a number).
-    """
-    if isinstance(value, dict):
-        return {k: fill_placeholders(v, params) for k, v in value.items()}
-    if isinstance(value, list):
-        return [fill_placeholders(v, params) for v in value]
-    if not isinstance(value, str) or "{{" not in value:
-        return value
-    whole = _PLACEHOLDER.fullmatch(value.strip())
-    if whole and whole.group(1) in params and not isinstance(params[whole.group(1)], str):
-        return params[whole.group(1)]
-
-    def sub(m: re.Match[str]) -> str:
-        name = m.group(1)
-        if name not in params:
-            raise ValueError(f"unfilled placeholder {{{{{name}}}}} (no variant parameter {name!r})")
-        v = params[name]
-        return v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
-
-    return _PLACEHOLDER.sub(sub, value)
-
-
-def load_npcs(path_or_dict: str | Path | dict[str, Any], params: dict[str, Any] | None = None) -> NpcSpec:
-    """Read a stakeholder spec (a path to npcs.json or the parsed dict), placeholders filled.
-
-    Placeholders are filled from the variant's params; one left unfilled is a ValueError
-    naming it. A file that is not valid JSON until filled (an unquoted `{{n}}`) is filled
-    as text first, non-string values inserted as JSON.
-    """
-    params = dict(params or {})
-    if isinstance(path_or_dict, dict):
-        raw: Any = path_or_dict
-    else:
-        text = Path(path_or_dict).read_text(encoding="utf-8")
-        try:
-            raw = json.loads(text)
-        except json.JSONDecodeError:
-            if "{{" not in text:
-                raise
-
-            def sub(m: re.Match[str]) -> str:
-                name = m.group(1)
-                if name not in params:
-                    raise ValueError(f"unfilled placeholder {{{{{name}}}}} (no variant parameter {name!r})")
-                v = params[name]
-                return json.dumps(v, ensure_ascii=False)[1:-1] if isinstance(v, str) else json.dumps(v)
-
-            raw = json.loads(_PLACEHOLDER.sub(sub, text))
-    if not isinstance(raw, dict):
-        raise ValueError("a stakeholder spec must be a JSON object with an `npcs` list")
-    return NpcSpec.model_validate(fill_placeholders(raw, params))
 
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([mhd])\s*$", re.I)
@@ -599,7 +381,7 @@ class StakeholderWorld:
     def contact_cost(self) -> float:
         return round(sum(float(e.get("cost", 0.0)) for e in self.ledger.entries), 4)
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> Discovery:
         """The discovery record, as upstream's `score_discovery` reads it from the log."""
         with self._lock:
             asked = 0
@@ -611,15 +393,11 @@ class StakeholderWorld:
                     continue
                 asked += 1
                 by_person[e["to"]] = by_person.get(e["to"], 0) + 1
-            return {
-                "questions_asked": asked,
-                "facts_obtained": sorted(facts),
-                "contact_cost": self.contact_cost,
-                "asked_by_person": by_person,
-                "off_limits_contacts": sorted(f.split(":", 1)[1] for f in facts
-                                              if f.startswith("F_off_limits:")),
-            }
+            return Discovery(
+                questions_asked=asked, facts_obtained=sorted(facts), contact_cost=self.contact_cost,
+                asked_by_person=by_person,
+                off_limits_contacts=sorted(f.split(":", 1)[1] for f in facts if f.startswith("F_off_limits:")))
 
     @property
     def off_limits_contacts(self) -> list[str]:
-        return self.summary()["off_limits_contacts"]
+        return self.summary().off_limits_contacts

@@ -64,10 +64,12 @@ from typing import TYPE_CHECKING, Any
 
 from rapidfuzz import fuzz
 
-from assay.env.stakeholders import MAX_TOPICS_PER_MESSAGE, Npc, NpcSpec, Topic
+from assay.llm.jsonrepair import parse_lenient
+from assay.llm.messages import Message
+from assay.task.people import MAX_TOPICS_PER_MESSAGE, Npc, NpcSpec, Topic
 
 if TYPE_CHECKING:
-    from assay.agent.clients.base import ModelClient
+    from assay.llm.clients.base import ModelClient
 
 __all__ = [
     "EmbeddingRouter", "LLMRouter", "LexicalRouter", "RegexRouter", "Router", "has_evidence",
@@ -595,9 +597,6 @@ class LLMRouter(Router):
         self.failures = 0
 
     def _ask_json(self, prompt: str) -> Any:
-        from assay.agent.messages import Message
-        from assay.grade.jsonrepair import parse_lenient
-
         with self._loop_lock:
             if self._loop is None:
                 self._loop = _LoopThread()

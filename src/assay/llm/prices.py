@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from pydantic import BaseModel
 
-from assay.agent.messages import Usage
+from assay.llm.messages import Usage
 
 
 class Price(BaseModel):

@@ -5,17 +5,17 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from assay.agent.clients.base import ModelClient
+from assay.llm.clients.base import ModelClient
 
 if TYPE_CHECKING:
-    from assay.agent.clients.anthropic_client import AnthropicClient
-    from assay.agent.clients.openai_client import OpenAIClient
+    from assay.llm.clients.anthropic_client import AnthropicClient
+    from assay.llm.clients.openai_client import OpenAIClient
 
 __all__ = ["AnthropicClient", "ModelClient", "OpenAIClient", "make_client"]
 
 # Each SDK takes seconds to import; load only the one a campaign uses, before runs start.
-_MODULES = {"openai": ("assay.agent.clients.openai_client", "OpenAIClient"),
-            "anthropic": ("assay.agent.clients.anthropic_client", "AnthropicClient")}
+_MODULES = {"openai": ("assay.llm.clients.openai_client", "OpenAIClient"),
+            "anthropic": ("assay.llm.clients.anthropic_client", "AnthropicClient")}
 
 
 def client_class(provider: str) -> type[ModelClient]:

@@ -1,0 +1,97 @@
+"""The options of a campaign, one model for every way in: `assay run`, the library
+(`assay.run_campaign`), the planner, admission anchors and the web app's human play.
+
+Defaults come from `assay.config.DEFAULTS` (the one place they are written). `check()`
+refuses bad values with the flag's name (exit 2); `result_options()` is everything that can
+change a result, hashed into every run key.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from assay.config import DEFAULTS
+from assay.errors import InputError
+from assay.task.model import LEVELS
+
+__all__ = ["JUDGE_MODES", "ROUTINGS", "SEARCH_MODES", "RunOptions"]
+
+JUDGE_MODES = ("batched", "per-item")
+SEARCH_MODES = ("off", "native", "local")
+ROUTINGS = ("regex", "lexical", "embedding", "llm")
+DEFAULT_AGENTS = ("noop", "literal", "reference")
+
+
+class RunOptions(BaseModel):
+    """What to run and how: SPEC.md `assay run`, field for flag."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+    paths: list[Path] = Field(default_factory=list)
+    agents: list[str] = Field(default_factory=lambda: list(DEFAULT_AGENTS))
+    level: str | None = None  # None = default (scenarios L3), "all", or "L0".."L3"
+    epochs: int = DEFAULTS.epochs
+    concurrency: int = DEFAULTS.concurrency
+    campaign: str = DEFAULTS.campaign
+    store: str | None = None
+    judges: list[str] = Field(default_factory=list)
+    judge_mode: Literal["batched", "per-item"] | str = "batched"
+    judge_repeats: int = 1
+    values: Path | None = None
+    task_ids: list[str] = Field(default_factory=list)
+    tasks_from: Path | None = None  # a suite manifest (`assay curate --out`); its `tasks` join task_ids
+    max_turns: int = DEFAULTS.max_turns
+    max_minutes: float = DEFAULTS.max_minutes
+    max_usd: float = DEFAULTS.max_usd
+    search: str = "off"
+    unsafe_no_sandbox: bool = False
+    gateway_model: str | None = None  # model behind scenarios' company LLM gateway; None: $ASSAY_GATEWAY_MODEL
+    routing: str | None = None  # stakeholder topic routing override; None: each scenario's own matcher
+    router_model: str | None = None  # model for `llm` routing and gates
+
+    def check(self) -> None:
+        """Refuse bad values up front, naming the flag (InputError: exit 2, nothing run)."""
+        if self.concurrency < 1:
+            raise InputError(None, "--concurrency", "must be at least 1")
+        if self.epochs < 1:
+            raise InputError(None, "--epochs", "must be at least 1")
+        if self.level is not None and self.level != "all" and self.level not in LEVELS:
+            raise InputError(None, "--level", f"unknown level {self.level!r} (L0, L1, L2, L3 or all)")
+        if self.judge_mode not in JUDGE_MODES:
+            raise InputError(None, "--judge-mode", f"{self.judge_mode!r} is not batched or per-item")
+        if self.judge_repeats < 1:
+            raise InputError(None, "--judge-repeats", "must be at least 1")
+        if self.search not in SEARCH_MODES:
+            raise InputError(None, "--search", f"{self.search!r} is not {', '.join(SEARCH_MODES[:-1])} or "
+                                               f"{SEARCH_MODES[-1]}")
+        for name in ("max_turns", "max_minutes", "max_usd"):
+            value = getattr(self, name)
+            if not math.isfinite(value) or value <= 0:
+                raise InputError(None, "--" + name.replace("_", "-"), "must be a positive, finite number")
+        if not self.campaign.strip():
+            raise InputError(None, "--campaign", "empty campaign name")
+        if self.routing is not None and self.routing not in ROUTINGS:
+            raise InputError(None, "--routing", f"{self.routing!r} is not one of {', '.join(ROUTINGS)}")
+        if self.routing == "llm" and not self.router_model:
+            raise InputError(None, "--router-model", "--routing llm needs --router-model SPEC")
+        seen: set[str] = set()
+        for spec in self.agents:
+            if spec in seen:
+                raise InputError(None, "--agent", f"agent {spec!r} given twice")
+            seen.add(spec)
+
+    def result_options(self) -> dict[str, Any]:
+        """Everything that can change a result; hashed into every run key."""
+        opts: dict[str, Any] = {
+            "judges": sorted(self.judges), "judge_mode": self.judge_mode, "judge_repeats": self.judge_repeats,
+            "max_turns": self.max_turns, "max_minutes": self.max_minutes, "max_usd": self.max_usd,
+            "search": self.search, "sandbox": not self.unsafe_no_sandbox,
+        }
+        # Only when set, so campaigns that do not use them keep their run keys.
+        for name in ("gateway_model", "routing", "router_model"):
+            if getattr(self, name):
+                opts[name] = getattr(self, name)
+        return opts

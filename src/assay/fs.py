@@ -1,0 +1,766 @@
+"""The hardened file primitives every layer shares, and the agent's file tools.
+
+The harness runs as root, so a careless `open()` on an agent-chosen path could read or
+overwrite anything on the host, e.g. through a symlink the agent planted in its workspace,
+and a careless read of a FIFO blocks forever. This module holds the one of each mechanism:
+the relative-path check (`check_relative`), opening a regular file without following a link
+or blocking (`open_regular_at`, `read_regular`), content digests (`file_digest`,
+`tree_digest`), and copying a tree an agent could write (`copy_tree`). The file tools
+(`read_file`, `write_file`, `edit_file`, `list_files`) are built on them. Every operation
+
+* refuses absolute paths and '..' components outright;
+* resolves symlinks and refuses a path whose real location is outside the workspace;
+* then walks to the resolved location one component at a time with `O_NOFOLLOW`, relative
+  to directory descriptors, so a symlink swapped in after the check (a race with a command
+  still running in the sandbox) makes the operation fail instead of escaping;
+* writes by creating a fresh file and renaming it into place, so it never writes through
+  an existing inode (a hard link to a file outside the workspace stays untouched), and
+  never leaves setuid/setgid bits on what it writes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import secrets
+import stat
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["CopyLimits", "CopyReport", "PathError", "check_relative", "copy_tree", "edit_file", "file_digest",
+           "entry_kind", "list_dir", "list_files", "open_regular_at", "read_workspace_file", "read_file", "read_regular", "read_tree", "resolve", "tree_digest", "write_file"]
+
+MAX_LINE_CHARS = 2000
+"""Longer lines are clipped in read_file so one minified line cannot flood the context."""
+
+_BINARY_SNIFF_BYTES = 8192
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class PathError(ValueError):
+    """A path the harness refuses to touch; the message says what and why."""
+
+
+def _root(workspace: Path) -> str:
+    """The workspace's real path: the boundary every resolved path must stay within."""
+    return os.path.realpath(workspace)
+
+
+def check_relative(rel: str) -> None:
+    """Refuse a workspace path that is wrong before looking at the disk: not a string, empty,
+    NUL, absolute (also a Windows drive), or with a '..' component."""
+    if not isinstance(rel, str):
+        raise PathError(f"path must be a string, got {type(rel).__name__}")
+    if rel.strip() == "":
+        raise PathError("empty path refused: give a path relative to the workspace root")
+    if "\x00" in rel:
+        raise PathError(f"path {rel!r} refused: it contains a NUL character")
+    if rel.startswith(("/", "\\")) or PurePosixPath(rel).is_absolute() or re.match(r"^[A-Za-z]:", rel):
+        raise PathError(f"absolute path {rel!r} refused: it must stay inside the workspace "
+                        "(paths are relative to the workspace root)")
+    if ".." in rel.replace("\\", "/").split("/"):
+        raise PathError(f"path {rel!r} refused: it escapes the workspace ('..' components are not allowed)")
+
+
+def _inside(root: str, real: str) -> bool:
+    return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def resolve(workspace: Path, rel: str) -> Path:
+    """Map a workspace-relative path to its real host path, refusing anything that leads out.
+
+    Symlinks are resolved (also dangling ones, and for a path that does not exist yet its
+    nearest existing ancestor decides); '.' means the workspace root itself.
+    """
+    check_relative(rel)
+    root = _root(workspace)
+    real = os.path.realpath(os.path.join(root, rel))
+    if not _inside(root, real):
+        raise PathError(f"path {rel!r} refused: it resolves outside the workspace (through a symlink)")
+    return Path(real)
+
+
+def _rel_parts(workspace: Path, rel: str) -> tuple[str, tuple[str, ...]]:
+    """The workspace root and the components of the resolved path below it."""
+    root = _root(workspace)
+    real = resolve(workspace, rel)
+    parts = PurePosixPath(os.path.relpath(real, root)).parts
+    return root, tuple(p for p in parts if p != ".")
+
+
+def _can_chown() -> bool:
+    return os.geteuid() == 0
+
+
+def _open_dirs(root: str, parts: tuple[str, ...], rel: str, *, create: bool = False,
+               owner: int | None = None) -> int:
+    """Open the directory root/parts... without following any symlink; optionally mkdir -p."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for name in parts:
+            try:
+                nfd = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            except FileNotFoundError:
+                if not create:
+                    raise PathError(f"{rel}: no such file or directory") from None
+                os.mkdir(name, 0o755, dir_fd=fd)
+                if owner is not None and _can_chown():
+                    os.chown(name, owner, owner, dir_fd=fd, follow_symlinks=False)
+                nfd = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            except (NotADirectoryError, OSError) as e:
+                raise PathError(f"{rel}: refused: {name!r} is not a plain directory "
+                                f"(a file or a symlink in the way; {e.strerror})") from None
+            os.close(fd)
+            fd = nfd
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+@contextlib.contextmanager
+def _open_regular(workspace: Path, rel: str) -> Iterator[tuple[int, os.stat_result]]:
+    """An fd on an existing regular file at rel, opened without following symlinks."""
+    root, parts = _rel_parts(workspace, rel)
+    if not parts:
+        raise PathError(f"{rel!r} is the workspace root directory, not a file")
+    dfd = _open_dirs(root, parts[:-1], rel)
+    try:
+        try:
+            fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
+                         dir_fd=dfd)
+        except FileNotFoundError:
+            raise PathError(f"{rel}: no such file") from None
+        except OSError as e:
+            raise PathError(f"{rel}: refused ({e.strerror})") from None
+    finally:
+        os.close(dfd)
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise PathError(f"{rel} is a directory, not a file (use list_files)")
+        if not stat.S_ISREG(st.st_mode):
+            raise PathError(f"{rel} is not a regular file")
+        yield fd, st
+    finally:
+        os.close(fd)
+
+
+def _looks_binary(head: bytes) -> bool:
+    if b"\x00" in head:
+        return True
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as e:
+        # A multi-byte character cut by the sniff window is fine; anything else is not text.
+        return e.start < len(head) - 3 or len(head) < _BINARY_SNIFF_BYTES
+    return False
+
+
+def read_file(workspace: Path, rel: str, offset: int = 0, limit: int = 400) -> str:
+    """Lines [offset, offset+limit) of a text file, numbered from 1, plus what remains."""
+    if offset < 0:
+        raise ValueError(f"offset must be >= 0, got {offset}")
+    if limit < 1:
+        raise ValueError(f"limit must be >= 1, got {limit}")
+    with _open_regular(workspace, rel) as (fd, st):
+        head = os.pread(fd, _BINARY_SNIFF_BYTES, 0)
+        if _looks_binary(head):
+            return f"[{rel} is a binary file ({st.st_size} bytes); not shown as text]"
+        out: list[str] = []
+        total = 0
+        with os.fdopen(os.dup(fd), "rb") as f:
+            for i, raw in enumerate(f):
+                total = i + 1
+                if offset <= i < offset + limit:
+                    line = raw.rstrip(b"\n").rstrip(b"\r").decode("utf-8", errors="replace")
+                    if len(line) > MAX_LINE_CHARS:
+                        line = (line[:MAX_LINE_CHARS]
+                                + f" [... line clipped: {len(line) - MAX_LINE_CHARS} more characters]")
+                    out.append(f"{i + 1:>5}\t{line}")
+    if total == 0:
+        return f"[{rel} is empty]"
+    if offset >= total:
+        return f"[offset {offset} is past the end: {rel} has {total} lines]"
+    remaining = total - (offset + limit)
+    if remaining > 0:
+        out.append(f"[{remaining} more lines; continue with offset={offset + limit}]")
+    return "\n".join(out)
+
+
+def _replace_file(workspace: Path, rel: str, data: bytes, owner: int | None, mode: int | None = None) -> None:
+    """Write data as a new inode renamed over rel (mkdir -p the parents)."""
+    root, parts = _rel_parts(workspace, rel)
+    if not parts:
+        raise PathError(f"{rel!r} is the workspace root directory, not a file")
+    dfd = _open_dirs(root, parts[:-1], rel, create=True, owner=owner)
+    name = parts[-1]
+    try:
+        try:
+            old: os.stat_result | None = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        except FileNotFoundError:
+            old = None
+        if old is not None and stat.S_ISDIR(old.st_mode):
+            raise PathError(f"{rel} is a directory, not a file")
+        if old is not None and not stat.S_ISREG(old.st_mode):
+            raise PathError(f"{rel}: refused: the existing entry is not a regular file")
+        # Never carry setuid/setgid/sticky over: the harness (root) owns what it writes.
+        if mode is None:
+            mode = stat.S_IMODE(old.st_mode) & 0o777 if old is not None else 0o644
+        mode &= 0o777
+        tmp = f".{name[:200]}.assay-{secrets.token_hex(6)}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o600, dir_fd=dfd)
+        try:
+            try:
+                view = memoryview(data)
+                while view:
+                    n = os.write(fd, view)
+                    view = view[n:]
+                if _can_chown():
+                    if owner is not None:
+                        os.fchown(fd, owner, owner)
+                    elif old is not None:
+                        os.fchown(fd, old.st_uid, old.st_gid)
+                os.fchmod(fd, mode)
+            finally:
+                os.close(fd)
+            os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=dfd)
+            raise
+    finally:
+        os.close(dfd)
+
+
+def write_file(workspace: Path, rel: str, content: str, owner: int | None = None, mode: int | None = None) -> str:
+    """Create or overwrite a file; created directories and the file get `owner` (uid and gid),
+    the file `mode` (default: the old file's permissions, else 0644)."""
+    data = content.encode("utf-8")
+    _replace_file(workspace, rel, data, owner, mode)
+    lines = content.count("\n") + (0 if content.endswith("\n") or not content else 1)
+    return f"wrote {len(data)} bytes ({lines} lines) to {rel}"
+
+
+def edit_file(workspace: Path, rel: str, old_text: str, new_text: str, replace_all: bool = False,
+              owner: int | None = None) -> str:
+    """Replace old_text by new_text; it must occur exactly once unless replace_all."""
+    if old_text == "":
+        raise ValueError("old_text is empty: give the exact text to replace")
+    with _open_regular(workspace, rel) as (fd, _st), os.fdopen(os.dup(fd), "rb") as f:
+        raw = f.read()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"{rel} is not UTF-8 text; it cannot be edited") from None
+    count = text.count(old_text)
+    if count == 0:
+        raise ValueError(f"old_text not found in {rel} (it must match exactly, including whitespace)")
+    if count > 1 and not replace_all:
+        raise ValueError(f"old_text occurs {count} times in {rel}: add surrounding text to make it "
+                         "unique, or set replace_all")
+    new = text.replace(old_text, new_text) if replace_all else text.replace(old_text, new_text, 1)
+    _replace_file(workspace, rel, new.encode("utf-8"), owner)
+    done = count if replace_all else 1
+    return f"edited {rel}: replaced {done} occurrence{'s' if done != 1 else ''}"
+
+
+def list_files(workspace: Path, rel: str = ".", max_entries: int = 2000) -> str:
+    """Recursive listing: 'dir/', 'file (N bytes)', 'link -> target' (links are not followed)."""
+    root, parts = _rel_parts(workspace, rel)
+    fd = _open_dirs(root, parts, rel)
+    prefix = "" if not parts else "/".join(parts) + "/"
+    lines: list[str] = []
+    truncated = False
+
+    def walk(dfd: int, pre: str) -> None:
+        nonlocal truncated
+        with os.scandir(dfd) as it:
+            entries = sorted(it, key=lambda e: e.name)
+        for e in entries:
+            if len(lines) >= max_entries:
+                truncated = True
+                return
+            path = pre + e.name
+            if e.is_symlink():
+                lines.append(f"{path} -> {os.readlink(e.name, dir_fd=dfd)}")
+            elif e.is_dir(follow_symlinks=False):
+                lines.append(path + "/")
+                try:
+                    sub = os.open(e.name, _DIR_FLAGS, dir_fd=dfd)
+                except OSError:
+                    continue  # vanished or replaced meanwhile: list what is there
+                try:
+                    walk(sub, path + "/")
+                finally:
+                    os.close(sub)
+                if truncated:
+                    return
+            else:
+                st = e.stat(follow_symlinks=False)
+                kind = f"{st.st_size} bytes" if stat.S_ISREG(st.st_mode) else "special file"
+                lines.append(f"{path} ({kind})")
+
+    try:
+        walk(fd, prefix)
+    finally:
+        os.close(fd)
+    if not lines:
+        return f"[{rel} is empty]"
+    if truncated:
+        lines.append(f"[listing truncated after {max_entries} entries; list a subdirectory to see more]")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- regular files, digests
+
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0)
+
+
+def open_regular_at(dir_fd: int | None, name: str | Path) -> tuple[int, os.stat_result]:
+    """An fd on the regular file `name` (relative to `dir_fd`, or a path when None): never
+    following a final symlink, never blocking on a FIFO or device. PathError otherwise."""
+    try:
+        fd = os.open(name, _FILE_FLAGS, dir_fd=dir_fd)
+    except OSError as e:
+        raise PathError(f"{name}: refused ({e.strerror}: a symlink, or not readable)") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise PathError(f"{name}: refused: not a regular file ({_kind(st.st_mode)})")
+    return fd, st
+
+
+def read_regular(path: str | Path, max_bytes: int | None = None) -> bytes:
+    """The bytes of a regular file opened with `open_regular_at` (PathError when it is a link,
+    a special file, or longer than `max_bytes`)."""
+    fd, st = open_regular_at(None, path)
+    try:
+        if max_bytes is not None and st.st_size > max_bytes:
+            raise PathError(f"{path}: refused: {st.st_size} bytes is over the limit of {max_bytes}")
+        with os.fdopen(os.dup(fd), "rb") as f:
+            data = f.read() if max_bytes is None else f.read(max_bytes + 1)
+        if max_bytes is not None and len(data) > max_bytes:
+            raise PathError(f"{path}: refused: over the limit of {max_bytes} bytes")
+        return data
+    finally:
+        os.close(fd)
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISLNK, "a symlink"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return name
+    return "a regular file" if stat.S_ISREG(mode) else "a special file"
+
+
+def _feed_fd(h: Any, fd: int) -> None:
+    with os.fdopen(os.dup(fd), "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 16), b""):
+            h.update(chunk)
+
+
+def file_digest(path: str | Path, length: int = 16) -> str:
+    """sha256 of a regular file's bytes (hex, first `length` characters)."""
+    h = hashlib.sha256()
+    fd, _ = open_regular_at(None, path)
+    try:
+        _feed_fd(h, fd)
+    finally:
+        os.close(fd)
+    return h.hexdigest()[:length]
+
+
+SKIP_IN_DIGEST = frozenset({"__pycache__", ".git", ".pytest_cache"})
+
+
+def tree_digest(path: str | Path, h: Any | None = None, label: str = "") -> str:
+    """sha256 over a file or folder: each entry by relative path, files by content, links by
+    their text (never followed), special files by their kind (never opened); bytecode left out.
+    Feeds `h` when given (and returns its hex digest so far)."""
+    h = h if h is not None else hashlib.sha256()
+    root = Path(path)
+    try:
+        st = os.lstat(root)
+    except OSError:
+        h.update(f"missing:{label}\0".encode())
+        return h.hexdigest()
+    if not stat.S_ISDIR(st.st_mode):
+        _digest_entry(h, None, str(root), label or root.name, st)
+        return h.hexdigest()
+    fd = os.open(root, _DIR_FLAGS)
+    try:
+        _digest_dir(h, fd, label)
+    finally:
+        os.close(fd)
+    return h.hexdigest()
+
+
+def _digest_entry(h: Any, dir_fd: int | None, name: str, rel: str, st: os.stat_result) -> None:
+    if stat.S_ISLNK(st.st_mode):
+        h.update(f"link:{rel}\0{os.readlink(name, dir_fd=dir_fd)}\0".encode("utf-8", "surrogateescape"))
+        return
+    if not stat.S_ISREG(st.st_mode):
+        h.update(f"special:{rel}\0{_kind(st.st_mode)}\0".encode("utf-8", "surrogateescape"))
+        return
+    h.update(f"file:{rel}\0".encode("utf-8", "surrogateescape"))
+    try:
+        fd, _ = open_regular_at(dir_fd, name)
+    except PathError:
+        h.update(b"unreadable\0")
+        return
+    try:
+        _feed_fd(h, fd)
+    finally:
+        os.close(fd)
+    h.update(b"\0")
+
+
+def _digest_dir(h: Any, dir_fd: int, prefix: str) -> None:
+    with os.scandir(dir_fd) as it:
+        entries = sorted(it, key=lambda e: e.name)
+    for e in entries:
+        if e.name in SKIP_IN_DIGEST or e.name.endswith((".pyc", ".pyo")):
+            continue
+        rel = f"{prefix}/{e.name}" if prefix else e.name
+        st = e.stat(follow_symlinks=False)
+        if stat.S_ISDIR(st.st_mode):
+            try:
+                sub = os.open(e.name, _DIR_FLAGS, dir_fd=dir_fd)
+            except OSError:
+                h.update(f"gone:{rel}\0".encode("utf-8", "surrogateescape"))
+                continue
+            try:
+                _digest_dir(h, sub, rel)
+            finally:
+                os.close(sub)
+        else:
+            _digest_entry(h, dir_fd, e.name, rel, st)
+
+
+# --------------------------------------------------------------------------- copying a tree
+
+
+class CopyLimits(BaseModel):
+    """Ceilings of one copy of an agent-controlled tree; passing one stops the copy (CopyError)."""
+
+    model_config = ConfigDict(frozen=True)
+    max_files: int = 100_000
+    max_depth: int = 64
+    max_bytes: int = 4 * 1024**3
+    max_file_bytes: int = 1024**3
+    max_seconds: float = 300.0
+
+
+class CopyError(PathError):
+    """A copy stopped at a ceiling (too many files, too deep, too big, too slow)."""
+
+
+class CopyReport(BaseModel):
+    """What a copy took and what it refused (relative path, reason)."""
+
+    files: int = 0
+    dirs: int = 0
+    links: int = 0
+    bytes: int = 0
+    copied: list[str] = Field(default_factory=list)  # files, by relative path
+    refused: list[tuple[str, str]] = Field(default_factory=list)
+
+
+def copy_tree(src: str | Path, dst: str | Path, *, limits: CopyLimits | None = None,
+              owner: int | None = None, skip: Callable[[str], bool] | None = None,
+              merge: bool = False) -> CopyReport:
+    """Copy a tree an agent could write (or be writing right now) into `dst`, as root, safely.
+
+    The walk opens every directory relative to its parent with O_NOFOLLOW|O_DIRECTORY and
+    every file with O_NOFOLLOW|O_NONBLOCK, so a component swapped for a link in the middle
+    of the copy is refused instead of followed, and a FIFO never blocks. Regular files are
+    copied, but not one with several hard links (another of its links may lie outside the
+    tree, and reading it would read that file); links are copied as links only when they
+    resolve inside the copy; FIFOs, sockets and devices are left out. Every refusal is in the
+    report. Limits on files, depth, bytes and time stop the copy with CopyError. New entries
+    belong to `owner` when given (and we are root), modes keep their permission bits without
+    setuid/setgid. `skip(rel)` leaves entries out (rel is the POSIX path below `src`).
+    `merge`: `dst` may exist; what the copy writes replaces what is there (never through it)."""
+    limits = limits or CopyLimits()
+    report = CopyReport()
+    deadline = time.monotonic() + limits.max_seconds
+    dst = Path(dst)
+    dst.mkdir(parents=True, exist_ok=merge)
+    try:
+        sfd = os.open(src, _DIR_FLAGS)
+    except OSError as e:
+        raise PathError(f"{src}: refused as a tree to copy ({e.strerror})") from None
+    dfd = os.open(dst, _DIR_FLAGS)
+    if owner is not None and _can_chown():
+        os.fchown(dfd, owner, owner)
+    links: list[str] = []
+    try:
+        _copy_dir(sfd, dfd, "", 0, report, limits, deadline, owner, skip, links, merge)
+    finally:
+        os.close(sfd)
+        os.close(dfd)
+    _drop_escaping_links(dst, links, report)
+    return report
+
+
+def _chown(name: str, dir_fd: int, owner: int | None) -> None:
+    if owner is not None and _can_chown():
+        os.chown(name, owner, owner, dir_fd=dir_fd, follow_symlinks=False)
+
+
+def _clear(dfd: int, name: str, keep_dir: bool) -> None:
+    """Make room at dfd/name for a new entry: remove what is there unless it is a directory we keep."""
+    try:
+        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        if not keep_dir:
+            raise PathError(f"{name}: a directory is in the way")
+        return
+    os.unlink(name, dir_fd=dfd)
+
+
+def _copy_dir(sfd: int, dfd: int, prefix: str, depth: int, report: CopyReport, limits: CopyLimits,
+              deadline: float, owner: int | None, skip: Callable[[str], bool] | None, links: list[str],
+              merge: bool) -> None:
+    if depth > limits.max_depth:
+        raise CopyError(f"{prefix or '.'}: tree deeper than {limits.max_depth} levels: copy stopped")
+    with os.scandir(sfd) as it:
+        names = sorted(e.name for e in it)
+    for name in names:
+        rel = f"{prefix}/{name}" if prefix else name
+        if time.monotonic() > deadline:
+            raise CopyError(f"copy took longer than {limits.max_seconds:g} s: stopped at {rel}")
+        if report.files + report.dirs + report.links >= limits.max_files:
+            raise CopyError(f"more than {limits.max_files} entries: copy stopped at {rel}")
+        if skip is not None and skip(rel):
+            continue
+        try:
+            st = os.stat(name, dir_fd=sfd, follow_symlinks=False)
+        except OSError:
+            continue  # vanished meanwhile
+        if stat.S_ISDIR(st.st_mode):
+            try:
+                sub = os.open(name, _DIR_FLAGS, dir_fd=sfd)
+            except OSError as e:
+                report.refused.append((rel, f"directory not opened ({e.strerror}: replaced by a link?)"))
+                continue
+            try:
+                if merge:
+                    _clear(dfd, name, keep_dir=True)
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(name, 0o700, dir_fd=dfd)
+                dsub = os.open(name, _DIR_FLAGS, dir_fd=dfd)
+                try:
+                    _chown(name, dfd, owner)
+                    os.chmod(dsub, stat.S_IMODE(st.st_mode) & 0o777 | 0o700)
+                    report.dirs += 1
+                    _copy_dir(sub, dsub, rel, depth + 1, report, limits, deadline, owner, skip, links, merge)
+                finally:
+                    os.close(dsub)
+            finally:
+                os.close(sub)
+        elif stat.S_ISLNK(st.st_mode):
+            target = os.readlink(name, dir_fd=sfd)
+            if target.startswith("/"):
+                report.refused.append((rel, "symlink to an absolute path left out"))
+                continue
+            if merge:
+                _clear(dfd, name, keep_dir=False)
+            with contextlib.suppress(FileExistsError):
+                os.symlink(target, name, dir_fd=dfd)
+                _chown(name, dfd, owner)
+                links.append(rel)
+                report.links += 1
+        elif stat.S_ISREG(st.st_mode):
+            if merge:
+                _clear(dfd, name, keep_dir=False)
+            _copy_file(sfd, dfd, name, rel, st, report, limits, owner)
+        else:
+            report.refused.append((rel, f"{_kind(st.st_mode)} left out (never opened)"))
+
+
+def _copy_file(sfd: int, dfd: int, name: str, rel: str, st: os.stat_result, report: CopyReport,
+               limits: CopyLimits, owner: int | None) -> None:
+    if st.st_nlink > 1:
+        report.refused.append((rel, f"file with {st.st_nlink} hard links left out (it may lead out of the tree)"))
+        return
+    if st.st_size > limits.max_file_bytes:
+        report.refused.append((rel, f"file of {st.st_size} bytes left out (over {limits.max_file_bytes})"))
+        return
+    try:
+        fd, fst = open_regular_at(sfd, name)
+    except PathError as e:
+        report.refused.append((rel, str(e).split(": ", 1)[-1]))
+        return
+    try:
+        if fst.st_nlink > 1:
+            report.refused.append((rel, "file with several hard links left out"))
+            return
+        mode = stat.S_IMODE(fst.st_mode) & 0o777
+        out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dfd)
+        try:
+            copied = 0
+            while True:
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:
+                    break
+                copied += len(chunk)
+                if copied > limits.max_file_bytes or report.bytes + copied > limits.max_bytes:
+                    raise CopyError(f"{rel}: copy stopped: more than {limits.max_bytes} bytes in all "
+                                    f"(or {limits.max_file_bytes} in one file)")
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(out, view):]
+            if owner is not None and _can_chown():
+                os.fchown(out, owner, owner)
+            os.fchmod(out, mode)
+        finally:
+            os.close(out)
+        report.bytes += copied
+        report.files += 1
+        report.copied.append(rel)
+    finally:
+        os.close(fd)
+
+
+def _drop_escaping_links(dst: Path, links: list[str], report: CopyReport) -> None:
+    """Remove copied links that resolve outside `dst` (checked in the finished copy, which
+    nothing else writes, so the answer holds)."""
+    root = os.path.realpath(dst)
+    for rel in links:
+        p = os.path.join(root, rel)
+        if not _inside(root, os.path.realpath(p)):
+            with contextlib.suppress(OSError):
+                os.unlink(p)
+            report.links -= 1
+            report.refused.append((rel, "symlink leading out of the tree left out"))
+
+
+def read_tree(workspace: Path, rel: str, *, max_file_bytes: int, max_files: int = 500, partial: bool = False,
+              skip: Callable[[str], bool] | None = None) -> list[tuple[str, bytes]]:
+    """(path relative to the workspace, bytes) of the regular files under workspace/rel, sorted,
+    read without following any link (the folder itself included) and without opening special
+    files or multiply-linked ones. A file over `max_file_bytes` is left out, or with `partial`
+    read up to that size. `skip(name)` leaves folders out. [] when the folder is missing or is
+    not a plain one; at most `max_files` files."""
+    root = _root(workspace)
+    try:
+        parts = _literal_parts(rel)
+        fd = _open_dirs(root, parts, rel)
+    except PathError:
+        return []
+    out: list[tuple[str, bytes]] = []
+
+    def walk(dfd: int, prefix: str) -> None:
+        with os.scandir(dfd) as it:
+            entries = sorted(it, key=lambda e: e.name)
+        for e in entries:
+            if len(out) >= max_files:
+                return
+            path = f"{prefix}{e.name}"
+            st = e.stat(follow_symlinks=False)
+            if stat.S_ISDIR(st.st_mode):
+                if skip is not None and skip(e.name):
+                    continue
+                try:
+                    sub = os.open(e.name, _DIR_FLAGS, dir_fd=dfd)
+                except OSError:
+                    continue
+                try:
+                    walk(sub, path + "/")
+                finally:
+                    os.close(sub)
+            elif stat.S_ISREG(st.st_mode) and (partial or st.st_size <= max_file_bytes):
+                try:
+                    ffd, fst = open_regular_at(dfd, e.name)
+                except PathError:
+                    continue
+                try:
+                    if fst.st_nlink == 1:
+                        with os.fdopen(os.dup(ffd), "rb") as f:
+                            out.append((path, f.read(max_file_bytes)))
+                finally:
+                    os.close(ffd)
+
+    try:
+        walk(fd, "/".join(parts) + "/" if parts else "")
+    finally:
+        os.close(fd)
+    return out
+
+
+def list_dir(workspace: Path, rel: str) -> list[str]:
+    """Names in the folder workspace/rel (not following links); [] when it is not a plain folder."""
+    try:
+        fd = _open_dirs(_root(workspace), _literal_parts(rel), rel)
+    except PathError:
+        return []
+    try:
+        return sorted(os.listdir(fd))
+    finally:
+        os.close(fd)
+
+
+def _literal_parts(rel: str) -> tuple[str, ...]:
+    check_relative(rel)
+    return tuple(p for p in PurePosixPath(rel).parts if p != ".")
+
+
+def entry_kind(workspace: Path, rel: str) -> str | None:
+    """What workspace/rel is, looked at without following any link on the way: "file",
+    "dir", "link", "special" (FIFO, socket, device), or None when nothing is there.
+    PathError when a component on the way is not a plain directory (a link, a file)."""
+    parts = _literal_parts(rel)
+    if not parts:
+        return "dir"
+    dfd = _open_dirs(_root(workspace), parts[:-1], rel)
+    try:
+        st = os.stat(parts[-1], dir_fd=dfd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    finally:
+        os.close(dfd)
+    if stat.S_ISLNK(st.st_mode):
+        return "link"
+    if stat.S_ISDIR(st.st_mode):
+        return "dir"
+    return "file" if stat.S_ISREG(st.st_mode) else "special"
+
+
+def read_workspace_file(workspace: Path, rel: str, max_bytes: int) -> bytes:
+    """The bytes of the regular file workspace/rel, opened without following any link (the
+    path is taken literally), without blocking on a FIFO, refused when over `max_bytes` or
+    when it is a hard link to a file the workspace's owner does not own."""
+    parts = _literal_parts(rel)
+    if not parts:
+        raise PathError(f"{rel!r} is the workspace root directory, not a file")
+    root = _root(workspace)
+    dfd = _open_dirs(root, parts[:-1], rel)
+    try:
+        fd, st = open_regular_at(dfd, parts[-1])
+    finally:
+        os.close(dfd)
+    try:
+        if st.st_nlink > 1 and st.st_uid != os.stat(root).st_uid:
+            raise PathError(f"{rel}: refused: a hard link to a file the workspace's owner does not own")
+        if st.st_size > max_bytes:
+            raise PathError(f"{rel}: refused: {st.st_size} bytes is over the limit of {max_bytes}")
+        with os.fdopen(os.dup(fd), "rb") as f:
+            data = f.read(max_bytes + 1)
+        if len(data) > max_bytes:
+            raise PathError(f"{rel}: refused: over the limit of {max_bytes} bytes")
+        return data
+    finally:
+        os.close(fd)

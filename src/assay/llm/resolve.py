@@ -1,0 +1,163 @@
+"""One resolver of model specs: `openai/MODEL`, `anthropic/MODEL` or an `assay.toml` alias.
+
+Every user of a model (agents, judges, the meta-judge, the stakeholder router, the company
+LLM gateway) resolves its spec here, so one alias means one provider, endpoint, key and
+price wherever it is used. A resolved `Model` creates its SDK client lazily (validation
+needs no key) and prices usage with its one price.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Literal
+from urllib.parse import urlparse
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from assay.config import Config, load_config
+from assay.errors import InputError
+from assay.llm.messages import Usage
+from assay.llm.prices import Price, cost_usd, lookup_price
+
+if TYPE_CHECKING:
+    from assay.llm.clients.base import ModelClient
+
+__all__ = ["DEFAULT_MAX_REPLY_TOKENS", "KEY_ENV", "PROVIDERS", "Model", "ModelSpec", "is_loopback", "is_model_spec",
+           "resolve_model"]
+
+Provider = Literal["openai", "anthropic"]
+PROVIDERS: tuple[Provider, ...] = ("openai", "anthropic")
+KEY_ENV: dict[str, tuple[str, str]] = {"openai": ("OPENAI_API_KEY", "OPENAI_BASE_URL"),
+                                       "anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")}
+DEFAULT_MAX_REPLY_TOKENS = 32_000
+
+
+def is_loopback(url: str | None) -> bool:
+    """A URL whose host is this machine's loopback (local servers need no API key)."""
+    if not url:
+        return False
+    host = (urlparse(url).hostname or "").lower()
+    return host in {"localhost", "::1"} or host.startswith("127.")
+
+
+class ModelSpec(BaseModel):
+    """A model spec resolved against `assay.toml`: everything needed to call and price it."""
+
+    model_config = ConfigDict(frozen=True)
+    spec: str  # as the user gave it
+    provider: Provider
+    model: str
+    alias: bool = False
+    base_url: str | None = None
+    api_key: str | None = Field(default=None, repr=False)
+    price: Price | None = None
+    context: int | None = None
+    temperature: float | None = None
+    max_tokens: int = DEFAULT_MAX_REPLY_TOKENS
+    max_retries: int = 5
+    retry_base_delay: float = 1.0
+    timeout_s: float = 600.0
+
+    @property
+    def name(self) -> str:
+        """`provider/model`, as recorded on runs."""
+        return f"{self.provider}/{self.model}"
+
+    def result_options(self) -> dict[str, object]:
+        """What about this model can change a result (part of every run key's options hash)."""
+        return {"model": self.name, "base_url": self.base_url, "temperature": self.temperature,
+                "max_tokens": self.max_tokens}
+
+    def endpoint(self) -> str | None:
+        """The base URL calls go to: the alias's, else the provider's environment variable."""
+        return self.base_url or os.environ.get(KEY_ENV[self.provider][1]) or None
+
+    def key(self) -> str | None:
+        return self.api_key or os.environ.get(KEY_ENV[self.provider][0]) or None
+
+
+class Model:
+    """A resolved model with its (lazily created) client; shared by every run of a campaign."""
+
+    def __init__(self, spec: ModelSpec) -> None:
+        self.spec = spec
+        self._client: ModelClient | None = None
+
+    @property
+    def client(self) -> ModelClient:
+        if self._client is None:
+            from assay.llm.clients import make_client
+
+            s = self.spec
+            self._client = make_client(s.provider, s.model, base_url=s.base_url, api_key=s.api_key,
+                                       context_tokens=s.context, max_retries=s.max_retries,
+                                       retry_base_delay=s.retry_base_delay, timeout_s=s.timeout_s)
+        return self._client
+
+    def cost(self, usage: Usage) -> float | None:
+        return cost_usd(usage, self.spec.price)
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    def __repr__(self) -> str:
+        return f"Model({self.spec.spec})"
+
+
+def is_model_spec(spec: str, config: Config | None = None) -> bool:
+    """A provider spec (`openai/...`, `anthropic/...`) or an alias of `assay.toml`."""
+    config = config if config is not None else load_config()
+    return spec in config.models or ("/" in spec and spec.split("/", 1)[0] in PROVIDERS)
+
+
+def resolve_model(spec: str, config: Config | None = None, *, field: str = "--agent",
+                  require_key: bool = True) -> ModelSpec:
+    """Resolve a model spec; InputError (exit 2) for an unknown spec, provider or missing key.
+
+    Prices: the alias's own `[models.ALIAS.prices]`, else `[prices."provider/model"]` of
+    assay.toml, else the built-in list price table (`assay.llm.prices`); None when unknown.
+    """
+    config = config if config is not None else load_config()
+    overrides = {k: Price(**v.model_dump()) for k, v in config.prices.items()}
+    alias = config.models.get(spec)
+    if alias is not None:
+        where = f"models.{spec}"
+        if alias.provider not in PROVIDERS:
+            raise InputError("assay.toml", f"{where}.provider",
+                             f"unknown provider {alias.provider!r} (openai or anthropic)")
+        key = None
+        if alias.api_key_env:
+            key = os.environ.get(alias.api_key_env)
+            if key is None and require_key:
+                raise InputError("assay.toml", f"{where}.api_key_env",
+                                 f"environment variable {alias.api_key_env} is not set")
+        price = Price(**alias.prices.model_dump()) if alias.prices is not None else \
+            lookup_price(alias.provider, alias.model, overrides)
+        resolved = ModelSpec(spec=spec, provider=alias.provider, model=alias.model, alias=True,  # type: ignore[arg-type]
+                             base_url=alias.base_url, api_key=key, price=price, context=alias.context,
+                             temperature=alias.temperature,
+                             max_tokens=alias.max_tokens or DEFAULT_MAX_REPLY_TOKENS,
+                             max_retries=alias.max_retries, retry_base_delay=alias.retry_base_delay,
+                             timeout_s=alias.timeout_s)
+        if require_key and key is None:
+            _require_key(resolved, field)
+        return resolved
+    provider, _, model = spec.partition("/")
+    if provider not in PROVIDERS or not model:
+        raise InputError(None, field, f"unknown model spec {spec!r} (openai/MODEL, anthropic/MODEL or a model "
+                                      "alias from assay.toml)")
+    resolved = ModelSpec(spec=spec, provider=provider, model=model,  # type: ignore[arg-type]
+                         price=lookup_price(provider, model, overrides))
+    if require_key:
+        _require_key(resolved, field)
+    return resolved
+
+
+def _require_key(spec: ModelSpec, field: str) -> None:
+    """Refuse up front (exit 2) rather than void every run when no key is set."""
+    if spec.key() or is_loopback(spec.endpoint()):
+        return
+    key_env, url_env = KEY_ENV[spec.provider]
+    raise InputError(None, field, f"{key_env} is not set (or point {url_env} at a local server)")

@@ -1,0 +1,111 @@
+"""What both scenario readers share: one Task per variant, built by one function.
+
+FDE-Gym case folders (`fdegym.py`) and native scenarios (`native_scenario.py`) read their
+own files; `variant_tasks` then fills each variant's placeholders, reads its stakeholder
+spec, decides its language, builds its `ScenarioSpec` and Task, validates and hashes it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from assay.errors import InputError
+from assay.task.hashing import content_hash
+from assay.task.model import LEVELS, Engagement, FramingRule, ScenarioSpec, Task
+from assay.task.people import NpcSpec, load_npcs
+from assay.task.validation import PLACEHOLDER, validate_task
+
+__all__ = ["Brief", "Variant", "has_cjk", "render", "variant_tasks"]
+
+
+class Variant(BaseModel):
+    """One variant of a scenario: its parameters and, where the case declares them, its KPIs."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    params: dict[str, Any] = Field(default_factory=dict)
+    right_here: bool = False
+    kpi_baseline: float | None = None
+    kpi_oracle: float | None = None
+
+
+class Brief(BaseModel):
+    """A level's brief before its placeholders are filled, and the file it comes from."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+    text: str
+    file: Path
+    field: str | None = None
+
+
+def has_cjk(text: str) -> bool:
+    return any("\u4e00" <= ch <= "\u9fff" for ch in text)
+
+
+def render(text: str, params: dict[str, Any], file: Path | str, variant: str, field: str | None = None) -> str:
+    """Fill `{{name}}` from the variant's params; an unfilled placeholder is an InputError."""
+
+    def sub(m: re.Match[str]) -> str:
+        name = m.group(1)
+        if name not in params:
+            raise InputError(file, field, f"variant {variant!r}: unfilled placeholder {{{{{name}}}}} "
+                                          f"(no variant parameter {name!r})")
+        v = params[name]
+        return v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+
+    return PLACEHOLDER.sub(sub, text)
+
+
+def _npcs(path: Path, params: dict[str, Any], variant: str, field: str | None) -> NpcSpec:
+    """The variant's stakeholder spec; every way it can be bad is an InputError naming the file."""
+    try:
+        return load_npcs(path, params)
+    except ValidationError as e:
+        first = e.errors()[0]
+        loc = ".".join(str(x) for x in first.get("loc", ()))
+        raise InputError(path, loc or field, f"variant {variant!r}: {first.get('msg', 'invalid')}") from None
+    except json.JSONDecodeError as e:
+        raise InputError(path, field, f"does not parse as JSON: {e.msg}", line=e.lineno, column=e.colno) from None
+    except (ValueError, OSError) as e:
+        reason = "; ".join(m.strip() for m in str(e).splitlines()[:4])
+        raise InputError(path, field, f"variant {variant!r}: {reason}") from None
+
+
+def variant_tasks(*, scenario_id: str, fmt: str, case: Path, variants: list[Variant], briefs: dict[str, Brief],
+                  npcs: Path, npcs_field: str | None, engagement: Engagement, rules_extra: Brief,
+                  key_facts: list[str], framing: list[FramingRule], has_pilot: bool,
+                  task_fields: dict[str, Any], files: dict[str, str | None] | None = None,
+                  held_out: str | None = None, baseline: float | str | None = None,
+                  language: str | None = None, validate_file: Path | None = None,
+                  metadata: dict[str, Any] | None = None) -> list[Task]:
+    """One Task per variant (id `SCENARIO/VARIANT`), validated and hashed.
+
+    `task_fields` are the Task's own fields shared by every variant (title, domain, tools,
+    policies, ...); the variant's KPIs fall back to `baseline` when it is a number."""
+    digests: dict[str, str] = {}
+    tasks: list[Task] = []
+    for v in variants:
+        filled = {lv: render(b.text, v.params, b.file, v.name, b.field) for lv, b in briefs.items() if lv in LEVELS}
+        extra = render(rules_extra.text, v.params, rules_extra.file, v.name, rules_extra.field)
+        people = _npcs(npcs, v.params, v.name, npcs_field)
+        lang = language or ("zh" if has_cjk(filled["L3"]) or (people.clock is not None and
+                                                             (people.clock.lang or "").startswith("zh")) else "en")
+        kpi_baseline = v.kpi_baseline if v.kpi_baseline is not None else (
+            float(baseline) if isinstance(baseline, int | float) and not isinstance(baseline, bool) else None)
+        spec = ScenarioSpec(
+            format=fmt,  # type: ignore[arg-type]
+            case=case, variant=v.name, params=v.params, right_here=v.right_here, kpi_baseline=kpi_baseline,
+            kpi_oracle=v.kpi_oracle, baseline=baseline, engagement=engagement.model_copy(update={"rules_extra": extra}),
+            key_facts=list(key_facts), framing=list(framing), has_pilot=has_pilot, matcher=people.matcher,
+            held_out=held_out, **({"files": files} if files is not None else {}))
+        task = Task(id=f"{scenario_id}/{v.name}", language=lang, briefs=filled, scenario=spec,
+                    metadata={**(metadata or {}), "variant": v.name, "scenario": scenario_id}, **task_fields)
+        validate_task(task, validate_file or case)
+        task.content_hash = content_hash(task, digests)
+        tasks.append(task)
+    return tasks

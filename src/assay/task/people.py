@@ -1,0 +1,241 @@
+"""The stakeholder schema: a scenario's people as FDE-Gym's `npcs.json` declares them.
+
+What a person knows, the words they use, their patience, costs and calendar, the inbox
+and the pilot: typed here so that both scenario readers (FDE-Gym case folders and native
+scenarios) can validate a spec without importing the environment that runs it
+(`assay.people.world`). Upstream's other keys are kept, never refused.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from assay.task.validation import PLACEHOLDER
+
+__all__ = ["MAX_TOPICS_PER_MESSAGE", "Clock", "InboxMessage", "Npc", "NpcSpec", "PilotSpec", "Topic", "fill_placeholders", "load_npcs"]
+
+MAX_TOPICS_PER_MESSAGE = 4
+"""A message is answered on at most this many scripted topics (upstream's rule)."""
+TIME_FORMAT = "%Y-%m-%dT%H:%M"
+DEFAULT_OUT_OF_PATIENCE = "Sorry, I'm in back-to-back meetings for the rest of the week."
+DEFAULT_FALLBACK = "I'm not sure I can help with that."
+DEFAULT_GONE_LABEL = "no longer reachable"
+
+
+def _check_time(v: str | None) -> str | None:
+    if v is None:
+        return v
+    try:
+        dt.datetime.strptime(v, TIME_FORMAT)
+    except ValueError:
+        raise ValueError(f"{v!r} is not a time of the form YYYY-MM-DDTHH:MM") from None
+    return v
+
+
+class _Tolerant(BaseModel):
+    """Known fields typed; upstream's other keys kept, never refused."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+
+class Topic(_Tolerant):
+    id: str
+    about: str = ""
+    answer: str = ""
+    facts: list[str] = Field(default_factory=list)
+    triggers: list[str] = Field(default_factory=list)
+    requires: list[str] = Field(default_factory=list)
+    gate: str | list[str] | None = None
+    gate_miss: str | None = None
+    requires_hint: str | None = None
+    exclusive: bool = False
+    requires_facts: list[str] = Field(default_factory=list)
+    requires_miss: str | None = None
+    stall: list[str] = Field(default_factory=list)
+    stall_again: str | None = None
+    stall_seconds: float = 0.0
+    available_at: str | None = None
+    available_after_hours: float | None = None
+
+    @field_validator("available_at")
+    @classmethod
+    def _v_at(cls, v: str | None) -> str | None:
+        return _check_time(v)
+
+    @field_validator("triggers", "requires")
+    @classmethod
+    def _regexes(cls, v: list[str]) -> list[str]:
+        for p in v:
+            try:
+                re.compile(p)
+            except re.error as exc:
+                raise ValueError(f"bad regular expression {p!r}: {exc}") from None
+        return v
+
+    @property
+    def gate_conditions(self) -> list[str]:
+        if self.gate is None:
+            return []
+        return [self.gate] if isinstance(self.gate, str) else list(self.gate)
+
+    @property
+    def gated(self) -> bool:
+        return bool(self.gate_conditions or self.requires)
+
+
+class Npc(_Tolerant):
+    id: str
+    name: str
+    role: str = ""
+    blurb: str = ""
+    topics: list[Topic] = Field(default_factory=list)
+    fallback: str = DEFAULT_FALLBACK
+    patience: int | None = None
+    out_of_patience: str | None = None
+    cost: float = 0.0
+    soft_limit: int | None = None
+    over_factor: float = 3.0
+    off_limits: bool = False
+    off_limits_reply: str | None = None
+    gone_after_hours: float | None = None
+    gone_at: str | None = None
+    gone_after_asks: int | None = None
+    gone_label: str | None = None
+    gone_reply: str | None = None
+    overflow: str | None = None
+
+    @field_validator("gone_at")
+    @classmethod
+    def _v_gone(cls, v: str | None) -> str | None:
+        return _check_time(v)
+
+    @model_validator(mode="after")
+    def _unique_topics(self) -> Npc:
+        seen: set[str] = set()
+        for t in self.topics:
+            if t.id in seen:
+                raise ValueError(f"person {self.id!r}: topic id {t.id!r} appears twice")
+            seen.add(t.id)
+        if self.off_limits and not self.topics and self.off_limits_reply is None:
+            raise ValueError(f"person {self.id!r}: off_limits without topics needs an off_limits_reply")
+        return self
+
+
+class Clock(_Tolerant):
+    start: str
+    ask_minutes: float = 120.0
+    wait_cost_per_day: float = 0.0
+    lang: str | None = None
+
+    @field_validator("start")
+    @classmethod
+    def _v_start(cls, v: str | None) -> str | None:
+        return _check_time(v)
+
+
+class PilotSpec(_Tolerant):
+    max_runs: int = 3
+    exhausted: str = "The trial window is used up."
+    cost: list[float] = Field(default_factory=lambda: [0.0])
+
+
+class InboxMessage(_Tolerant):
+    id: str
+    from_: str = Field(alias="from")
+    text: str
+    facts: list[str] = Field(default_factory=list)
+    after_hours: float | None = None
+    after_asks: int | None = None
+    after_fact: str | None = None
+
+
+class NpcSpec(_Tolerant):
+    npcs: list[Npc]
+    matcher: Literal["regex", "llm", "lexical", "embedding"] = "regex"
+    total_questions: int | None = None
+    show_budget: bool = True
+    clock: Clock | None = None
+    pilot: PilotSpec | None = None
+    inbox: list[InboxMessage] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _unique_ids(self) -> NpcSpec:
+        seen: set[str] = set()
+        for n in self.npcs:
+            if n.id in seen:
+                raise ValueError(f"person id {n.id!r} appears twice")
+            seen.add(n.id)
+        ids = [m.id for m in self.inbox]
+        if len(ids) != len(set(ids)):
+            raise ValueError("inbox message ids must be unique")
+        return self
+
+    def person(self, pid: str) -> Npc | None:
+        return next((n for n in self.npcs if n.id == pid), None)
+
+
+# --------------------------------------------------------------------------- loading
+
+
+
+def fill_placeholders(value: Any, params: dict[str, Any]) -> Any:
+    """`{{name}}` filled from params in every string of a JSON value; unfilled -> ValueError.
+
+    A string that is exactly one placeholder takes the parameter's own JSON type (so a
+    variant can set `"patience": "{{patience}}"` to a number).
+    """
+    if isinstance(value, dict):
+        return {k: fill_placeholders(v, params) for k, v in value.items()}
+    if isinstance(value, list):
+        return [fill_placeholders(v, params) for v in value]
+    if not isinstance(value, str) or "{{" not in value:
+        return value
+    whole = PLACEHOLDER.fullmatch(value.strip())
+    if whole and whole.group(1) in params and not isinstance(params[whole.group(1)], str):
+        return params[whole.group(1)]
+
+    def sub(m: re.Match[str]) -> str:
+        name = m.group(1)
+        if name not in params:
+            raise ValueError(f"unfilled placeholder {{{{{name}}}}} (no variant parameter {name!r})")
+        v = params[name]
+        return v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+
+    return PLACEHOLDER.sub(sub, value)
+
+
+def load_npcs(path_or_dict: str | Path | dict[str, Any], params: dict[str, Any] | None = None) -> NpcSpec:
+    """Read a stakeholder spec (a path to npcs.json or the parsed dict), placeholders filled.
+
+    Placeholders are filled from the variant's params; one left unfilled is a ValueError
+    naming it. A file that is not valid JSON until filled (an unquoted `{{n}}`) is filled
+    as text first, non-string values inserted as JSON.
+    """
+    params = dict(params or {})
+    if isinstance(path_or_dict, dict):
+        raw: Any = path_or_dict
+    else:
+        text = Path(path_or_dict).read_text(encoding="utf-8")
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError:
+            if "{{" not in text:
+                raise
+
+            def sub(m: re.Match[str]) -> str:
+                name = m.group(1)
+                if name not in params:
+                    raise ValueError(f"unfilled placeholder {{{{{name}}}}} (no variant parameter {name!r})")
+                v = params[name]
+                return json.dumps(v, ensure_ascii=False)[1:-1] if isinstance(v, str) else json.dumps(v)
+
+            raw = json.loads(PLACEHOLDER.sub(sub, text))
+    if not isinstance(raw, dict):
+        raise ValueError("a stakeholder spec must be a JSON object with an `npcs` list")
+    return NpcSpec.model_validate(fill_placeholders(raw, params))
