@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from assay.grade.jsonrepair import json_candidates, parse_lenient
@@ -99,3 +101,12 @@ def test_a_cut_off_literal_is_not_read_as_a_verdict() -> None:
 def test_nothing_usable_raises(text: str | None) -> None:
     with pytest.raises(ValueError):
         parse_lenient(text)
+
+
+def test_deep_nesting_and_endless_brackets_are_no_crash_and_quick() -> None:
+    t0 = time.perf_counter()
+    assert json_candidates("[" * 100_000 + "]" * 100_000) == []  # too deep for any parser: none
+    with pytest.raises(ValueError):
+        parse_lenient("{placeholder} " + "[" * 100_000)
+    assert json_candidates("[x] " * 5_000 + '{"met": true}') == [{"met": True}]  # short prose brackets are cheap
+    assert time.perf_counter() - t0 < 10

@@ -24,7 +24,9 @@ OPEN = re.compile(r"[\[{]")
 BARE_WORD = re.compile(r"[^\W\d]\w*")
 LITERALS = frozenset({"true", "false", "null", "True", "False", "None", "NaN", "Infinity"})
 _DECODER = json.JSONDecoder()
-MAX_REJECTED = 200  # bracketed prose skipped per region before giving up (bounds the work)
+# Scanning bracketed prose that turns out not to be JSON, then looking inside it, costs up to
+# the rest of the region each time: give up past this many times the region's length.
+REJECT_BUDGET = 8
 
 
 def parse_lenient(text: str | None) -> Any:
@@ -35,12 +37,14 @@ def parse_lenient(text: str | None) -> Any:
     value = _whole(text)
     if value is not None:
         return value
-    found = list(_found(text))
-    for fenced, value in found:
+    first: list[Any] = []
+    for fenced, value in _found(text):
         if fenced:
             return value
-    if found:
-        return found[0][1]
+        if not first:
+            first.append(value)
+    if first:
+        return first[0]
     raise ValueError("no JSON found in reply")
 
 
@@ -60,7 +64,7 @@ def _whole(text: str) -> Any:
     """The hot path: a reply that is one clean JSON object or array, taken as written."""
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return value if isinstance(value, (dict, list)) else None
 
@@ -90,7 +94,7 @@ def _found(text: str) -> Iterator[tuple[bool, Any]]:
 
 def _values(raw: str, norm: str) -> Iterator[Any]:
     """The top-level JSON values in one region; `norm` is `raw` with smart punctuation replaced."""
-    pos, rejected = 0, 0
+    pos, budget = 0, REJECT_BUDGET * len(norm) + 4096
     while (m := OPEN.search(norm, pos)) is not None:
         i = m.start()
         value, end = _strict(raw, norm, i)
@@ -101,8 +105,8 @@ def _values(raw: str, norm: str) -> Iterator[Any]:
             yield value
             pos = end
         else:  # not JSON after all (bracketed prose): look inside it
-            rejected += 1
-            if rejected > MAX_REJECTED:
+            budget -= end - i
+            if budget < 0:
                 return
             pos = i + 1
 
@@ -112,7 +116,7 @@ def _strict(raw: str, norm: str, i: int) -> tuple[Any, int | None]:
     for s in (raw,) if raw == norm else (raw, norm):
         try:
             return _DECODER.raw_decode(s, i)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
     return None, None
 
