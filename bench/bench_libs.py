@@ -11,7 +11,7 @@
 
 To time the code as it was before a change, put that tree's `src/` first on the path, e.g.
 
-    git archive <commit> src | tar -x -C /tmp/before
+    mkdir -p /tmp/before && git archive <commit> src | tar -x -C /tmp/before
     PYTHONPATH=/tmp/before/src python bench/bench_libs.py
 
 Prints tables, then one JSON line with every number.
