@@ -1,16 +1,18 @@
 """Offline search: a `web_search` tool backed by a task's own document corpus.
 
-Ranked retrieval (BM25) over the corpus files, deterministic, so search runs can be tested
-and reproduced without the internet.
+Ranked retrieval (Okapi BM25, by the `bm25s` library) over the corpus files, deterministic, so
+search runs can be tested and reproduced without the internet. The tokeniser is ours: Latin
+words, and CJK characters as unigrams plus bigrams (Chinese has no spaces to split on).
 """
 
 from __future__ import annotations
 
-import math
 import re
-from collections import Counter
 from functools import lru_cache
 from pathlib import Path
+
+import bm25s
+import numpy as np
 
 from assay.task.model import Task
 
@@ -35,6 +37,9 @@ def tokens(text: str) -> list[str]:
 
 
 class CorpusSearch:
+    """BM25 over a folder of documents (or one file). Scores are classic Okapi BM25,
+    idf = log(1 + (n - df + 0.5) / (df + 0.5)), k1 = 1.5, b = 0.75; ties go to the earlier file."""
+
     def __init__(self, folder: Path, k1: float = 1.5, b: float = 0.75) -> None:
         self.docs: list[tuple[str, str, str]] = []  # (rel path, title, text)
         folder = Path(folder)
@@ -45,29 +50,26 @@ class CorpusSearch:
                 text = p.read_text(encoding="utf-8", errors="replace")
                 title = next((ln.lstrip("# ").strip() for ln in text.splitlines() if ln.strip()), p.stem)
                 self.docs.append((p.relative_to(root).as_posix(), title, text))
-        self.tfs = [Counter(tokens(t + " " + title)) for _, title, t in self.docs]
-        self.lens = [sum(tf.values()) for tf in self.tfs]
-        self.avg = (sum(self.lens) / len(self.lens)) if self.lens else 1.0
-        df: Counter[str] = Counter()
-        for tf in self.tfs:
-            df.update(tf.keys())
-        n = len(self.docs)
-        self.idf = {t: math.log(1 + (n - d + 0.5) / (d + 0.5)) for t, d in df.items()}
         self.k1, self.b = k1, b
+        corpus = [tokens(t + " " + title) for _, title, t in self.docs]
+        self._index: bm25s.BM25 | None = None
+        if any(corpus):  # bm25s needs at least one token in the corpus
+            # bm25s' "lucene" method is Okapi BM25 with the idf above, but its term-frequency part
+            # leaves out the constant (k1 + 1) factor: `rank` puts it back, so scores are unchanged.
+            self._index = bm25s.BM25(k1=k1, b=b, method="lucene", dtype="float64")
+            self._index.index(corpus, show_progress=False)
 
     def rank(self, query: str) -> list[tuple[float, int]]:
-        q = tokens(query)
-        scored = []
-        for i, tf in enumerate(self.tfs):
-            s = 0.0
-            for t in q:
-                f = tf.get(t, 0)
-                if f:
-                    s += self.idf[t] * f * (self.k1 + 1) / (f + self.k1 * (1 - self.b + self.b * self.lens[i] / self.avg))
-            if s > 0:
-                scored.append((s, i))
-        scored.sort(key=lambda x: (-x[0], x[1]))
-        return scored
+        """(score, document index) of every document matching the query, best first."""
+        if self._index is None:
+            return []
+        ids = self._index.get_tokens_ids(tokens(query))  # unknown tokens are dropped
+        if not ids:
+            return []
+        scores = self._index.get_scores_from_ids(ids) * (self.k1 + 1)
+        hit = np.flatnonzero(scores > 0)
+        order = hit[np.argsort(-scores[hit], kind="stable")]  # stable: ties by document order
+        return [(float(scores[i]), int(i)) for i in order]
 
     def search(self, query: str, k: int = 5) -> str:
         hits = self.rank(query)[:k]

@@ -1,134 +1,178 @@
-"""Lenient parsing of a judge's near-JSON: fences, smart quotes, trailing commas, cut-off arrays."""
+"""Reading JSON out of model replies: fences, prose around it, smart quotes, near-JSON.
+
+The repair of a broken value (trailing commas, missing quotes or commas, Python literals,
+truncation) is the `json-repair` library's. What is judge-specific stays here: finding the
+values in a reply (fenced blocks, objects and arrays inside prose, in order of appearance),
+normalising smart quotes and full-width punctuation, trying a strict parse first, and
+refusing bracketed prose ("[citation needed]") that a repairer would happily turn into a list.
+"""
 
 from __future__ import annotations
 
-import ast
 import json
 import re
+from collections.abc import Iterator
 from typing import Any
 
-FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
+import json_repair
+
+# A fenced block; an unclosed fence (a cut-off reply) runs to the end of the text.
+FENCE = re.compile(r"```[A-Za-z]*[ \t]*\n?(.*?)(?:```|\Z)", re.DOTALL)
+# One character for one character, so offsets in the normalised text are offsets in the raw one.
 SMART = str.maketrans({"“": '"', "”": '"', "„": '"', "‘": "'", "’": "'", "，": ",", "：": ":"})
+OPEN = re.compile(r"[\[{]")
+BARE_WORD = re.compile(r"[^\W\d]\w*")
+LITERALS = frozenset({"true", "false", "null", "True", "False", "None", "NaN", "Infinity"})
+_DECODER = json.JSONDecoder()
+# Scanning bracketed prose that turns out not to be JSON, then looking inside it, costs up to
+# the rest of the region each time: give up past this many times the region's length.
+REJECT_BUDGET = 8
 
 
-def _parse_basic(text: str) -> Any:
-    """The plain fallback: the first JSON value after fence and quote repair (truncation is
-    handled by `parse_lenient`'s own repair before this is tried)."""
-    if text is None:
+def parse_lenient(text: str | None) -> Any:
+    """The first JSON object or array in a judge reply, repaired if need be; a fenced block
+    wins over bare JSON in the prose. ValueError when the reply holds none."""
+    if not text or not text.strip():
         raise ValueError("empty reply")
-    candidates = [m.group(1) for m in FENCE.finditer(text)] + [text]
-    for cand in candidates:
-        s = cand.strip().translate(SMART)
-        start = min((i for i in (s.find("{"), s.find("[")) if i != -1), default=-1)
-        if start == -1:
-            continue
-        s = s[start:]
-        for attempt in (s, _strip_trailing(s)):
-            try:
-                return json.loads(attempt)
-            except json.JSONDecodeError:
-                pass
-        # Text after the JSON value: decode the first value only.
-        try:
-            obj, _ = json.JSONDecoder().raw_decode(_strip_trailing(s))
-            return obj
-        except json.JSONDecodeError:
-            continue
+    value = _whole(text)
+    if value is not None:
+        return value
+    first: list[Any] = []
+    for fenced, value in _found(text):
+        if fenced:
+            return value
+        if not first:
+            first.append(value)
+    if first:
+        return first[0]
     raise ValueError("no JSON found in reply")
 
 
-def _strip_trailing(s: str) -> str:
-    return re.sub(r",\s*([\]}])", r"\1", s)
+def json_candidates(text: str | None) -> list[Any]:
+    """Every JSON object or array in `text`, in order of appearance (fenced blocks and bare
+    values in prose alike), each repaired like `parse_lenient`'s. A judge that reasons before
+    it answers may quote JSON on its way; its verdict is the last value, not the first."""
+    if not text or not text.strip():
+        return []
+    value = _whole(text)
+    if value is not None:
+        return [value]
+    return [value for _, value in _found(text)]
 
 
-def _scan(s: str) -> tuple[list[str], bool, list[int]]:
-    """Open closers, whether a string is open, and cut points (after a complete value) in `s`."""
-    stack: list[str] = []
-    in_str = esc = False
-    cuts: list[int] = []
-    for i, ch in enumerate(s):
-        if in_str:
+def _whole(text: str) -> Any:
+    """The hot path: a reply that is one clean JSON object or array, taken as written."""
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, (dict, list)) else None
+
+
+# ---------------------------------------------------------------------------- finding values
+
+
+def _regions(text: str) -> Iterator[tuple[int, int, bool]]:
+    """(start, end, fenced) pieces of `text`: fenced blocks' contents and the prose between them.
+    A value never spans two pieces, so a cut-off block cannot swallow the prose after it."""
+    pos = 0
+    for m in FENCE.finditer(text):
+        if m.start() > pos:
+            yield pos, m.start(), False
+        yield m.start(1), m.end(1), True
+        pos = m.end()
+    if pos < len(text):
+        yield pos, len(text), False
+
+
+def _found(text: str) -> Iterator[tuple[bool, Any]]:
+    norm = text.translate(SMART)
+    for start, end, fenced in _regions(text):
+        for value in _values(text[start:end], norm[start:end]):
+            yield fenced, value
+
+
+def _values(raw: str, norm: str) -> Iterator[Any]:
+    """The top-level JSON values in one region; `norm` is `raw` with smart punctuation replaced."""
+    pos, budget = 0, REJECT_BUDGET * len(norm) + 4096
+    while (m := OPEN.search(norm, pos)) is not None:
+        i = m.start()
+        value, end = _strict(raw, norm, i)
+        if end is None:
+            end, plausible = _extent(norm, i)
+            value = _repaired(norm[i:end]) if plausible else None
+        if isinstance(value, (dict, list)):
+            yield value
+            pos = end
+        else:  # not JSON after all (bracketed prose): look inside it
+            budget -= end - i
+            if budget < 0:
+                return
+            pos = i + 1
+
+
+def _strict(raw: str, norm: str, i: int) -> tuple[Any, int | None]:
+    """A well-formed value at `i`, as written, then with smart punctuation replaced."""
+    for s in (raw,) if raw == norm else (raw, norm):
+        try:
+            return _DECODER.raw_decode(s, i)
+        except (ValueError, RecursionError):
+            continue
+    return None, None
+
+
+def _extent(s: str, i: int) -> tuple[int, bool]:
+    """Where the bracketed value opening at `i` ends (the text's end when it is cut off), and
+    whether it looks like JSON: no bare words outside strings but literals, or a quoted key."""
+    depth = 0
+    quote = ""
+    esc = False
+    prev = " "  # the last significant character outside strings
+    keyed = False
+    outside: list[str] = []
+    n = len(s)
+    k = i
+    while k < n:
+        ch = s[k]
+        if quote:
             if esc:
                 esc = False
             elif ch == "\\":
                 esc = True
-            elif ch == '"':
-                in_str = False
-            continue
-        if ch == '"':
-            in_str = True
-        elif ch in "[{":
-            stack.append("]" if ch == "[" else "}")
-        elif ch in "]}":
-            if stack:
-                stack.pop()
-            cuts.append(i + 1)
-        elif ch == ",":
-            cuts.append(i)
-    return stack, in_str, cuts
+            elif ch == quote and (quote == '"' or _ends_single(s, k + 1)):
+                quote = ""
+        elif ch == '"' or (ch == "'" and prev in "{[,:"):
+            quote = prev = ch
+        else:
+            if ch in "[{":
+                depth += 1
+            elif ch in "]}":
+                depth -= 1
+                if depth == 0:
+                    k += 1
+                    break
+            elif ch == ":" and prev in "\"'":
+                keyed = True
+            if not ch.isspace():
+                prev = ch
+            outside.append(ch)
+        k += 1
+    plausible = keyed or set(BARE_WORD.findall("".join(outside))) <= LITERALS
+    return k, plausible
 
 
-def _no_trailing(s: str) -> str:
-    return re.sub(r",\s*([\]}])", r"\1", s)
+def _ends_single(s: str, k: int) -> bool:
+    """A single quote closes a string only before a delimiter (so "it's" stays inside)."""
+    while k < len(s) and s[k].isspace():
+        k += 1
+    return k >= len(s) or s[k] in ",:}]"
 
 
-def _closed(s: str) -> str:
-    stack, in_str, _ = _scan(s)
-    s = s + ('"' if in_str else "")
-    return re.sub(r"[,:]\s*$", "", s.rstrip()) + "".join(reversed(stack))
-
-
-def _try(s: str) -> Any:
+def _repaired(span: str) -> Any:
     try:
-        return json.loads(s)
-    except json.JSONDecodeError:
+        value = json_repair.loads(span, skip_json_loads=True)
+    except Exception:  # a repairer fault on odd input means "no value here", never a crash
         return None
-
-
-def _pythonish(s: str) -> Any:
-    """A Python-literal reply ({'met': True}); only literals are evaluated."""
-    t = re.sub(r"\btrue\b", "True", re.sub(r"\bfalse\b", "False", re.sub(r"\bnull\b", "None", s)))
-    try:
-        v = ast.literal_eval(t)
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
-        return None
-    return v if isinstance(v, (dict, list)) else None
-
-
-def _repair(cand: str) -> Any:
-    """The first JSON value in `cand`, repaired: trailing commas, trailing prose, truncation."""
-    s = _no_trailing(cand)
-    for attempt in (cand, s):
-        v = _try(attempt)
-        if v is not None:
-            return v
-    try:
-        return json.JSONDecoder().raw_decode(s)[0]
-    except json.JSONDecodeError:
-        pass
-    # Truncated: close what is open, else cut back to the last complete value and close.
-    v = _try(_no_trailing(_closed(s)))
-    if v is not None:
-        return v
-    _, _, cuts = _scan(s)
-    for pos in reversed(cuts[-400:]):
-        v = _try(_no_trailing(_closed(s[:pos])))
-        if v is not None:
-            return v
-    return _pythonish(s)
-
-
-def parse_lenient(text: str | None) -> Any:
-    """Best-effort JSON from a judge reply: ``` fences, smart quotes, trailing commas, prose
-    around the JSON, truncated arrays and objects, Python-literal booleans."""
-    if not text or not text.strip():
-        raise ValueError("empty reply")
-    fences = [m.group(1) for m in re.finditer(r"```[A-Za-z]*\s*(.*?)(?:```|$)", text, re.DOTALL)]
-    for raw in [*fences, text]:
-        s = raw.strip().translate(SMART)
-        starts = sorted(i for i in (s.find("{"), s.find("[")) if i != -1)
-        for start in starts:
-            v = _repair(s[start:])
-            if v is not None:
-                return v
-    return _parse_basic(text)  # raises ValueError when nothing usable is there
+    if span.startswith("{") and isinstance(value, list):  # read as several values: keep the first
+        value = value[0] if value and isinstance(value[0], dict) else None
+    return value
