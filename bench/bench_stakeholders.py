@@ -24,10 +24,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from assay.people.server import install_clients
 from assay.people.ledger import Ledger
 from assay.people.routing import EmbeddingRouter, LexicalRouter, RegexRouter, Router
-from assay.people.server import StakeholderServer
+from assay.people.server import StakeholderServer, install_clients
 from assay.people.world import StakeholderWorld
 from assay.task.people import load_npcs
 

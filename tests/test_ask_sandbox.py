@@ -16,10 +16,15 @@ from typing import Any
 
 import pytest
 
-from assay.people.server import ASK_SCRIPT, PILOT_SCRIPT, install_clients
 from assay.people.ledger import Ledger
 from assay.people.routing import LexicalRouter
-from assay.people.server import MAX_REQUEST_BYTES, StakeholderServer
+from assay.people.server import (
+    ASK_SCRIPT,
+    MAX_REQUEST_BYTES,
+    PILOT_SCRIPT,
+    StakeholderServer,
+    install_clients,
+)
 from assay.people.world import StakeholderWorld
 from assay.task.people import load_npcs
 

@@ -8,10 +8,10 @@ import time
 
 import pytest
 
+from assay.errors import ProviderError
 from assay.llm.clients import AnthropicClient, ModelClient, OpenAIClient, make_client
 from assay.llm.messages import ImagePart, Message, ToolCall, ToolSpec, Usage
 from assay.llm.prices import BUILTIN_PRICES, Price, cost_usd, lookup_price
-from assay.errors import ProviderError
 from tests.fakes import delay, fault, malformed, reply
 from tests.fakes.anthropic_server import FakeAnthropicServer
 from tests.fakes.openai_server import FakeOpenAIServer

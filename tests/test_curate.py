@@ -17,8 +17,8 @@ import yaml
 from assay.errors import InputError
 from assay.record import RunKey, RunRecord
 from assay.report.curate import curate
-from assay.task.manifest import MANIFEST_SCHEMA, read_manifest_tasks, write_manifest
 from assay.store import Store
+from assay.task.manifest import MANIFEST_SCHEMA, read_manifest_tasks, write_manifest
 from tests.helpers import answer_task, assay
 
 CAMPAIGN = "C"

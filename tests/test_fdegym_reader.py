@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from assay.errors import InputError
-from assay.scenario.rules import rules_text
 from assay.grade.kpi import probe_flags
+from assay.scenario.rules import rules_text
 from assay.task.discover import discover
 from assay.task.formats.fdegym import read_case
 from tests.helpers import REPO, assay

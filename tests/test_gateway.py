@@ -17,10 +17,10 @@ from typing import Any
 import httpx
 import pytest
 
-from assay.llm.prices import Price
 from assay.env.net.forwarder import FORWARDER_SCRIPT, install_forwarder, wrap_command
 from assay.env.net.gateway import Budget, LLMGateway
 from assay.env.net.llm_client import LLM_CLIENT_PY, install_llm_client
+from assay.llm.prices import Price
 from tests.fakes import fault, malformed, reply
 from tests.fakes.openai_server import FakeOpenAIServer
 

@@ -14,9 +14,9 @@ import pytest
 
 from assay.config import Config
 from assay.grade.grader import GradeInput, grade_run
-from assay.llm.jsonrepair import parse_lenient
 from assay.grade.judge import Judge, parse_batched, parse_item
 from assay.grade.rubric import score_items
+from assay.llm.jsonrepair import parse_lenient
 from assay.task.model import Rubric, RubricItem, Task
 from tests.fakes import fault, reply
 from tests.fakes.openai_server import FakeOpenAIServer

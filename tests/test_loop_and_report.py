@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from assay.agent.loop import CUT_NOTICE, estimate_tokens, trim_context
-from assay.llm.messages import Message
 from assay.agent.tools import TOOL_OUTPUT_LIMIT, clip
+from assay.llm.messages import Message
 from assay.record import RunKey, RunRecord, UsageCost
 from assay.report.build import build_report
 

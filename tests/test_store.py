@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine, inspect, text
 
-from assay.record import Event, Grade, RunKey, RunRecord, event_from_wire
 from assay.config import store_url as default_store_url
+from assay.record import Event, Grade, RunKey, RunRecord, event_from_wire
 from assay.store import Store, open_store
 from assay.store.models import Base
 

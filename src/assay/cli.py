@@ -6,7 +6,7 @@ import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -15,12 +15,15 @@ from assay.config import DEFAULTS
 from assay.errors import InputError
 from assay.version import __version__
 
+if TYPE_CHECKING:
+    from assay.store import Store
+
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="assay: measure what language agents are worth on real professional work.")
 out = Console()
 err = Console(stderr=True)
 
-def _fail(e: InputError) -> None:
+def _fail(e: InputError) -> NoReturn:
     sys.stderr.write(f"error: {e.message}\n")
     raise typer.Exit(2)
 
@@ -240,7 +243,8 @@ def curate(
     sys.stderr.write(f"wrote {out_file} ({len(result.kept)} tasks); no task file was changed\n")
 
 
-def _open_existing(url: str):  # noqa: ANN202
+def _open_existing(url: str) -> Store:
+    """The store at `url`; a SQLite file that does not exist yet is refused, not created."""
     from assay.store import Store
 
     if url.startswith("sqlite:///"):

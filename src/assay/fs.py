@@ -28,13 +28,12 @@ import secrets
 import stat
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
 __all__ = ["CopyLimits", "CopyReport", "PathError", "check_relative", "copy_tree", "edit_file", "file_digest",
-           "entry_kind", "list_dir", "list_files", "open_regular_at", "read_workspace_file", "read_file", "read_regular", "read_tree", "resolve", "tree_digest", "write_file"]
+           "entry_kind", "list_dir", "list_files", "open_regular_at", "read_workspace_file", "read_file", "read_regular", "read_tree", "remove_unsafe", "resolve", "tree_digest", "write_file"]
 
 MAX_LINE_CHARS = 2000
 """Longer lines are clipped in read_file so one minified line cannot flood the context."""
@@ -450,10 +449,10 @@ def _digest_dir(h: Any, dir_fd: int, prefix: str) -> None:
 # --------------------------------------------------------------------------- copying a tree
 
 
-class CopyLimits(BaseModel):
+@dataclass(frozen=True)
+class CopyLimits:
     """Ceilings of one copy of an agent-controlled tree; passing one stops the copy (CopyError)."""
 
-    model_config = ConfigDict(frozen=True)
     max_files: int = 100_000
     max_depth: int = 64
     max_bytes: int = 4 * 1024**3
@@ -465,15 +464,16 @@ class CopyError(PathError):
     """A copy stopped at a ceiling (too many files, too deep, too big, too slow)."""
 
 
-class CopyReport(BaseModel):
+@dataclass
+class CopyReport:
     """What a copy took and what it refused (relative path, reason)."""
 
     files: int = 0
     dirs: int = 0
     links: int = 0
     bytes: int = 0
-    copied: list[str] = Field(default_factory=list)  # files, by relative path
-    refused: list[tuple[str, str]] = Field(default_factory=list)
+    copied: list[str] = field(default_factory=list)  # files, by relative path
+    refused: list[tuple[str, str]] = field(default_factory=list)
 
 
 def copy_tree(src: str | Path, dst: str | Path, *, limits: CopyLimits | None = None,
@@ -495,6 +495,8 @@ def copy_tree(src: str | Path, dst: str | Path, *, limits: CopyLimits | None = N
     report = CopyReport()
     deadline = time.monotonic() + limits.max_seconds
     dst = Path(dst)
+    if not os.path.isdir(src) or os.path.islink(src):  # one file: copied to dst itself
+        return _copy_one(Path(src), dst, report, limits, owner, merge)
     dst.mkdir(parents=True, exist_ok=merge)
     try:
         sfd = os.open(src, _DIR_FLAGS)
@@ -510,6 +512,27 @@ def copy_tree(src: str | Path, dst: str | Path, *, limits: CopyLimits | None = N
         os.close(sfd)
         os.close(dfd)
     _drop_escaping_links(dst, links, report)
+    return report
+
+
+def _copy_one(src: Path, dst: Path, report: CopyReport, limits: CopyLimits, owner: int | None,
+              merge: bool) -> CopyReport:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    sfd = os.open(src.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    dfd = os.open(dst.parent, _DIR_FLAGS)
+    try:
+        if merge:
+            _clear(dfd, dst.name, keep_dir=False)
+        try:
+            st = os.stat(src.name, dir_fd=sfd, follow_symlinks=False)
+        except OSError as e:
+            raise PathError(f"{src}: refused as a file to copy ({e.strerror})") from None
+        if not stat.S_ISREG(st.st_mode):
+            raise PathError(f"{src}: refused: {_kind(st.st_mode)}, not a regular file")
+        _copy_file(sfd, dfd, src.name, src.name, st, report, limits, owner, out_name=dst.name)
+    finally:
+        os.close(sfd)
+        os.close(dfd)
     return report
 
 
@@ -592,7 +615,7 @@ def _copy_dir(sfd: int, dfd: int, prefix: str, depth: int, report: CopyReport, l
 
 
 def _copy_file(sfd: int, dfd: int, name: str, rel: str, st: os.stat_result, report: CopyReport,
-               limits: CopyLimits, owner: int | None) -> None:
+               limits: CopyLimits, owner: int | None, out_name: str | None = None) -> None:
     if st.st_nlink > 1:
         report.refused.append((rel, f"file with {st.st_nlink} hard links left out (it may lead out of the tree)"))
         return
@@ -609,7 +632,8 @@ def _copy_file(sfd: int, dfd: int, name: str, rel: str, st: os.stat_result, repo
             report.refused.append((rel, "file with several hard links left out"))
             return
         mode = stat.S_IMODE(fst.st_mode) & 0o777
-        out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dfd)
+        out = os.open(out_name or name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                      dir_fd=dfd)
         try:
             copied = 0
             while True:
@@ -633,6 +657,47 @@ def _copy_file(sfd: int, dfd: int, name: str, rel: str, st: os.stat_result, repo
         report.copied.append(rel)
     finally:
         os.close(fd)
+
+
+def remove_unsafe(root: str | Path) -> list[tuple[str, str]]:
+    """After untrusted code ran on a tree nobody writes any more: remove every link that
+    resolves outside it and every special file, so trusted code that reads the tree as root
+    (a case's grader) can follow nothing out. (relative path, what was removed)."""
+    removed: list[tuple[str, str]] = []
+    links: list[str] = []
+    fd = os.open(root, _DIR_FLAGS)
+
+    def walk(dfd: int, prefix: str, depth: int) -> None:
+        with os.scandir(dfd) as it:
+            entries = list(it)
+        for e in entries:
+            rel = f"{prefix}{e.name}"
+            st = e.stat(follow_symlinks=False)
+            if stat.S_ISLNK(st.st_mode):
+                links.append(rel)
+            elif stat.S_ISDIR(st.st_mode):
+                if depth >= 256:
+                    continue
+                try:
+                    sub = os.open(e.name, _DIR_FLAGS, dir_fd=dfd)
+                except OSError:
+                    continue
+                try:
+                    walk(sub, rel + "/", depth + 1)
+                finally:
+                    os.close(sub)
+            elif not stat.S_ISREG(st.st_mode):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(e.name, dir_fd=dfd)
+                removed.append((rel, _kind(st.st_mode)))
+
+    try:
+        walk(fd, "", 0)
+    finally:
+        os.close(fd)
+    report = CopyReport(links=len(links))
+    _drop_escaping_links(Path(root), links, report)
+    return removed + report.refused
 
 
 def _drop_escaping_links(dst: Path, links: list[str], report: CopyReport) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_serializer, model_validator
@@ -31,7 +32,7 @@ SCORE_ORDER: tuple[Kind, ...] = ("scenario", "contract", "rubric")
 """A task with several kinds scores by the first of these it has (SPEC "Levels, scores and passing")."""
 
 
-def primary_kind(kinds: list[str]) -> str:
+def primary_kind(kinds: Sequence[str]) -> str:
     """The kind that scores a task or run: the first of scenario, contract, rubric it has."""
     for kind in SCORE_ORDER:
         if kind in kinds:
@@ -39,28 +40,42 @@ def primary_kind(kinds: list[str]) -> str:
     return kinds[0] if kinds else "contract"
 
 
-class UsageCost(BaseModel):
-    """Tokens and dollars of model calls; `cost_usd` None when a price is unknown."""
+class Usage(BaseModel):
+    """Tokens of model calls (`input_tokens` are the non-cached ones)."""
 
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
-    cost_usd: float | None = 0.0
 
-    def __add__(self, other: UsageCost) -> UsageCost:
-        """Sums tokens; the cost stays unknown (None) once either side's is."""
-        return UsageCost(
-            input_tokens=self.input_tokens + other.input_tokens,
-            output_tokens=self.output_tokens + other.output_tokens,
-            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
-            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
-            cost_usd=None if self.cost_usd is None or other.cost_usd is None else self.cost_usd + other.cost_usd,
-        )
+    def _summed(self, other: Usage) -> dict[str, int]:
+        return {k: getattr(self, k) + getattr(other, k) for k in Usage.model_fields}
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(**self._summed(other))
 
     @property
-    def tokens(self) -> int:
+    def total(self) -> int:
         return self.input_tokens + self.output_tokens + self.cache_read_tokens + self.cache_write_tokens
+
+
+class UsageCost(Usage):
+    """Tokens and dollars of model calls; `cost_usd` None when a price is unknown."""
+
+    cost_usd: float | None = 0.0
+
+    def __add__(self, other: Usage) -> UsageCost:
+        """Sums tokens; the cost stays unknown (None) once either side's is."""
+        cost = other.cost_usd if isinstance(other, UsageCost) else 0.0
+        return UsageCost(**self._summed(other),
+                         cost_usd=None if self.cost_usd is None or cost is None else self.cost_usd + cost)
+
+    def __radd__(self, other: int) -> UsageCost:  # sum(...) starts from 0
+        return self if other == 0 else NotImplemented
+
+    @classmethod
+    def of(cls, usage: Usage, cost_usd: float | None) -> UsageCost:
+        return cls(**usage.model_dump(), cost_usd=cost_usd)
 
 
 # --------------------------------------------------------------------------- transcript events
@@ -151,7 +166,7 @@ Event = Annotated[
     Field(discriminator="kind"),
 ]
 EventKind = Literal["system", "user", "assistant", "tool_call", "tool_result", "stakeholder", "harness", "error"]
-EVENT = TypeAdapter(Event)
+EVENT: TypeAdapter[Event] = TypeAdapter(Event)
 
 
 def event_from_wire(seq: int, t: float, kind: str, data: dict[str, Any]) -> Event:

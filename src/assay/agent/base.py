@@ -8,18 +8,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from assay.llm.messages import ImagePart, Message, Usage
 from assay.agent.tools import ToolBox
 from assay.agent.transcript import Transcript
+from assay.config import DEFAULTS
 from assay.env.sandbox import Sandbox
+from assay.llm.messages import ImagePart, Message, Usage
+from assay.record import EndReason
 from assay.task.model import Task
 
 
 @dataclass
 class RunLimits:
-    max_turns: int = 200
-    max_minutes: float = 150.0
-    max_usd: float = 8.0
+    max_turns: int = DEFAULTS.max_turns
+    max_minutes: float = DEFAULTS.max_minutes
+    max_usd: float = DEFAULTS.max_usd
 
 
 @dataclass
@@ -43,7 +45,7 @@ class AgentEnv:
 
 @dataclass
 class AgentOutcome:
-    end_reason: str
+    end_reason: EndReason
     final_message: str = ""
     usage: Usage = field(default_factory=Usage)
     cost_usd: float | None = 0.0

@@ -11,10 +11,10 @@ import json
 from typing import TYPE_CHECKING
 
 from assay.agent.base import Agent, AgentEnv, AgentOutcome, open_conversation
+from assay.errors import ProviderError
 from assay.llm.messages import Message, ModelReply, Usage
 from assay.llm.prices import cost_usd
 from assay.llm.resolve import Model
-from assay.errors import ProviderError
 
 if TYPE_CHECKING:  # the SDK clients load only when a campaign has a model agent
     from assay.llm.clients.base import ModelClient

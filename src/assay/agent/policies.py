@@ -6,16 +6,17 @@ task authors exercise the harness end to end.
 
 from __future__ import annotations
 
+import asyncio
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from assay import fs
 from assay.agent.base import Agent, AgentEnv, AgentOutcome
-from assay.llm.messages import ToolCall
 from assay.errors import InputError
+from assay.llm.messages import ToolCall
 from assay.task.model import PolicySpec
 
 POLICY_MOUNT = "/run/assay/policy"
@@ -27,25 +28,6 @@ class NoopAgent(Agent):
     async def run(self, env: AgentEnv) -> AgentOutcome:
         env.transcript.harness("noop: submitted without doing anything")
         return AgentOutcome(end_reason="finished", final_message="")
-
-
-def copy_tree_into(src: Path, dest: Path) -> list[str]:
-    """Copy a folder's files over the workspace (never following symlinks out of `src`)."""
-    written: list[str] = []
-    for p in sorted(src.rglob("*")):
-        rel = p.relative_to(src)
-        target = dest / rel
-        if p.is_symlink():
-            continue
-        if p.is_dir():
-            target.mkdir(parents=True, exist_ok=True)
-        else:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if target.is_symlink():
-                target.unlink()
-            shutil.copyfile(p, target)
-            written.append(rel.as_posix())
-    return written
 
 
 class PolicyAgent(Agent):
@@ -71,8 +53,8 @@ class PolicyAgent(Agent):
         if pol.artifacts is not None:
             if env.workspace is None:
                 raise InputError(pol.artifacts, self.spec, "artifacts need a task workspace")
-            written = copy_tree_into(pol.artifacts, env.workspace)
-            env.transcript.harness(f"{self.spec}: copied artifacts", files=written)
+            copied = await asyncio.to_thread(fs.copy_tree, pol.artifacts, env.workspace, merge=True)
+            env.transcript.harness(f"{self.spec}: copied artifacts", files=copied.copied)
             if env.sandbox is not None:
                 env.sandbox.prepare()
         if pol.script is not None:

@@ -9,9 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Protocol
 
-from assay.llm.messages import ToolCall, ToolSpec
 from assay import fs
 from assay.env.sandbox import Sandbox
+from assay.llm.messages import ToolCall, ToolSpec
 
 TOOL_OUTPUT_LIMIT = 12_000
 DEFAULT_TIMEOUT_S = 300

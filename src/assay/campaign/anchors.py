@@ -157,7 +157,8 @@ def _uplift(r: RunRecord) -> float | None:
     return r.grade.scenario.uplift_adj if r.grade.scenario is not None else None
 
 
-async def run_scenario_anchors(tasks: list[Task], *, store_url: str | None = None,
+# complexity: every anchor rule of FDE-Gym, checked in one place, in the order of the table above
+async def run_scenario_anchors(tasks: list[Task], *, store_url: str | None = None,  # noqa: C901
                                console: Console | None = None) -> list[AnchorVerdict]:
     verdicts: list[AnchorVerdict] = []
     runnable: list[Task] = []

@@ -17,8 +17,11 @@ class AgentLike(Protocol):
     """What the planner and the runner need of an agent spec (`assay.agent.spec.AgentFactory`,
     or the web app's human agent)."""
 
-    spec: str
-    kind: str
+    @property
+    def spec(self) -> str: ...
+
+    @property
+    def kind(self) -> str: ...
 
     def options(self) -> dict[str, object]: ...
 

@@ -212,7 +212,6 @@ class _Run:
     def record(self) -> RunRecord:
         planned, ctx, task, out = self.planned, self.ctx, self.planned.task, self.outcome
         void = out.end_reason in VOID_REASONS
-        u = out.usage
         isolated = self.sandbox.isolated if self.sandbox is not None else ctx.isolated
         agent = self.agent
         return RunRecord(
@@ -222,9 +221,7 @@ class _Run:
             status="void" if void else "done", end_reason=out.end_reason, void_reason=self.void_reason,
             score=None if void else self.graded.score, passed=None if void else self.graded.passed,
             value={"amount": task.value.amount, "currency": task.value.currency} if task.value else None,
-            usage=UsageCost(input_tokens=u.input_tokens, output_tokens=u.output_tokens,
-                            cache_read_tokens=u.cache_read_tokens, cache_write_tokens=u.cache_write_tokens,
-                            cost_usd=out.cost_usd),
+            usage=UsageCost.of(out.usage, out.cost_usd),
             judge_usage=self.graded.judge_usage, grade=self.graded.grade if not void else Grade(),
             final_message=out.final_message, turns=out.turns, started_at=self.started_wall,
             duration_s=time.monotonic() - self.t0, options=ctx.options.result_options(),

@@ -11,6 +11,7 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    TaskID,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
@@ -70,7 +71,7 @@ async def run_campaign(plan: Plan, ctx: RunContext, *, console: Console | None =
     )
     t0 = time.monotonic()
 
-    async def one(p: PlannedRun, attempt: int, bar: int) -> None:
+    async def one(p: PlannedRun, attempt: int, bar: TaskID) -> None:
         async with sem:
             rec = await execute_run(p, ctx, attempt)
         result.add(rec)

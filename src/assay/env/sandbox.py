@@ -586,7 +586,7 @@ class Sandbox:
                        timeout_s: float, stdin: bytes | None, info_r: int | None) -> CommandResult:
         if stdin is not None:
             pipe = transport.get_pipe_transport(0)
-            if pipe is not None:
+            if isinstance(pipe, asyncio.WriteTransport):
                 with contextlib.suppress(OSError):
                     pipe.write(stdin)
                     pipe.close()  # flushes what is buffered, then closes: the command sees EOF

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
+from assay import fs
 from assay.task.model import Task
 
 
@@ -14,18 +14,13 @@ def needs_workspace(task: Task) -> bool:
 
 
 def materialise(task: Task, dest: Path) -> Path:
-    """Copy the task's files into `dest` (created); symlinks are copied as links, not followed."""
+    """Copy the task's files into `dest` (created) with `assay.fs.copy_tree`: a task file from
+    the internet cannot make the harness follow a link or open a special file."""
     dest.mkdir(parents=True, exist_ok=True)
     for wf in task.workspace:
-        target = dest if wf.path in (".", "") else dest / wf.path
         if wf.source is not None:
-            src = Path(wf.source)
-            if src.is_dir():
-                shutil.copytree(src, target, symlinks=True, dirs_exist_ok=True)
-            else:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(src, target)
+            target = dest if wf.path in (".", "") else dest / wf.path
+            fs.copy_tree(wf.source, target, merge=True)
         else:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(wf.content or "", encoding="utf-8")
+            fs.write_file(dest, wf.path, wf.content or "")
     return dest

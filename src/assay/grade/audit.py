@@ -41,9 +41,9 @@ from typing import Any
 
 from assay import fs
 from assay.errors import ProviderError
+from assay.grade.inputs import GradeInput, JudgeService
 from assay.grade.numbers import Number, find_numbers
 from assay.llm.jsonrepair import parse_lenient
-from assay.grade.inputs import GradeInput, JudgeService
 from assay.record import (
     AssistantEvent,
     Audit,
@@ -341,11 +341,7 @@ def rule_missing_artifact(task: Task, workspace: Path | None, credit: Credit) ->
         return []
     flags = []
     for pred in task.contract:
-        problem = None
-        if workspace is None:
-            problem = "no workspace"
-        else:
-            problem = _artifact_problem(workspace, _norm_path(pred.path))
+        problem = "no workspace" if workspace is None else _artifact_problem(workspace, _norm_path(pred.path))
         if problem is None:
             continue
         if pred.required:

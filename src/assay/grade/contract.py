@@ -74,6 +74,97 @@ PythonCheck = Callable[[str | None, str], Awaitable[tuple[bool, str]]]
 """Contract predicate `python`: the checks code's function, run sandboxed (`contract_grading`)."""
 
 
+Verdict = tuple[bool, str]
+
+
+def _non_empty(pred: Predicate, data: bytes) -> Verdict:
+    return (True, "non-empty") if data.strip() else (False, "empty")
+
+
+def _image(pred: Predicate, data: bytes) -> Verdict:
+    info = image_info(data)
+    if info is None:
+        return False, "not a PNG, JPEG or GIF image"
+    fmt, w, h = info
+    want = (pred.format or "").lower().replace("jpg", "jpeg")
+    if want and fmt != want:
+        return False, f"image is {fmt}, expected {want}"
+    for name, val, lo, hi in (("width", w, pred.min_width, pred.max_width),
+                              ("height", h, pred.min_height, pred.max_height)):
+        if lo is not None and val < lo:
+            return False, f"{name} {val} < {lo}"
+        if hi is not None and val > hi:
+            return False, f"{name} {val} > {hi}"
+    return True, f"{fmt} {w}x{h}"
+
+
+def _text(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")
+
+
+def _regex(pred: Predicate, data: bytes) -> Verdict:
+    if re.search(pred.pattern or "", _text(data), _flags(pred.flags)):
+        return True, "pattern found"
+    return False, f"pattern {pred.pattern!r} not found"
+
+
+def _json(pred: Predicate, data: bytes) -> Verdict:
+    try:
+        doc = json.loads(_text(data))
+    except json.JSONDecodeError as e:
+        return False, f"not JSON: {e.msg} at line {e.lineno} column {e.colno}"
+    if pred.json_schema is not None:
+        try:
+            jsonschema.validate(doc, pred.json_schema)
+        except jsonschema.ValidationError as e:
+            where = "/".join(str(p) for p in e.absolute_path) or "(root)"
+            return False, f"schema: at {where}: {e.message}"
+    return True, "valid JSON"
+
+
+def _csv(pred: Predicate, data: bytes) -> Verdict:
+    try:
+        rows = list(csv.reader(io.StringIO(_text(data))))
+    except csv.Error as e:
+        return False, f"not CSV: {e}"
+    rows = [r for r in rows if any(c.strip() for c in r)]
+    if not rows:
+        return False, "empty CSV"
+    header = [c.strip() for c in rows[0]]
+    missing = [c for c in (pred.columns or []) if c not in header]
+    if missing:
+        return False, f"missing columns {missing} (header: {header})"
+    n = len(rows) - 1
+    if pred.min_rows is not None and n < pred.min_rows:
+        return False, f"{n} data rows < {pred.min_rows}"
+    if pred.max_rows is not None and n > pred.max_rows:
+        return False, f"{n} data rows > {pred.max_rows}"
+    return True, f"{n} data rows"
+
+
+def _number(pred: Predicate, data: bytes) -> Verdict:
+    text = _text(data)
+    if pred.pattern:
+        m = re.search(pred.pattern, text, _flags(pred.flags))
+        raw = (m.group(1) if m and m.groups() else m.group(0)) if m else None
+        num = parse_number(raw) if raw is not None else None
+    else:
+        num = parse_number(text)
+    if num is None:
+        return False, "no number found"
+    if pred.value is None:
+        return True, f"number {num:g}"
+    if _within(num, pred.value, pred.tolerance, pred.relative):
+        return True, f"{num:g} within {pred.tolerance:g} of {pred.value:g}"
+    return False, f"{num:g} is not within {pred.tolerance:g} of {pred.value:g}"
+
+
+ON_CONTENT: dict[str, Callable[[Predicate, bytes], Verdict]] = {
+    "non_empty": _non_empty, "image": _image, "regex": _regex, "json": _json, "csv": _csv, "number": _number,
+}
+"""The predicates decided on an artifact's bytes (`exists` needs none, `python` runs sandboxed)."""
+
+
 def check_predicate(workspace: Path, pred: Predicate) -> PredicateResult:
     """Evaluate one predicate (not `python`); never raises on bad artifacts (that is a failed
     predicate). The artifact is opened without following a link on its path and without
@@ -95,77 +186,14 @@ def check_predicate(workspace: Path, pred: Predicate) -> PredicateResult:
         return res(True, "exists")
     if kind == "dir":
         return res(False, "is a folder, not a file")
+    decide = ON_CONTENT.get(pred.predicate)
+    if decide is None:
+        return res(False, f"unknown predicate {pred.predicate!r}")
     try:
         data = fs.read_workspace_file(workspace, pred.path, MAX_READ)
     except PathError as e:
         return res(False, f"refused: {e}")
-    if pred.predicate == "non_empty":
-        return res(bool(data.strip()), "non-empty" if data.strip() else "empty")
-    if pred.predicate == "image":
-        info = image_info(data)
-        if info is None:
-            return res(False, "not a PNG, JPEG or GIF image")
-        fmt, w, h = info
-        want = (pred.format or "").lower().replace("jpg", "jpeg")
-        if want and fmt != want:
-            return res(False, f"image is {fmt}, expected {want}")
-        for name, val, lo, hi in (("width", w, pred.min_width, pred.max_width),
-                                  ("height", h, pred.min_height, pred.max_height)):
-            if lo is not None and val < lo:
-                return res(False, f"{name} {val} < {lo}")
-            if hi is not None and val > hi:
-                return res(False, f"{name} {val} > {hi}")
-        return res(True, f"{fmt} {w}x{h}")
-    text = data.decode("utf-8", errors="replace")
-    if pred.predicate == "regex":
-        if re.search(pred.pattern or "", text, _flags(pred.flags)):
-            return res(True, "pattern found")
-        return res(False, f"pattern {pred.pattern!r} not found")
-    if pred.predicate == "json":
-        try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as e:
-            return res(False, f"not JSON: {e.msg} at line {e.lineno} column {e.colno}")
-        if pred.json_schema is not None:
-            try:
-                jsonschema.validate(doc, pred.json_schema)
-            except jsonschema.ValidationError as e:
-                where = "/".join(str(p) for p in e.absolute_path) or "(root)"
-                return res(False, f"schema: at {where}: {e.message}")
-        return res(True, "valid JSON")
-    if pred.predicate == "csv":
-        try:
-            rows = list(csv.reader(io.StringIO(text)))
-        except csv.Error as e:
-            return res(False, f"not CSV: {e}")
-        rows = [r for r in rows if any(c.strip() for c in r)]
-        if not rows:
-            return res(False, "empty CSV")
-        header = [c.strip() for c in rows[0]]
-        missing = [c for c in (pred.columns or []) if c not in header]
-        if missing:
-            return res(False, f"missing columns {missing} (header: {header})")
-        n = len(rows) - 1
-        if pred.min_rows is not None and n < pred.min_rows:
-            return res(False, f"{n} data rows < {pred.min_rows}")
-        if pred.max_rows is not None and n > pred.max_rows:
-            return res(False, f"{n} data rows > {pred.max_rows}")
-        return res(True, f"{n} data rows")
-    if pred.predicate == "number":
-        if pred.pattern:
-            m = re.search(pred.pattern, text, _flags(pred.flags))
-            raw = (m.group(1) if m and m.groups() else m.group(0)) if m else None
-            num = parse_number(raw) if raw is not None else None
-        else:
-            num = parse_number(text)
-        if num is None:
-            return res(False, "no number found")
-        if pred.value is None:
-            return res(True, f"number {num:g}")
-        if _within(num, pred.value, pred.tolerance, pred.relative):
-            return res(True, f"{num:g} within {pred.tolerance:g} of {pred.value:g}")
-        return res(False, f"{num:g} is not within {pred.tolerance:g} of {pred.value:g}")
-    return res(False, f"unknown predicate {pred.predicate!r}")
+    return res(*decide(pred, data))
 
 
 async def _python(workspace: Path, pred: Predicate, python_check: PythonCheck | None) -> PredicateResult:

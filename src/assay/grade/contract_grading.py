@@ -56,15 +56,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from assay import fs
 from assay.config import settings
 from assay.env.inside import source
-from assay import fs
 from assay.env.sandbox import Limits, Sandbox, bwrap_available
 from assay.errors import GraderError, HarnessError, ProviderError
-from assay.llm.jsonrepair import parse_lenient
 from assay.grade.contract import PythonCheck
 from assay.grade.inputs import GradeInput
-from assay.record import AssistantEvent, ContractGrade, Event, ToolCallEvent, ToolResultEvent, UsageCost, UserEvent
+from assay.llm.jsonrepair import parse_lenient
+from assay.record import (
+    AssistantEvent,
+    ContractGrade,
+    Event,
+    ToolCallEvent,
+    ToolResultEvent,
+    UsageCost,
+    UserEvent,
+)
 from assay.task.model import Task
 
 __all__ = ["ContractScore", "grade_contract", "judge_prompt", "make_python_check",
@@ -367,7 +375,7 @@ _NOTE_KEYS = ("notes", "justification", "reasoning", "explanation", "reason")
 _TOTAL_KEYS = ("total", "score", "total_score", "overall", "final_score")
 
 
-def parse_judge_reply(text: str) -> dict[str, Any]:
+def parse_judge_reply(text: str) -> dict[str, Any]:  # noqa: C901 (every reply shape the DareBench judge contract accepts, in its order of precedence)
     """{scores, total, notes} from a judge reply in any accepted shape; ValueError if none."""
     scores: dict[str, float] = {}
     total: float | None = None

@@ -15,7 +15,15 @@ from assay.grade.contract_grading import grade_contract, make_python_check
 from assay.grade.inputs import GradeInput
 from assay.grade.kpi import score_scenario
 from assay.grade.rubric import ItemVerdict, items_needing_judge, machine_verdicts, score_items
-from assay.record import SCORE_ORDER, AssistantEvent, ContractGrade, Grade, JudgeInfo, PredicateGrade, UsageCost
+from assay.record import (
+    SCORE_ORDER,
+    AssistantEvent,
+    ContractGrade,
+    Grade,
+    JudgeInfo,
+    PredicateGrade,
+    UsageCost,
+)
 from assay.task.model import Task
 
 __all__ = ["GradeInput", "GradeOutcome", "grade_run", "needs_judge"]

@@ -21,10 +21,10 @@ from typing import Any
 
 from assay.config import Config
 from assay.errors import ProviderError
-from assay.llm.jsonrepair import parse_lenient
-from assay.llm.messages import Message, Usage
-from assay.llm.resolve import Model, resolve_model
 from assay.grade.rubric import ItemVerdict
+from assay.llm.jsonrepair import parse_lenient
+from assay.llm.messages import Message
+from assay.llm.resolve import Model, resolve_model
 from assay.record import UsageCost
 from assay.task.model import RubricItem, Task
 
@@ -247,10 +247,7 @@ class Judge:
         reply = await model.client.complete(
             [Message(role="system", content=system), Message(role="user", content=prompt)],
             None, max_tokens=4096, temperature=None, json_mode=True)
-        u: Usage = reply.usage
-        usage.append(UsageCost(input_tokens=u.input_tokens, output_tokens=u.output_tokens,
-                               cache_read_tokens=u.cache_read_tokens, cache_write_tokens=u.cache_write_tokens,
-                               cost_usd=model.cost(u)))
+        usage.append(UsageCost.of(reply.usage, model.cost(reply.usage)))
         return reply.text or "", False
 
     def _remember(self, key: str, text: str) -> None:
@@ -363,13 +360,7 @@ class Judge:
                 reason = f"{reason} (votes {c[True]} met / {c[False]} not met)"
             verdicts[it.id] = ItemVerdict(id=it.id, weight=it.weight, tag=it.tag, hit=hit, check=False,
                                           reason=reason)
-        total = UsageCost(cost_usd=0.0)
-        for u in usage:
-            total.input_tokens += u.input_tokens
-            total.output_tokens += u.output_tokens
-            total.cache_read_tokens += u.cache_read_tokens
-            total.cache_write_tokens += u.cache_write_tokens
-            total.cost_usd = None if (total.cost_usd is None or u.cost_usd is None) else total.cost_usd + u.cost_usd
+        total = sum(usage, UsageCost())
         info: dict[str, Any] = {
             "agreement": agreed / answered if answered else None,
             "agreed": agreed, "answered": answered, "na": na,

@@ -10,24 +10,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from assay.record import Usage
 
-class Usage(BaseModel):
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
-
-    def __add__(self, other: Usage) -> Usage:
-        return Usage(
-            input_tokens=self.input_tokens + other.input_tokens,
-            output_tokens=self.output_tokens + other.output_tokens,
-            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
-            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
-        )
-
-    @property
-    def total(self) -> int:
-        return self.input_tokens + self.output_tokens + self.cache_read_tokens + self.cache_write_tokens
+__all__ = ["Citation", "ImagePart", "Message", "ModelReply", "ToolCall", "ToolSpec", "Usage"]
 
 
 class ToolCall(BaseModel):

@@ -135,7 +135,7 @@ def resolve_model(spec: str, config: Config | None = None, *, field: str = "--ag
                                  f"environment variable {alias.api_key_env} is not set")
         price = Price(**alias.prices.model_dump()) if alias.prices is not None else \
             lookup_price(alias.provider, alias.model, overrides)
-        resolved = ModelSpec(spec=spec, provider=alias.provider, model=alias.model, alias=True,  # type: ignore[arg-type]
+        resolved = ModelSpec(spec=spec, provider=alias.provider, model=alias.model, alias=True,
                              base_url=alias.base_url, api_key=key, price=price, context=alias.context,
                              temperature=alias.temperature,
                              max_tokens=alias.max_tokens or DEFAULT_MAX_REPLY_TOKENS,
@@ -148,7 +148,7 @@ def resolve_model(spec: str, config: Config | None = None, *, field: str = "--ag
     if provider not in PROVIDERS or not model:
         raise InputError(None, field, f"unknown model spec {spec!r} (openai/MODEL, anthropic/MODEL or a model "
                                       "alias from assay.toml)")
-    resolved = ModelSpec(spec=spec, provider=provider, model=model,  # type: ignore[arg-type]
+    resolved = ModelSpec(spec=spec, provider=provider, model=model,
                          price=lookup_price(provider, model, overrides))
     if require_key:
         _require_key(resolved, field)

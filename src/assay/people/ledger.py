@@ -145,7 +145,7 @@ class Ledger:
 
     # ------------------------------------------------------------------ checking
 
-    def verify(self, workspace_log_path: str | Path | None = None) -> list[str]:
+    def verify(self, workspace_log_path: str | Path | None = None) -> list[str]:  # noqa: C901 (one branch per kind of tampering the ledger reports)
         """Integrity problems of the workspace log against this ledger; [] when intact."""
         path = Path(workspace_log_path) if workspace_log_path is not None else self.log_path
         with self._lock:

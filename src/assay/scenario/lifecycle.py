@@ -52,20 +52,17 @@ from assay.config import settings
 from assay.env.net.forwarder import FORWARDER_NAME, install_forwarder, wrap_command
 from assay.env.net.gateway import SOCKET_NAME as LLM_SOCKET
 from assay.env.net.gateway import LLMGateway, gateway_model_spec, scenario_gateway
-from assay.env.net.llm_client import install_llm_client
+from assay.env.net.llm_client import install_llm_client, llm_config
 from assay.env.net.relay import Relay
 from assay.env.sandbox import bwrap_available
-from assay.errors import HarnessError
+from assay.errors import GraderError, HarnessError
 from assay.llm.resolve import Model, resolve_model
 from assay.people.ledger import LOG_RELPATH, Ledger
 from assay.people.routing import make_router
 from assay.people.server import SOCKET_NAME as ASK_SOCKET
 from assay.people.server import StakeholderServer, install_clients
 from assay.people.world import StakeholderWorld
-from assay.record import Discovery
-from assay.env.net.llm_client import llm_config
-from assay.errors import GraderError
-from assay.record import CaseGrade
+from assay.record import CaseGrade, Discovery
 from assay.scenario.grading import WorkerCall, case_context, run_worker, socket_dir
 from assay.scenario.rules import rules_text
 from assay.task.model import ScenarioSpec, Task
@@ -267,8 +264,12 @@ class ScenarioRun:
         self.router_name = f"{matcher}->{type(router).__name__}"
         self._prepare_log()
         transcript = self.transcript
-        self.ledger = Ledger.for_workspace(self.workspace, self.run_dir,
-                                           on_append=transcript.stakeholder if transcript is not None else None)
+
+        def mirror(line: dict[str, Any]) -> None:  # every ledger line also goes into the transcript
+            if transcript is not None:
+                transcript.stakeholder(line)
+
+        self.ledger = Ledger.for_workspace(self.workspace, self.run_dir, on_append=mirror)
         runner = self._pilot_day if self.spec.has_pilot else None
         self.world = StakeholderWorld(spec, router, ledger=self.ledger, pilot_runner=runner)
         self.server = StakeholderServer(self.world, self.svc_dir / ASK_SOCKET)

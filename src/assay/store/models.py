@@ -11,7 +11,7 @@ The migrations in ``migrations/versions`` create exactly this schema; change bot
 
 from __future__ import annotations
 
-from sqlalchemy import Boolean, Float, ForeignKey, Index, Integer, MetaData, String, Text
+from sqlalchemy import Boolean, Float, ForeignKey, Index, Integer, MetaData, String, Table, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 # Constraint names the migrations use too (stable names make later ALTERs portable).
@@ -92,8 +92,8 @@ class JudgeCache(Base):
     created_at: Mapped[float] = mapped_column(Float, nullable=False)
 
 
-campaigns_t = Campaign.__table__
-runs_t = Run.__table__
-events_t = EventRow.__table__
-grades_t = Grade.__table__
-judge_cache_t = JudgeCache.__table__
+campaigns_t: Table = Campaign.__table__  # type: ignore[assignment]
+runs_t: Table = Run.__table__  # type: ignore[assignment]
+events_t: Table = EventRow.__table__  # type: ignore[assignment]
+grades_t: Table = Grade.__table__  # type: ignore[assignment]
+judge_cache_t: Table = JudgeCache.__table__  # type: ignore[assignment]

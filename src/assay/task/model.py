@@ -24,6 +24,7 @@ CURRENCIES = ("USD", "CNY", "EUR", "GBP", "JPY")
 Kind = Literal["rubric", "scenario", "contract"]
 Modality = Literal["text", "multimodal"]
 Execution = Literal["single-step", "multi-step", "multi-step-with-tools"]
+GradingType = Literal["automated", "judge", "hybrid"]
 
 
 class _Strict(BaseModel):
@@ -144,7 +145,7 @@ class Rubric(_Strict):
 class GradingSpec(_Strict):
     """How a contract task's work is scored beyond its artifact contract."""
 
-    type: Literal["automated", "judge", "hybrid"] = "automated"
+    type: GradingType = "automated"
     weight_automated: float = 0.5
     weight_judge: float = 0.5
     checks_file: Path | None = None

@@ -84,7 +84,8 @@ def pydantic_to_input_error(file: Path | str, err: ValidationError, prefix: str 
     return InputError(file, field or None, msg)
 
 
-def validate_task(task: Task, file: Path | str, *, weight_range: tuple[float, float] | None = (-20, 10),
+# complexity: SPEC's validation rules, one after another, each with its own message
+def validate_task(task: Task, file: Path | str, *, weight_range: tuple[float, float] | None = (-20, 10),  # noqa: C901
                   capability_tags: bool = True) -> None:
     """Apply the format-independent rules to a normalised task."""
     if not (task.prompt and task.prompt.strip()) and not task.briefs and not task.messages:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -85,7 +86,7 @@ def _json_safe(obj: Any) -> Any:
     return json.loads(json.dumps(obj, ensure_ascii=False, default=str))
 
 
-def create_app(store_url: str, suites: list[Path] | None = None) -> FastAPI:
+def create_app(store_url: str, suites: list[Path] | None = None) -> FastAPI:  # noqa: C901 (the app's routes, one small closure each over the same store)
     """The app over one store; `suites` are the task folders offered for human play.
 
     Bad suites are refused here (`assay.errors.InputError`), before the server starts.
@@ -99,7 +100,7 @@ def create_app(store_url: str, suites: list[Path] | None = None) -> FastAPI:
     templates = _env()
 
     @asynccontextmanager
-    async def lifespan(_app: FastAPI):  # noqa: ANN202
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         yield
         await play.aclose()
         store.close()

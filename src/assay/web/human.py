@@ -61,7 +61,7 @@ class PlaySession:
     epoch: int
     factory: HumanFactory
     created: float = field(default_factory=time.time)
-    runner: asyncio.Task[RunRecord] | None = None
+    runner: asyncio.Task[RunRecord | None] | None = None
     record: RunRecord | None = None
     error: str | None = None
 

@@ -7,10 +7,13 @@ protocol of `assay.people.server` over the Unix socket `/run/assay/ask.sock` (ov
 `ASSAY_ASK_SOCKET`). The command line is upstream FDE-Gym's. Bad arguments print the usage
 and exit 2; a refusal from the service is printed to stderr with exit 1.
 """
+from __future__ import annotations
+
 import json
 import os
 import socket
 import sys
+from typing import Any, NoReturn
 
 MODE = "ask"  # "pilot" in bin/pilot
 
@@ -43,7 +46,7 @@ PILOT_USAGE = "usage: pilot [DAY]"
 SOCKET = os.environ.get("ASSAY_ASK_SOCKET") or "/run/assay/ask.sock"
 
 
-def call(req, timeout=1800):
+def call(req: dict[str, Any], timeout: float = 1800) -> str:
     """Send one request, return the reply's text (exit 1 when the service refuses or is away)."""
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(timeout)
@@ -58,7 +61,7 @@ def call(req, timeout=1800):
                 break
             chunks.append(b)
     except OSError as e:
-        sys.stderr.write("the stakeholder service cannot be reached (%s)\n" % e)
+        sys.stderr.write(f"the stakeholder service cannot be reached ({e})\n")
         sys.exit(1)
     finally:
         s.close()
@@ -70,15 +73,15 @@ def call(req, timeout=1800):
     if not r.get("ok"):
         sys.stderr.write(str(r.get("error") or "request refused") + "\n")
         sys.exit(1)
-    return r.get("text", "")
+    return str(r.get("text", ""))
 
 
-def usage(text):
+def usage(text: str) -> NoReturn:
     sys.stderr.write(text + "\n")
     sys.exit(2)
 
 
-def ask(args):
+def ask(args: list[str]) -> int:
     if args and args[0] in ("-h", "--help"):
         print(ASK_HELP)
         return 0
@@ -109,13 +112,13 @@ def ask(args):
     return 0
 
 
-def pilot(args):
+def pilot(args: list[str]) -> int:
     if args and args[0] in ("-h", "--help"):
         print(PILOT_HELP)
         return 0
     if len(args) > 1:
         usage(PILOT_USAGE)
-    req = {"op": "pilot"}
+    req: dict[str, Any] = {"op": "pilot"}
     if args:
         try:
             day = int(args[0])
@@ -128,7 +131,7 @@ def pilot(args):
     return 0
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     return pilot(args) if MODE == "pilot" else ask(args)
 

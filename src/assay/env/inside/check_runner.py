@@ -6,16 +6,20 @@ predicate) loads the task's `checks.py` from CHECKS_DIR (bound read-only), calls
 behind MARKER, a per-run random string, so nothing the checks print can pose as the result
 (`assay.grade.contract_grading` reads it). A crash prints the traceback and exits 3.
 """
+from __future__ import annotations
+
 import json
 import sys
 import traceback
+from typing import Any
 
 
-def main():
+def main() -> None:
     mode, checks_dir, workspace, marker = sys.argv[1:5]
     sys.argv = [checks_dir + "/checks.py"]
-    code = open(checks_dir + "/checks.py", encoding="utf-8").read()
-    ns = {"__name__": "assay_checks", "__file__": checks_dir + "/checks.py", "__builtins__": __builtins__}
+    with open(checks_dir + "/checks.py", encoding="utf-8") as f:
+        code = f.read()
+    ns: dict[str, Any] = {"__name__": "assay_checks", "__file__": checks_dir + "/checks.py", "__builtins__": __builtins__}
     exec(compile(code, "checks.py", "exec"), ns)
     if mode == "darebench":
         with open(checks_dir + "/transcript.jsonl", encoding="utf-8") as f:
@@ -30,7 +34,7 @@ def main():
             spec = json.load(f)
         fn = ns.get(spec["function"])
         if not callable(fn):
-            raise SystemExit("checks code defines no function %r" % spec["function"])
+            raise SystemExit("checks code defines no function {!r}".format(spec["function"]))
         result = fn(workspace.rstrip("/") + "/" + spec["path"])
     sys.stdout.flush()
     sys.stderr.flush()

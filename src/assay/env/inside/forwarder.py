@@ -6,6 +6,9 @@ so that case code written for upstream reaches the company LLM gateway and the c
 services at `http://127.0.0.1:PORT`; the sockets are bound read-only at `/run/assay/`.
 Prints `ready` once every port listens (or an error line and exits 1 or 2).
 """
+from __future__ import annotations
+
+import contextlib
 import socket
 import sys
 import threading
@@ -13,7 +16,7 @@ import threading
 BUF = 65536
 
 
-def pump(src, dst):
+def pump(src: socket.socket, dst: socket.socket) -> None:
     try:
         while True:
             data = src.recv(BUF)
@@ -23,18 +26,16 @@ def pump(src, dst):
     except OSError:
         pass
     finally:
-        try:
+        with contextlib.suppress(OSError):
             dst.shutdown(socket.SHUT_WR)
-        except OSError:
-            pass
 
 
-def relay(conn, path):
+def relay(conn: socket.socket, path: str) -> None:
     up = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         up.connect(path)
     except OSError as e:
-        sys.stderr.write("forwarder: cannot reach %s: %s\n" % (path, e))
+        sys.stderr.write(f"forwarder: cannot reach {path}: {e}\n")
         conn.close()
         up.close()
         return
@@ -46,7 +47,7 @@ def relay(conn, path):
     up.close()
 
 
-def serve(listener, path):
+def serve(listener: socket.socket, path: str) -> None:
     while True:
         try:
             conn, _ = listener.accept()
@@ -55,7 +56,7 @@ def serve(listener, path):
         threading.Thread(target=relay, args=(conn, path), daemon=True).start()
 
 
-def listen(family, host, port):
+def listen(family: socket.AddressFamily, host: str, port: int) -> socket.socket:
     s = socket.socket(family, socket.SOCK_STREAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     if family == socket.AF_INET6:
@@ -65,28 +66,26 @@ def listen(family, host, port):
     return s
 
 
-def main(argv):
-    pairs = []
+def main(argv: list[str]) -> int:
+    pairs: list[tuple[int, str]] = []
     for arg in argv:
-        port, sep, path = arg.partition("=")
-        if not sep or not port.isdigit() or not 0 < int(port) < 65536 or not path:
-            sys.stdout.write("error: bad argument %r (want PORT=/path/to.sock)\n" % arg)
+        digits, sep, path = arg.partition("=")
+        if not sep or not digits.isdigit() or not 0 < int(digits) < 65536 or not path:
+            sys.stdout.write(f"error: bad argument {arg!r} (want PORT=/path/to.sock)\n")
             return 2
-        pairs.append((int(port), path))
+        pairs.append((int(digits), path))
     if not pairs:
         sys.stdout.write("error: no PORT=SOCKET pairs given\n")
         return 2
-    listeners = []
+    listeners: list[tuple[socket.socket, str]] = []
     for port, path in pairs:
         try:
             listeners.append((listen(socket.AF_INET, "127.0.0.1", port), path))
         except OSError as e:
-            sys.stdout.write("error: cannot listen on 127.0.0.1:%d: %s\n" % (port, e))
+            sys.stdout.write(f"error: cannot listen on 127.0.0.1:{port}: {e}\n")
             return 1
-        try:  # "localhost" may resolve to ::1 first; best effort
+        with contextlib.suppress(OSError):  # "localhost" may resolve to ::1 first; best effort
             listeners.append((listen(socket.AF_INET6, "::1", port), path))
-        except OSError:
-            pass
     threads = [threading.Thread(target=serve, args=lp, daemon=True) for lp in listeners]
     for t in threads:
         t.start()

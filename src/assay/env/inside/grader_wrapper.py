@@ -1,122 +1,140 @@
-#!/usr/bin/python3 -IS
 """`sys.executable` while an FDE-Gym grader runs: starts /usr/bin/python3 in a fresh sandbox.
 
-Written next to its configuration (`<this file>.json`, made by
-`assay.scenario.grading.write_wrapper`) for each grade. Whatever the grader starts with
-`[sys.executable, ...]` (the delivered system) runs inside bubblewrap as the grade's own
-unprivileged uid: the workspace copy bound read-write at its own path, path arguments
-outside it staged and bound read-only, a private /tmp, no network, a cleared environment.
-Without bubblewrap the interpreter runs unsandboxed as that uid on the staged copies.
-Standard library only: it runs under the system's python, not the harness's.
+`assay.scenario.grading.write_wrapper` writes a two-line launcher (the harness's own Python,
+isolated, calling `main()`) and its configuration beside it (`<launcher>.json`) for each
+grade. Whatever the grader starts with `[sys.executable, ...]` (the delivered system) runs
+inside bubblewrap as the grade's own unprivileged uid: the workspace copy bound read-write
+at its own path, path arguments outside it staged (copied with `assay.fs.copy_tree`) and
+bound read-only, a private /tmp, no network, a cleared environment. Without bubblewrap the
+interpreter runs unsandboxed as that uid on the staged copies.
+
+When the delivered code has exited (and, without a sandbox, everything its uid still ran
+has been killed), every link in the workspace copy that leads out of it and every special
+file are removed before control returns to the grader, which reads the copy as root: a
+`predictions.json` linked to the held-out labels or to /etc/shadow reads as nothing.
 """
+
+from __future__ import annotations
+
+import ctypes
 import json
 import os
-import shutil
+import resource
+import shlex
+import signal
+import subprocess
 import sys
 import tempfile
+from typing import Any
 
-CFG = {}
+from assay import fs
+
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/proc", "/dev", "/sys")
 KEEP_ENV = ("PYTHONDONTWRITEBYTECODE", "PYTHONIOENCODING", "PYTHONHASHSEED", "PYTHONUNBUFFERED")
+LIMITS = ((resource.RLIMIT_NPROC, 512), (resource.RLIMIT_AS, 4 << 30), (resource.RLIMIT_FSIZE, 1 << 30),
+          (resource.RLIMIT_CORE, 0))
+KILL = "/usr/bin/kill" if os.path.exists("/usr/bin/kill") else "/bin/kill"
 
 
-def under(path, root):
+def under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-def readable_copy(src, dst):
-    if os.path.isdir(src):
-        shutil.copytree(src, dst, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
-    else:
-        shutil.copy2(src, dst)
-    for root, dirs, files in os.walk(dst):
-        os.chmod(root, 0o755)
-        for f in files:
-            p = os.path.join(root, f)
-            if not os.path.islink(p):
-                st = os.lstat(p)
-                os.chmod(p, 0o755 if st.st_mode & 0o111 else 0o644)
-    if not os.path.isdir(dst) and not os.path.islink(dst):
-        st = os.lstat(dst)
-        os.chmod(dst, 0o755 if st.st_mode & 0o111 else 0o644)
+class Staging:
+    """Copies of the path arguments outside the workspace, readable by the grade's uid."""
+
+    def __init__(self, cfg: dict[str, Any]) -> None:
+        self.ws: str = cfg["workspace"]
+        self.uid: int | None = cfg["uid"]
+        self.root = tempfile.mkdtemp(prefix="call-", dir=cfg["stage_root"])
+        os.chmod(self.root, 0o755)
+        self.staged: list[tuple[str, str]] = []  # (real path, copy)
+
+    def stage(self, path: str) -> None:
+        real = os.path.realpath(path)
+        if under(real, self.ws) or real == "/" or any(under(real, s) for s in SYSTEM):
+            return
+        if any(under(real, d) for d, _ in self.staged):
+            return
+        dst = os.path.join(self.root, str(len(self.staged)))
+        fs.copy_tree(real, dst, owner=self.uid, skip=lambda rel: rel.rsplit("/", 1)[-1] == "__pycache__")
+        self.staged.append((real, dst))
+
+    def mapped(self, arg: str) -> str:
+        """An argument pointed at its staged copy (runs without a sandbox)."""
+        real = os.path.realpath(arg) if arg.startswith("/") else None
+        for orig, dst in self.staged:
+            if real is not None and under(real, orig):
+                return dst + real[len(orig):]
+        return arg
 
 
-def main():
+def _bwrap_argv(cfg: dict[str, Any], staging: Staging, argv: list[str], cwd: str,
+                env: dict[str, str]) -> list[str]:
+    ws, python = cfg["workspace"], cfg["python"]
+    args = [cfg["bwrap"], "--unshare-all", "--unshare-user", "--disable-userns", "--uid", "1000", "--gid", "1000",
+            "--cap-drop", "ALL", "--hostname", "sandbox", "--die-with-parent", "--new-session", *cfg["layout"],
+            "--proc", "/proc", "--dev", "/dev", "--size", str(cfg["tmp_bytes"]), "--tmpfs", "/tmp",
+            "--bind", ws, ws]
+    for real, dst in staging.staged:
+        args += ["--ro-bind", dst, real]
+    if cfg.get("svc_dir"):
+        args += ["--ro-bind", cfg["svc_dir"], "/run/assay"]
+    args += ["--chdir", os.path.realpath(cwd), "--clearenv"]
+    for k, v in env.items():
+        args += ["--setenv", k, v]
+    if cfg.get("prelude"):  # the service forwarder first, then the interpreter in its place
+        return [*args, "--", "/bin/sh", "-c", cfg["prelude"] + "exec " + shlex.join([python, *argv])]
+    return [*args, "--", python, *argv]
+
+
+def _drop_to(uid: int) -> None:
+    """preexec: become the grade's uid, with the run's limits, dying with this process."""
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+    for res, val in LIMITS:
+        _soft, hard = resource.getrlimit(res)
+        v = val if hard == resource.RLIM_INFINITY else min(val, hard)
+        resource.setrlimit(res, (v, v))
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+
+
+def main() -> int:
     with open(sys.argv[0] + ".json", encoding="utf-8") as f:
-        CFG.update(json.load(f))
+        cfg: dict[str, Any] = json.load(f)
     argv = sys.argv[1:]
-    ws = CFG["workspace"]
     cwd = os.getcwd()
     env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8"}
-    for k in KEEP_ENV:
-        if k in os.environ:
-            env[k] = os.environ[k]
-    stage_root = tempfile.mkdtemp(prefix="call-", dir=CFG["stage_root"])
-    os.chmod(stage_root, 0o755)
-    staged = []
-
-    def stage(path):
-        real = os.path.realpath(path)
-        if under(real, ws) or real == "/" or any(under(real, s) for s in SYSTEM):
-            return
-        if any(under(real, d) for d, _ in staged):
-            return
-        dst = os.path.join(stage_root, str(len(staged)))
-        readable_copy(real, dst)
-        staged.append((real, dst))
-
+    env.update({k: os.environ[k] for k in KEEP_ENV if k in os.environ})
+    staging = Staging(cfg)
     for a in argv:
         if a.startswith("/") and os.path.exists(a):
-            stage(a)
-    if not under(os.path.realpath(cwd), ws):
-        stage(cwd)
-    python = CFG["python"]
-    uid = CFG["uid"]
-    if CFG["isolated"]:
-        args = [CFG["bwrap"], "--unshare-all", "--unshare-user", "--disable-userns",
-                "--uid", "1000", "--gid", "1000", "--cap-drop", "ALL", "--hostname", "sandbox",
-                "--die-with-parent", "--new-session"] + CFG["layout"] + [
-                "--proc", "/proc", "--dev", "/dev", "--size", str(CFG["tmp_bytes"]), "--tmpfs", "/tmp",
-                "--bind", ws, ws]
-        for real, dst in staged:
-            args += ["--ro-bind", dst, real]
-        if CFG.get("svc_dir"):
-            args += ["--ro-bind", CFG["svc_dir"], "/run/assay"]
-        args += ["--chdir", os.path.realpath(cwd), "--clearenv"]
-        for k, v in env.items():
-            args += ["--setenv", k, v]
-        if CFG.get("prelude"):  # the service forwarder first, then the interpreter in its place
-            import shlex
-            args += ["--", "/bin/sh", "-c", CFG["prelude"] + "exec " + shlex.join([python] + argv)]
-        else:
-            args += ["--", python] + argv
-        exe, exe_env = CFG["bwrap"], {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+            staging.stage(a)
+    if not under(os.path.realpath(cwd), cfg["workspace"]):
+        staging.stage(cwd)
+    uid = cfg["uid"] if os.geteuid() == 0 else None
+    if cfg["isolated"]:
+        cmd = _bwrap_argv(cfg, staging, argv, cwd, env)
+        run_env, run_cwd = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}, "/"
     else:  # no sandbox: point the arguments and the cwd at the staged copies the uid can read
-        def mapped(a):
-            r = os.path.realpath(a) if a.startswith("/") else None
-            for real, dst in staged:
-                if r is not None and under(r, real):
-                    return dst + r[len(real):]
-            return a
-
-        argv = [mapped(a) for a in argv]
-        os.chdir(mapped(os.path.realpath(cwd)))
-        args, exe, exe_env = [python] + argv, python, env
-    if os.geteuid() == 0 and uid:
-        import resource
-        os.setgroups([])
-        os.setresgid(uid, uid, uid)
-        os.setresuid(uid, uid, uid)
-        for res, val in ((resource.RLIMIT_NPROC, 512), (resource.RLIMIT_AS, 4 << 30),
-                         (resource.RLIMIT_FSIZE, 1 << 30), (resource.RLIMIT_CORE, 0)):
-            try:
-                _s, hard = resource.getrlimit(res)
-                v = val if hard == resource.RLIM_INFINITY else min(val, hard)
-                resource.setrlimit(res, (v, v))
-            except (ValueError, OSError):
-                pass
-    os.execve(exe, args, exe_env)
+        cmd = [cfg["python"], *(staging.mapped(a) for a in argv)]
+        run_env, run_cwd = env, staging.mapped(os.path.realpath(cwd))
+    child = subprocess.Popen(cmd, env=run_env, cwd=run_cwd,
+                             preexec_fn=(lambda: _drop_to(uid)) if uid else None)  # noqa: PLW1509
+    try:
+        code = child.wait()
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        if uid and not cfg["isolated"]:  # what it left running as its uid (setsid, nohup) goes too;
+            # in a sandbox the pid namespace ended with bwrap
+            subprocess.run([KILL, "-9", "-1"], user=uid, group=uid, extra_groups=[], check=False,
+                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        fs.remove_unsafe(cfg["workspace"])
+    return code if code >= 0 else 128 - code
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

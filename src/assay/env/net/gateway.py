@@ -55,12 +55,12 @@ from urllib.parse import urlparse
 
 import httpx
 
-from assay.llm.messages import Usage
 from assay.config import Config, settings
+from assay.env.net.unixserver import shutdown
 from assay.errors import InputError
+from assay.llm.messages import Usage
 from assay.llm.prices import Price, cost_usd
 from assay.llm.resolve import resolve_model
-from assay.env.net.unixserver import shutdown
 from assay.task.model import Engagement
 
 __all__ = ["Budget", "DEFAULT_BUDGETS", "GATEWAY_MODEL_ENV", "LLMGateway", "SOCKET_NAME", "Upstream",
@@ -343,7 +343,8 @@ class LLMGateway:
             with contextlib.suppress(Exception):
                 writer.close()
 
-    async def _read_request(self, reader: asyncio.StreamReader,
+    # complexity: HTTP/1.1 request framing: each malformed case is refused where it is read
+    async def _read_request(self, reader: asyncio.StreamReader,  # noqa: C901
                             writer: asyncio.StreamWriter) -> _Request | None:
         """The next request on the connection; None when the client is done (EOF, idle, gone)."""
         try:
@@ -510,7 +511,7 @@ class LLMGateway:
         out["model"] = self.model
         cap = self.max_tokens_cap
         if cap is not None:
-            keys = [k for k in ("max_tokens", "max_completion_tokens") if k in out] or [self._max_tokens_key]
+            keys: list[str] = [k for k in ("max_tokens", "max_completion_tokens") if k in out] or [self._max_tokens_key]
             for k in keys:
                 v = out.get(k)
                 if not (isinstance(v, int) and not isinstance(v, bool) and 0 < v <= cap):

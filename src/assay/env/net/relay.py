@@ -89,7 +89,7 @@ class Relay:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         if task is not None:
-            self._conns.add(task)  # type: ignore[arg-type]
+            self._conns.add(task)
         try:
             try:
                 up_r, up_w = await self._connect()
@@ -104,7 +104,7 @@ class Relay:
             pass
         finally:
             if task is not None:
-                self._conns.discard(task)  # type: ignore[arg-type]
+                self._conns.discard(task)
             with contextlib.suppress(Exception):
                 writer.close()
 

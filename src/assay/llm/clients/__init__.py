@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from assay.llm.clients.base import ModelClient
@@ -18,7 +19,7 @@ _MODULES = {"openai": ("assay.llm.clients.openai_client", "OpenAIClient"),
             "anthropic": ("assay.llm.clients.anthropic_client", "AnthropicClient")}
 
 
-def client_class(provider: str) -> type[ModelClient]:
+def client_class(provider: str) -> Callable[..., ModelClient]:
     module, name = _MODULES[provider]
     return getattr(importlib.import_module(module), name)
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import anthropic
 
+from assay.errors import ProviderError
 from assay.llm.clients.base import (
     MalformedReply,
     ModelClient,
@@ -20,7 +21,6 @@ from assay.llm.clients.base import (
     make_tool_call,
 )
 from assay.llm.messages import Citation, ImagePart, Message, ModelReply, ToolCall, ToolSpec, Usage
-from assay.errors import ProviderError
 from assay.llm.resolve import is_loopback
 
 CACHE = {"type": "ephemeral"}

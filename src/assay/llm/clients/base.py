@@ -19,8 +19,8 @@ from typing import Any
 import anthropic
 import openai
 
-from assay.llm.messages import Citation, Message, ModelReply, ToolCall, ToolSpec
 from assay.errors import ProviderError
+from assay.llm.messages import Citation, Message, ModelReply, ToolCall, ToolSpec
 
 log = logging.getLogger(__name__)
 

@@ -13,6 +13,7 @@ from urllib.parse import urlparse
 
 import openai
 
+from assay.errors import ProviderError
 from assay.llm.clients.base import (
     MalformedReply,
     ModelClient,
@@ -21,7 +22,6 @@ from assay.llm.clients.base import (
     make_tool_call,
 )
 from assay.llm.messages import Citation, ImagePart, Message, ModelReply, ToolCall, ToolSpec, Usage
-from assay.errors import ProviderError
 from assay.llm.resolve import is_loopback
 
 WebSearchMode = Literal["auto", "plugin", "responses"]
@@ -117,7 +117,7 @@ class OpenAIClient(ModelClient):
                 out.append({"role": "system", "content": m.content})
             elif m.role == "user":
                 if m.images:
-                    parts = [{"type": "text", "text": m.content}] if m.content else []
+                    parts: list[dict[str, Any]] = [{"type": "text", "text": m.content}] if m.content else []
                     parts += [{"type": "image_url", "image_url": {"url": _data_uri(i)}} for i in m.images]
                     out.append({"role": "user", "content": parts})
                 else:

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, cast
 
 from assay.config import settings
 from assay.errors import InputError
@@ -57,12 +57,15 @@ from assay.task.model import (
     MODALITIES,
     TOOL_NAMES,
     Budget,
+    Execution,
     GradingSpec,
+    GradingType,
+    Modality,
     Predicate,
     Task,
     WorkspaceFile,
 )
-from assay.task.validation import task_path, check_relative_path, validate_task
+from assay.task.validation import check_relative_path, task_path, validate_task
 
 __all__ = ["CELL_MAP_TABLE1", "CELL_MAP_TABLE9", "cell_for", "cell_map", "read_darebench",
            "source_benchmark"]
@@ -86,7 +89,7 @@ CELL_MAP_TABLE9: dict[str, tuple[str, str]] = {**CELL_MAP_TABLE1, "charxiv": (_M
 """The table-9 grouping: charxiv and hle swapped."""
 
 
-GRADING_TYPES = {"automated": "automated", "llm_judge": "judge", "hybrid": "hybrid"}
+GRADING_TYPES: dict[str, GradingType] = {"automated": "automated", "llm_judge": "judge", "hybrid": "hybrid"}
 IMAGE_EXTS = {".png", ".jpg", ".jpeg", ".gif", ".webp"}
 KNOWN_SECTIONS = ("Prompt", "Expected Behavior", "Grading Criteria", "Automated Checks", "LLM Judge Rubric",
                   "Additional Notes")
@@ -299,7 +302,7 @@ def infer_outputs(prompt: str, inputs: set[str]) -> list[str]:
 # --------------------------------------------------------------------------- the reader
 
 
-def read_darebench(path: Path) -> list[Task]:
+def read_darebench(path: Path) -> list[Task]:  # noqa: C901 (a reader checks each field of its format in the order the format lists them)
     """Read one DareBench task file (refusing bad input with InputError naming file and field)."""
     file = Path(path)
     text = read_text(file)
@@ -440,7 +443,8 @@ def read_darebench(path: Path) -> list[Task]:
         search="live" if "web_search" in requirements else "none",
         contract=contract, grading=grading,
         budget=Budget(minutes=None if timeout is None else timeout / 60),
-        modality=modality, execution=execution, requirements=requirements, metadata=metadata,
+        modality=cast(Modality, modality), execution=cast(Execution, execution), requirements=requirements,
+        metadata=metadata,
     )
     validate_task(task, file)
     task.content_hash = content_hash(task)

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from assay.errors import InputError
-from assay.task.formats.yamlio import load_json, read_text
 from assay.task.formats.scenario import Brief, Variant, variant_tasks
+from assay.task.formats.yamlio import load_json, read_text
 from assay.task.model import LEVELS, TOOL_NAMES, Engagement, FramingRule, PolicySpec, ServiceSpec, Task
 
 __all__ = ["REQUIRED_FILES", "read_case"]

@@ -27,7 +27,7 @@ from assay.task.model import (
     Value,
     WorkspaceFile,
 )
-from assay.task.validation import task_path, check_relative_path, pydantic_to_input_error, validate_task
+from assay.task.validation import check_relative_path, pydantic_to_input_error, task_path, validate_task
 
 FILE_TOOLS = ["read_file", "write_file", "edit_file", "list_files"]
 
@@ -136,7 +136,7 @@ def read_task_yaml(folder: Path) -> dict[str, Any]:
     return raw
 
 
-def read_native(folder: Path, raw: dict[str, Any] | None = None) -> Task:
+def read_native(folder: Path, raw: dict[str, Any] | None = None) -> Task:  # noqa: C901 (a reader checks each field of its format in the order the format lists them)
     """Read one native task folder into a Task (refusing bad input with InputError). A folder
     whose task.yaml has a `scenario:` block is a native scenario (`native_scenario`)."""
     file = folder / "task.yaml"

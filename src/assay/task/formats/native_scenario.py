@@ -23,8 +23,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from assay.errors import InputError
-from assay.task.formats.scenario import Brief, Variant, variant_tasks
 from assay.task.formats.native import WorkspaceEntryFile
+from assay.task.formats.scenario import Brief, Variant, variant_tasks
 from assay.task.formats.yamlio import read_text
 from assay.task.model import (
     LEVELS,
@@ -160,7 +160,7 @@ class _Reader:
         return p.relative_to(self.folder).as_posix()
 
 
-def read_native_scenario(folder: Path, raw: dict[str, Any]) -> list[Task]:
+def read_native_scenario(folder: Path, raw: dict[str, Any]) -> list[Task]:  # noqa: C901 (a reader checks each field of its format in the order docs/formats.md lists them)
     """One Task per variant of the native scenario in `folder` (raw: the parsed task.yaml)."""
     r = _Reader(folder)
     file, folder = r.file, r.folder

@@ -124,6 +124,7 @@ def _remap(e: InputError, prefix: str, rkey: str) -> InputError:
     """Name validate_task's fields as this file names them."""
     f = e.field or ""
     m = _ITEM_FIELD.match(f)
+    field: str | None
     if f == "rubric.items":
         field = f"{prefix}{rkey}"
     elif m:
@@ -136,7 +137,7 @@ def _remap(e: InputError, prefix: str, rkey: str) -> InputError:
     return InputError(e.file, field, e.reason, line=e.line, column=e.column)
 
 
-def _read_record(path: Path, rec: Any, idx: int | None) -> Task:
+def _read_record(path: Path, rec: Any, idx: int | None) -> Task:  # noqa: C901 (a reader checks each field of its format in the order the format lists them)
     prefix = "" if idx is None else f"[{idx}]."
     if not isinstance(rec, dict):
         raise InputError(path, f"[{idx}]" if idx is not None else None, "a OneMillion-Bench task must be a JSON object")
