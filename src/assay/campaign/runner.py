@@ -104,6 +104,20 @@ def runs_root(store_dir: Path) -> Path:
     return base / digest
 
 
+def stage_readable(src: Path, dst: Path) -> Path:
+    """A copy of `src` (`assay.fs.copy_tree`) that every uid may read: folders 0755, files
+    0644 (0755 when executable). The copy is ours alone, so fixing its modes races nothing."""
+    fs.copy_tree(src, dst, skip=lambda rel: rel.rsplit("/", 1)[-1] == "__pycache__")
+    for root, dirs, files in os.walk(dst):
+        os.chmod(root, 0o755)
+        for name in files:
+            p = os.path.join(root, name)
+            if not os.path.islink(p):
+                os.chmod(p, 0o755 if os.stat(p).st_mode & 0o111 else 0o644)
+    os.chmod(dst.parent, 0o711)
+    return dst
+
+
 class _Run:
     """The state of one run while it goes: what it built, what it got, how it ended."""
 
@@ -149,6 +163,7 @@ class _Run:
                 sandbox_env.update(self.scenario.sandbox_env())
                 keep = self.scenario.keep_owner()
             wrapper = self.scenario.command_wrapper() if self.scenario is not None else None
+            binds = await asyncio.to_thread(self._staged, binds)
             self.sandbox = Sandbox(self.workspace, isolated=ctx.isolated, ro_binds=binds, env=sandbox_env,
                                    command_wrapper=wrapper, keep_owner=keep)
             await asyncio.to_thread(self.sandbox.prepare)
@@ -158,6 +173,23 @@ class _Run:
         return AgentEnv(task=task, level=planned.level, prompt=prompt, system_prompt=task.system_prompt,
                         images=_images(task.images), workspace=self.workspace, sandbox=self.sandbox, tools=tools,
                         limits=self.limits, transcript=self.transcript, messages=task.messages)
+
+    def _staged(self, binds: list[tuple[Path, str]]) -> list[tuple[Path, str]]:
+        """Read-only binds from the suite (a policy's folder) are copied into the run folder
+        first, readable by the sandbox's uid: the suite's own folder permissions (a clone under
+        /root, a 0700 `mktemp -d`) never matter, and nothing of the suite is bound live."""
+        assert self.run_dir is not None
+        own = [self.run_dir] + ([self.scenario.svc_dir] if self.scenario is not None else [])
+        copies: dict[Path, Path] = {}
+        out: list[tuple[Path, str]] = []
+        for host, dest in binds:
+            if any(Path(host).is_relative_to(d) for d in own):
+                out.append((host, dest))
+                continue
+            if host not in copies:
+                copies[host] = stage_readable(host, self.run_dir / "binds" / str(len(copies)))
+            out.append((copies[host], dest))
+        return out
 
     async def work(self, env: AgentEnv) -> None:
         assert self.agent is not None
