@@ -821,11 +821,11 @@ def read_workspace_file(workspace: Path, rel: str, max_bytes: int) -> bytes:
         if st.st_nlink > 1 and st.st_uid != os.stat(root).st_uid:
             raise PathError(f"{rel}: refused: a hard link to a file the workspace's owner does not own")
         if st.st_size > max_bytes:
-            raise PathError(f"{rel}: refused: {st.st_size} bytes is over the limit of {max_bytes}")
+            raise PathError(f"{rel}: too large to read ({st.st_size} bytes; the limit is {max_bytes})")
         with os.fdopen(os.dup(fd), "rb") as f:
             data = f.read(max_bytes + 1)
         if len(data) > max_bytes:
-            raise PathError(f"{rel}: refused: over the limit of {max_bytes} bytes")
+            raise PathError(f"{rel}: too large to read (over the limit of {max_bytes} bytes)")
         return data
     finally:
         os.close(fd)

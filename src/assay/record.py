@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Sequence
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -30,6 +31,28 @@ Kind = Literal["rubric", "scenario", "contract"]
 KINDS: tuple[Kind, ...] = ("rubric", "scenario", "contract")
 SCORE_ORDER: tuple[Kind, ...] = ("scenario", "contract", "rubric")
 """A task with several kinds scores by the first of these it has (SPEC "Levels, scores and passing")."""
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def safe_text(text: str) -> str:
+    """`text` with every lone surrogate (a file name that was not UTF-8, an agent's broken
+    string) written as its escape `\\udcff`, so it can be stored, sent and shown as UTF-8."""
+    if not _SURROGATE.search(text):
+        return text
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
+
+
+def safe_json(value: Any) -> Any:
+    """`safe_text` on every string of a JSON-like value (keys included)."""
+    if isinstance(value, str):
+        return safe_text(value)
+    if isinstance(value, dict):
+        return {safe_text(k) if isinstance(k, str) else k: safe_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [safe_json(v) for v in value]
+    return value
 
 
 def primary_kind(kinds: Sequence[str]) -> str:
@@ -298,11 +321,14 @@ class PredicateGrade(_GradePart):
 
 
 class ContractGrade(_GradePart):
-    FIELDS: ClassVar[tuple[str, ...]] = ("sat", "predicates", "checks", "judge")
+    FIELDS: ClassVar[tuple[str, ...]] = ("sat", "predicates", "checks", "judge", "copy_refused")
     sat: bool = True
     predicates: list[PredicateGrade] = Field(default_factory=list)
     checks: dict[str, Any] = Field(default_factory=dict)
     judge: dict[str, Any] = Field(default_factory=dict)
+    copy_refused: list[tuple[str, str]] = Field(default_factory=list, exclude_if=lambda v: not v)
+    """Files of the workspace the checks' copy left out (path, reason): links out, special files,
+    files too large."""
 
 
 class AuditFlag(_GradePart):

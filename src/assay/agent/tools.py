@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 from assay import fs
 from assay.env.sandbox import Sandbox
+from assay.record import safe_text
 from assay.llm.messages import ToolCall, ToolSpec
 
 TOOL_OUTPUT_LIMIT = 12_000
@@ -101,7 +102,7 @@ class ToolBox:
         if call.arguments_error:
             return f"error: arguments are not a JSON object ({call.arguments_error})"
         try:
-            return clip(await self._dispatch(call.name, call.arguments))
+            return safe_text(clip(await self._dispatch(call.name, call.arguments)))
         except (fs.PathError, ValueError, KeyError, TypeError, UnicodeError, IsADirectoryError,
                 FileNotFoundError, NotADirectoryError, PermissionError) as e:
             return f"error: {e}"

@@ -20,6 +20,7 @@ from assay.record import (
     ToolCallEvent,
     ToolResultEvent,
     UserEvent,
+    safe_json,
 )
 
 E = TypeVar("E", bound=EventBase)
@@ -31,7 +32,7 @@ class Transcript:
         self._t0 = time.monotonic()
 
     def _add(self, cls: type[E], **fields: Any) -> E:
-        ev = cls(seq=len(self.events), t=round(time.monotonic() - self._t0, 4), **fields)
+        ev = cls(seq=len(self.events), t=round(time.monotonic() - self._t0, 4), **safe_json(fields))
         self.events.append(ev)  # type: ignore[arg-type]  # every E is a member of the Event union
         return ev
 

@@ -33,7 +33,7 @@ from assay.errors import GraderError, HarnessError, InputError
 from assay.grade.grader import GradeInput, GradeOutcome, grade_run
 from assay.grade.inputs import JudgeService
 from assay.llm.messages import ImagePart
-from assay.record import VOID_REASONS, Grade, RunRecord, UsageCost
+from assay.record import VOID_REASONS, Grade, RunRecord, UsageCost, safe_text
 from assay.scenario.lifecycle import ScenarioRun
 from assay.store import Store
 from assay.task.model import Task
@@ -108,7 +108,7 @@ def stage_readable(src: Path, dst: Path) -> Path:
     """A copy of `src` (`assay.fs.copy_tree`) that every uid may read: folders 0755, files
     0644 (0755 when executable). The copy is ours alone, so fixing its modes races nothing."""
     fs.copy_tree(src, dst, skip=lambda rel: rel.rsplit("/", 1)[-1] == "__pycache__")
-    for root, dirs, files in os.walk(dst):
+    for root, _dirs, files in os.walk(dst):
         os.chmod(root, 0o755)
         for name in files:
             p = os.path.join(root, name)
@@ -255,7 +255,7 @@ class _Run:
             value={"amount": task.value.amount, "currency": task.value.currency} if task.value else None,
             usage=UsageCost.of(out.usage, out.cost_usd),
             judge_usage=self.graded.judge_usage, grade=self.graded.grade if not void else Grade(),
-            final_message=out.final_message, turns=out.turns, started_at=self.started_wall,
+            final_message=safe_text(out.final_message), turns=out.turns, started_at=self.started_wall,
             duration_s=time.monotonic() - self.t0, options=ctx.options.result_options(),
             task_meta={"domain": task.domain, "subset": task.subset, "language": task.language,
                        "modality": task.modality, "execution": task.execution, "source": task.source,

@@ -146,9 +146,15 @@ def _python() -> str:
     raise GraderError("no /usr/bin/python3 to run checks with in the sandbox")
 
 
+CHECKS_COPY = fs.CopyLimits(max_file_bytes=256 * 1024**2, max_bytes=1024**3)
+"""What of the agent's workspace the checks get: files over 256 MiB (and anything past 1 GiB in
+all) are left out of their copy, and each one left out is recorded on the grade."""
+
+
 async def _run_sandboxed(checks_code: str, mode: str, workspace: Path | None, files: dict[str, str],
-                         timeout_s: float) -> Any:
-    """Run the runner in a fresh sandbox on a copy of `workspace`; return the decoded result."""
+                         timeout_s: float, refused: list[tuple[str, str]] | None = None) -> Any:
+    """Run the runner in a fresh sandbox on a copy of `workspace`; return the decoded result.
+    What the copy left out is appended to `refused` (path, reason)."""
     base = Path(tempfile.mkdtemp(prefix="assay-checks-"))
     try:
         os.chmod(base, 0o711)
@@ -163,7 +169,9 @@ async def _run_sandboxed(checks_code: str, mode: str, workspace: Path | None, fi
         os.chmod(cdir, 0o755)
         ws = base / "workspace"
         if workspace is not None:
-            await asyncio.to_thread(fs.copy_tree, workspace, ws)
+            report = await asyncio.to_thread(fs.copy_tree, workspace, ws, limits=CHECKS_COPY)
+            if refused is not None:
+                refused.extend(r for r in report.refused if r not in refused)
         else:
             ws.mkdir()
         isolated = bwrap_available()
@@ -241,8 +249,10 @@ def _scores(result: Any) -> dict[str, float]:
 
 
 async def run_checks(task: Task, workspace: Path | None, events: list[Event], final_message: str,
-                     *, timeout_s: float | None = None, model: str | None = None) -> dict[str, float] | None:
-    """The task's automated checks, sandboxed: name -> score in [0, 1]; None if it has none."""
+                     *, timeout_s: float | None = None, model: str | None = None,
+                     refused: list[tuple[str, str]] | None = None) -> dict[str, float] | None:
+    """The task's automated checks, sandboxed: name -> score in [0, 1]; None if it has none.
+    Files the checks' copy of the workspace left out are appended to `refused`."""
     src = _checks_source(task)
     if src is None:
         return None
@@ -251,9 +261,10 @@ async def run_checks(task: Task, workspace: Path | None, events: list[Event], fi
     if style == "darebench":
         transcript = to_openclaw(events, task_id=task.id, model=model, final_message=final_message)
         files = {"transcript.jsonl": "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in transcript)}
-        result = await _run_sandboxed(code, "darebench", workspace, files, timeout_s)
+        result = await _run_sandboxed(code, "darebench", workspace, files, timeout_s, refused)
     else:
-        result = await _run_sandboxed(code, "native", workspace, {"final_message.txt": final_message}, timeout_s)
+        result = await _run_sandboxed(code, "native", workspace, {"final_message.txt": final_message}, timeout_s,
+                                      refused)
     return _scores(result)
 
 
@@ -466,7 +477,8 @@ async def grade_contract(inp: GradeInput, grade: ContractGrade) -> ContractScore
     judge_score: float | None = None
     judge_usage: UsageCost | None = None
     if g.type in ("automated", "hybrid"):
-        checks = await run_checks(task, inp.workspace, inp.events, inp.final_message, model=model)
+        checks = await run_checks(task, inp.workspace, inp.events, inp.final_message, model=model,
+                                  refused=grade.copy_refused)
         if checks is None:
             preds = grade.predicates
             auto = sum(1 for p in preds if p.ok) / len(preds) if preds else 1.0

@@ -30,9 +30,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from assay import fs
+
 __all__ = ["LOG_RELPATH", "Ledger", "canonical", "line_mac"]
 
 LOG_RELPATH = "logs/ask.jsonl"
+MAX_LOG_BYTES = 64 * 1024 * 1024
+"""A question log larger than this is not read (an agent may have grown it); that is reported."""
 
 
 def canonical(rec: dict[str, Any]) -> str:
@@ -152,12 +156,20 @@ class Ledger:
             entries = list(self.entries)
             count, last = self.count, self.last_mac
         problems: list[str] = []
+        # The log lives in the agent's workspace: read without following a link or blocking
+        # on a FIFO; a log that is not a plain file is itself the integrity problem.
+        root, rel = (self.root, "/".join(self._rel)) if path == self.log_path else (path.parent, path.name)
         try:
-            raw = path.read_bytes().decode("utf-8", errors="replace") if path.exists() else ""
-        except OSError as exc:
-            return [f"question log {path.name} cannot be read: {exc}"]
+            kind = fs.entry_kind(root, rel)
+            raw = fs.read_workspace_file(root, rel, MAX_LOG_BYTES).decode("utf-8", errors="replace") \
+                if kind == "file" else ""
+        except fs.PathError as exc:
+            return [f"question log {path.name} cannot be read safely: {exc}"]
+        if kind not in (None, "file"):
+            return [f"question log {path.name} was replaced by a {'link' if kind == 'link' else kind} "
+                    f"({count} signed lines not verifiable)"]
         lines = raw.splitlines()
-        if not path.exists() and count:
+        if kind is None and count:
             return [f"question log {path.name} was removed ({count} signed lines missing)"]
         by_mac = {e["mac"]: i for i, e in enumerate(entries)}
         seen: list[int] = []

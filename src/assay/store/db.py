@@ -31,7 +31,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.pool import StaticPool
 
 from assay.config import store_url
-from assay.record import Event, RunRecord, event_from_wire
+from assay.record import Event, RunRecord, event_from_wire, safe_json
 from assay.store.models import campaigns_t, events_t, grades_t, judge_cache_t, runs_t
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
@@ -41,7 +41,8 @@ _PG_MIGRATION_LOCK = 0x61737361  # "assa": serialises concurrent migrations on P
 
 
 def _dumps(obj: Any) -> str:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=True)
+    """Compact JSON of a stored value; lone surrogates are escaped (`record.safe_json`)."""
+    return json.dumps(safe_json(obj), ensure_ascii=False, separators=(",", ":"), allow_nan=True)
 
 
 def _sort_key(r: RunRecord) -> tuple[Any, ...]:
@@ -176,7 +177,7 @@ class Store:
             "model": record.model,
             "sandbox": record.sandbox,
             "created_at": now,
-            "record": record.model_dump_json(),
+            "record": _dumps(record.model_dump(mode="json")),
         }
         audit = record.grade.audit
         grade_row = {

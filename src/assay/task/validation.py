@@ -73,6 +73,16 @@ def task_path(base: Path, file: Path | str, field: str, rel: Any, *, kind: str =
     return p
 
 
+def workspace_folder(folder: Path, file: Path | str) -> Path | None:
+    """The task's `workspace/` folder beside task.yaml (resolved), or None; a `workspace` that
+    is a symlink is refused (it could copy any folder of the host into the workspace)."""
+    ws = Path(folder) / "workspace"
+    if ws.is_symlink():
+        raise InputError(file, "workspace/", "the workspace folder is a symlink: a task's files must be real "
+                                             "files inside its folder (a link could lead outside the suite)")
+    return ws.resolve() if ws.is_dir() else None
+
+
 def pydantic_to_input_error(file: Path | str, err: ValidationError, prefix: str = "") -> InputError:
     first = err.errors()[0]
     loc = ".".join(str(x) for x in first.get("loc", ()) if x != "__root__")

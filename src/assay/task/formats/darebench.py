@@ -219,11 +219,17 @@ def _str(file: Path, field: str, v: Any) -> str | None:
     raise InputError(file, field, f"expected text, got {type(v).__name__}")
 
 
-def _assets_dir(file: Path) -> Path | None:
+def _assets_dir(file: Path, field: str) -> Path | None:
+    """The nearest `assets/` folder beside the task file's folder or above it; one that is a
+    symlink is refused (it could make the harness copy any host folder into the workspace)."""
     folder = file.resolve().parent
     for d in (folder, *folder.parents):
-        if (d / "assets").is_dir():
-            return d / "assets"
+        assets = d / "assets"
+        if assets.is_symlink():
+            raise InputError(file, field, f"{assets} is a symlink: assets must be real files inside the suite "
+                                          "(a link could lead outside it)")
+        if assets.is_dir():
+            return assets
     return None
 
 
@@ -255,7 +261,7 @@ def _workspace(file: Path, raw: Any) -> list[WorkspaceFile]:
         if source is not None:
             check_relative_path(file, f"{field}.source", source)
             if assets is None:
-                assets = _assets_dir(file)
+                assets = _assets_dir(file, f"{field}.source")
                 if assets is None:
                     raise InputError(file, f"{field}.source",
                                      f"{source!r}: no assets/ folder beside or above {file.parent}")

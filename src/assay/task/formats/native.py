@@ -27,7 +27,13 @@ from assay.task.model import (
     Value,
     WorkspaceFile,
 )
-from assay.task.validation import check_relative_path, pydantic_to_input_error, task_path, validate_task
+from assay.task.validation import (
+    check_relative_path,
+    pydantic_to_input_error,
+    task_path,
+    validate_task,
+    workspace_folder,
+)
 
 FILE_TOOLS = ["read_file", "write_file", "edit_file", "list_files"]
 
@@ -163,8 +169,9 @@ def read_native(folder: Path, raw: dict[str, Any] | None = None) -> Task:  # noq
                 raise InputError(file, f"tools[{i}]", f"unknown tool {t!r} (known: {', '.join(TOOL_NAMES)})")
 
     workspace: list[WorkspaceFile] = []
-    if (folder / "workspace").is_dir():
-        workspace.append(WorkspaceFile(path=".", source=(folder / "workspace").resolve()))
+    ws_dir = workspace_folder(folder, file)
+    if ws_dir is not None:
+        workspace.append(WorkspaceFile(path=".", source=ws_dir))
     for i, wf in enumerate(tf.workspace_files):
         field = f"workspace_files[{i}]"
         check_relative_path(file, f"{field}.path", wf.path)

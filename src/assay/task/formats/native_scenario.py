@@ -38,7 +38,7 @@ from assay.task.model import (
     Value,
     WorkspaceFile,
 )
-from assay.task.validation import check_relative_path, pydantic_to_input_error, task_path
+from assay.task.validation import check_relative_path, pydantic_to_input_error, task_path, workspace_folder
 
 __all__ = ["NOT_IN_SCENARIOS", "read_native_scenario"]
 
@@ -199,15 +199,15 @@ def read_native_scenario(folder: Path, raw: dict[str, Any]) -> list[Task]:  # no
     npcs = r.path("scenario.stakeholders", sc.stakeholders, "file")
     build = r.path("scenario.build", sc.build, "file") if sc.build is not None else None
     pilot = r.path("scenario.pilot", sc.pilot, "file") if sc.pilot is not None else None
-    ws_dir = folder / "workspace"
-    if build is None and not ws_dir.is_dir():
+    ws_dir = workspace_folder(folder, file)
+    if build is None and ws_dir is None:
         raise InputError(file, "scenario.build", "a scenario needs a build script or a workspace/ folder (or both)")
 
     workspace: list[WorkspaceFile] = []
     ws_sources: list[tuple[str, Path]] = []
-    if ws_dir.is_dir():
-        workspace.append(WorkspaceFile(path=".", source=ws_dir.resolve()))
-        ws_sources.append(("workspace/", ws_dir.resolve()))
+    if ws_dir is not None:
+        workspace.append(WorkspaceFile(path=".", source=ws_dir))
+        ws_sources.append(("workspace/", ws_dir))
     for i, wf in enumerate(tf.workspace_files):
         field = f"workspace_files[{i}]"
         check_relative_path(file, f"{field}.path", wf.path)
