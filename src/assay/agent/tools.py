@@ -11,8 +11,8 @@ from typing import Any, Protocol
 
 from assay import fs
 from assay.env.sandbox import Sandbox
-from assay.record import safe_text
 from assay.llm.messages import ToolCall, ToolSpec
+from assay.record import safe_text
 
 TOOL_OUTPUT_LIMIT = 12_000
 DEFAULT_TIMEOUT_S = 300
