@@ -28,6 +28,13 @@ def _fail(e: InputError) -> NoReturn:
     raise typer.Exit(2)
 
 
+def _print_invalid(rows: list[dict[str, Any]]) -> None:
+    for r in rows:
+        where = str(r["file"] or "<input>") + (f":{r['line']}" if r.get("line") else "")
+        field = f": field '{r['field']}'" if r.get("field") else ""
+        sys.stderr.write(f"skipped (invalid): {where}{field}: {r['reason']}\n")
+
+
 def _print_skips(skipped: list[tuple[str, str, str]]) -> None:
     """One line per (agent, reason) rather than one per task: a suite can be large."""
     groups: dict[tuple[str, str], list[str]] = {}
@@ -66,6 +73,7 @@ def run(
     max_usd: Annotated[float, typer.Option(help="model spend per run, USD")] = DEFAULTS.max_usd,
     search: Annotated[str, typer.Option(help="off|native|local")] = "off",
     unsafe_no_sandbox: Annotated[bool, typer.Option("--unsafe-no-sandbox", help="run model/script agents without bubblewrap (recorded on every run)")] = False,
+    skip_invalid: Annotated[bool, typer.Option("--skip-invalid", help="list bad task files (file, field, reason) and run the others; they appear in the report's `skipped`")] = False,
     routing: Annotated[str | None, typer.Option(help="stakeholder routing for scenarios: regex|lexical|embedding|llm (default: each scenario's own matcher; `llm` without --router-model falls back to lexical)")] = None,
     router_model: Annotated[str | None, typer.Option("--router-model", help="model spec that routes questions and judges gates when routing is llm")] = None,
     gateway_model: Annotated[str | None, typer.Option("--gateway-model", help="OpenAI-compatible model (spec or assay.toml alias) behind scenarios' company LLM gateway (default: ASSAY_GATEWAY_MODEL)")] = None,
@@ -81,11 +89,12 @@ def run(
                      judge_mode=judge_mode, judge_repeats=judge_repeats, values=values, task_ids=task or [],
                      tasks_from=tasks_from, max_turns=max_turns, max_minutes=max_minutes, max_usd=max_usd,
                      search=search, unsafe_no_sandbox=unsafe_no_sandbox, gateway_model=gateway_model,
-                     routing=routing, router_model=router_model)
+                     routing=routing, router_model=router_model, skip_invalid=skip_invalid)
     try:
         prepared = prepare_campaign(req)
     except InputError as e:
         _fail(e)
+    _print_invalid(prepared.skipped)
     _print_skips(prepared.plan.skipped)
     try:
         result, report = asyncio.run(run_prepared(prepared, console=err, show_progress=not quiet))
@@ -269,7 +278,10 @@ def show(
         st = _open_existing(store_url(store, load_config()))
     except InputError as e:
         _fail(e)
-    rec = st.get_run(run_id)
+    try:
+        rec = st.get_run(run_id)
+    except InputError as e:
+        _fail(e)
     if rec is None:
         _fail(InputError(None, "RUN_ID", f"no run {run_id!r} in the store"))
     events = st.events(rec.run_id)

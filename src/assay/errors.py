@@ -33,6 +33,26 @@ class InputError(Exception):
         return f"{where}: {self.reason}"
 
 
+class InvalidTasks(InputError):
+    """Several task files are bad: each is named (file, field, reason), not only the first."""
+
+    def __init__(self, errors: list[InputError]) -> None:
+        self.errors = list(errors)
+        first = self.errors[0]
+        super().__init__(first.file, first.field, first.reason, first.line, first.column)
+
+    @property
+    def message(self) -> str:
+        if len(self.errors) == 1:
+            return self.errors[0].message
+        return f"{len(self.errors)} task files are invalid:\n" + "\n".join(f"  {e.message}" for e in self.errors)
+
+    def rows(self) -> list[dict[str, str | int | None]]:
+        """`skipped` rows of the report JSON: file, field, reason (and line, column)."""
+        return [{"file": e.file, "field": e.field, "reason": e.reason, "line": e.line, "column": e.column}
+                for e in self.errors]
+
+
 class HarnessError(Exception):
     """A fault of the harness itself; makes a run void with end reason harness_error."""
 

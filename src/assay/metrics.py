@@ -79,21 +79,23 @@ def expert_score(points_awarded: Iterable[float], weights: Iterable[float]) -> f
     return max(0.0, min(1.0, raw))
 
 
-def tag_scores(items: Iterable[tuple[float, float, Sequence[str]]]) -> dict[str, float | None]:
-    """Per-tag rubric scores (HealthBench axes/themes).
+def tag_scores(items: Iterable[tuple[float, float, Sequence[str]]], *, clipped: bool = True
+               ) -> dict[str, float | None]:
+    """Per-tag rubric scores (capability tags, HealthBench axes/themes).
 
     ``items`` are ``(awarded, weight, tags)`` per criterion; each tag is scored with
-    :func:`expert_score` over the criteria carrying that tag, i.e. exactly the formula used for
-    the total. Tags are returned in order of first appearance; a tag whose criteria are all
-    penalties scores ``None``.
+    :func:`expert_score` (``clipped``) or :func:`unclipped_score` over the criteria carrying
+    that tag, i.e. exactly the formula used for the total. Tags are returned in order of first
+    appearance; a tag whose criteria are all penalties scores ``None``.
     """
+    score = expert_score if clipped else unclipped_score
     awarded: dict[str, list[float]] = {}
     weights: dict[str, list[float]] = {}
     for a, w, tags in items:
         for tag in dict.fromkeys(tags):  # a tag repeated on one criterion counts once
             awarded.setdefault(tag, []).append(a)
             weights.setdefault(tag, []).append(w)
-    return {tag: expert_score(awarded[tag], weights[tag]) for tag in awarded}
+    return {tag: score(awarded[tag], weights[tag]) for tag in awarded}
 
 
 def passed(score: float | None, threshold: float = PASS_THRESHOLD) -> bool:

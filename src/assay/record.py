@@ -318,6 +318,7 @@ class PredicateGrade(_GradePart):
     ok: bool
     reason: str = ""
     predicate: str | None = _optional()
+    required: bool = True
 
 
 class ContractGrade(_GradePart):

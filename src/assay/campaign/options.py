@@ -48,6 +48,7 @@ class RunOptions(BaseModel):
     max_usd: float = DEFAULTS.max_usd
     search: str = "off"
     unsafe_no_sandbox: bool = False
+    skip_invalid: bool = False  # bad task files are listed and left out instead of refusing the command
     gateway_model: str | None = None  # model behind scenarios' company LLM gateway; None: $ASSAY_GATEWAY_MODEL
     routing: str | None = None  # stakeholder topic routing override; None: each scenario's own matcher
     router_model: str | None = None  # model for `llm` routing and gates

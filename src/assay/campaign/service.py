@@ -7,7 +7,7 @@ refused command leaves the store untouched; `run_prepared` runs it.
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from rich.console import Console
@@ -21,13 +21,13 @@ from assay.campaign.scheduler import CampaignResult, run_campaign
 from assay.config import Config, load_config, store_url
 from assay.env.net.gateway import GATEWAY_MODEL_ENV, gateway_model_spec, resolve_upstream
 from assay.env.sandbox import bwrap_available
-from assay.errors import InputError
+from assay.errors import InputError, InvalidTasks
 from assay.grade.grader import needs_judge
 from assay.grade.judge import Judge
 from assay.llm.resolve import resolve_model
 from assay.report.build import build_report
 from assay.store import Store
-from assay.task.discover import discover, select
+from assay.task.discover import find_tasks, select
 from assay.task.formats.values import apply_found_value_tables, apply_value_table
 from assay.task.manifest import read_manifest_tasks
 from assay.task.model import Task
@@ -45,6 +45,7 @@ class PreparedCampaign:
     options: RunOptions
     store_url: str
     judge: Judge | None = None
+    skipped: list[dict[str, Any]] = field(default_factory=list)  # bad task files left out (--skip-invalid)
     _store: Store | None = None
 
     @property
@@ -74,7 +75,10 @@ def prepare_campaign(req: RunOptions) -> PreparedCampaign:
     """Read and check every input of a campaign (InputError, exit 2, before anything is written)."""
     req.check()
     config = load_config()
-    tasks = _select(discover(req.paths), req)
+    found = find_tasks(req.paths)
+    if found.invalid and not req.skip_invalid:
+        raise InvalidTasks(found.invalid)
+    tasks = _select(found.tasks, req)
     if req.values is not None:
         apply_value_table(tasks, req.values)
     else:
@@ -98,7 +102,8 @@ def prepare_campaign(req: RunOptions) -> PreparedCampaign:
         if req.judges else None
     url = store_url(req.store, config)
     _check_store_url(url)
-    return PreparedCampaign(tasks=tasks, agents=agents, plan=plan, options=options, store_url=url, judge=judge)
+    return PreparedCampaign(tasks=tasks, agents=agents, plan=plan, options=options, store_url=url, judge=judge,
+                            skipped=InvalidTasks(found.invalid).rows() if found.invalid else [])
 
 
 def _router_model(req: RunOptions, config: Config) -> str | None:
@@ -154,4 +159,4 @@ async def run_prepared(prepared: PreparedCampaign, *, console: Console | None = 
             await prepared.judge.aclose()
     keys = {p.key.digest for p in prepared.plan.runs}
     runs = [r for r in store.runs(prepared.options.campaign) if r.key.digest in keys]
-    return result, build_report(prepared.options.campaign, runs)
+    return result, build_report(prepared.options.campaign, runs, skipped=prepared.skipped)

@@ -83,6 +83,7 @@ JUDGE_RETRIES = 2
 ARTIFACT_CHARS = 4000
 MAX_ARTIFACT_READ = 20 * 1024 * 1024
 RESULT_PREVIEW = 200
+RESULT_TEXT_CHARS = 2000  # a text value of a check's result is kept up to this length
 
 RUNNER = source("check_runner.py")
 """The checks runner (`assay/env/inside/check_runner.py`), run by the sandbox's python."""
@@ -235,22 +236,38 @@ def _defines_grade(code: str) -> bool:
     return any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == "grade" for n in tree.body)
 
 
-def _scores(result: Any) -> dict[str, float]:
+CheckValue = float | str | None
+
+
+def _scores(result: Any) -> dict[str, CheckValue]:
+    """A check's result dict as graded: numbers (booleans 0/1) clipped to [0, 1]; other values
+    (an upstream `"error": "Expected ... got ..."`) kept as text, left out of the mean, as
+    upstream does. No numeric value at all is a broken check (GraderError)."""
     if not isinstance(result, dict):
         raise GraderError(f"check returned {type(result).__name__}, not a dict of scores")
-    out: dict[str, float] = {}
+    out: dict[str, CheckValue] = {}
     for k, v in result.items():
         if isinstance(v, bool):
             v = float(v)
-        if not isinstance(v, (int, float)) or isinstance(v, float) and not math.isfinite(v):
-            raise GraderError(f"check value {k!r} is not a number: {v!r}")
-        out[str(k)] = min(1.0, max(0.0, float(v)))
+        if isinstance(v, int | float) and math.isfinite(v):
+            out[str(k)] = min(1.0, max(0.0, float(v)))
+        else:
+            out[str(k)] = None if v is None else str(v)[:RESULT_TEXT_CHARS]
+    if result and not any(isinstance(v, float) for v in out.values()):
+        shown = ", ".join(f"{k!r}: {v!r}" for k, v in list(result.items())[:5])
+        raise GraderError(f"check result has no numeric value (not a number: {shown})")
     return out
+
+
+def check_mean(values: dict[str, CheckValue]) -> float:
+    """The automated score of a check result: the mean of its numeric values (0 when empty)."""
+    nums = [v for v in values.values() if isinstance(v, float)]
+    return sum(nums) / len(nums) if nums else 0.0
 
 
 async def run_checks(task: Task, workspace: Path | None, events: list[Event], final_message: str,
                      *, timeout_s: float | None = None, model: str | None = None,
-                     refused: list[tuple[str, str]] | None = None) -> dict[str, float] | None:
+                     refused: list[tuple[str, str]] | None = None) -> dict[str, CheckValue] | None:
     """The task's automated checks, sandboxed: name -> score in [0, 1]; None if it has none.
     Files the checks' copy of the workspace left out are appended to `refused`."""
     src = _checks_source(task)
@@ -484,7 +501,7 @@ async def grade_contract(inp: GradeInput, grade: ContractGrade) -> ContractScore
             auto = sum(1 for p in preds if p.ok) / len(preds) if preds else 1.0
         else:
             grade.checks = dict(checks)
-            auto = sum(checks.values()) / len(checks) if checks else 0.0
+            auto = check_mean(checks)
     if g.type in ("judge", "hybrid"):
         transcript = to_openclaw(inp.events, task_id=task.id, model=model, final_message=inp.final_message)
         verdict, judge_usage = await judge_contract(inp, transcript)

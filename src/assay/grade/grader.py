@@ -79,8 +79,9 @@ async def _contract(inp: GradeInput, grade: Grade) -> tuple[float, UsageCost | N
             p.predicate == "python" for p in task.contract) else None
         sat, results = await check_contract(inp.workspace, task.contract, python_check)
         grade.contract.sat = sat
-        grade.contract.predicates = [PredicateGrade(path=r.path, ok=r.ok, reason=r.reason, predicate=r.predicate)
-                                     for r in results]
+        grade.contract.predicates = [PredicateGrade(path=r.path, ok=r.ok, reason=r.reason, predicate=r.predicate,
+                                                    required=p.required)
+                                     for r, p in zip(results, task.contract, strict=True)]
     if not grade.contract.sat:
         return 0.0, None
     if task.grading is None:

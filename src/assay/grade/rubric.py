@@ -59,7 +59,8 @@ def score_items(task: Task, verdicts: dict[str, ItemVerdict]) -> RubricGrade:
         tags = ([it.tag] if it.tag else []) + list(it.tags)
         tag_rows.append((a, it.weight, tags))
     return RubricGrade(
-        expert_score=score, scoring=task.rubric.scoring, tags=metrics.tag_scores(tag_rows),
+        expert_score=score, scoring=task.rubric.scoring,
+        tags=metrics.tag_scores(tag_rows, clipped=task.rubric.scoring == "clipped"),
         na=sum(1 for v in verdicts.values() if v.na),
         items=[ItemGrade(id=it.id, weight=it.weight, tag=it.tag or _free_tag(it.tags), tags=list(it.tags),
                          hit=verdicts[it.id].hit, na=verdicts[it.id].na, check=verdicts[it.id].check,

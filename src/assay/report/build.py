@@ -84,7 +84,7 @@ def task_rows(runs: list[RunRecord]) -> list[dict[str, Any]]:
         c = sum(1 for r in rs if r.passed)
         rows.append({
             "agent": agent, "task_id": task_id, "level": level, "search": rs[0].options.get("search", "off"),
-            "epochs": n, "passes": c, "mean_score": _mean([r.score for r in rs]),  # type: ignore[misc]
+            "epochs": n, "passes": c, "mean_score": _mean([averaged(r) for r in rs]),
             "pass_at_k": {str(k): metrics.pass_at_k(n, c, k) for k in range(1, n + 1)},
             "pass_hat_k": {str(k): metrics.pass_hat_k(n, c, k) for k in range(1, n + 1)},
         })
@@ -113,13 +113,6 @@ def search_deltas(runs: list[RunRecord]) -> dict[str, dict[str, dict[str, Any]]]
     return dict(out)
 
 
-def _averaged(r: RunRecord) -> float:
-    """A run's score as it enters a mean: scenario scores floored at -1 (`metrics.floored_score`)."""
-    if r.grade.scenario is not None:
-        return metrics.floored_score(r.grade.scenario.uplift_adj, r.grade.scenario.contact_cost)
-    return _score(r)
-
-
 def agent_summary(agent: str, runs: list[RunRecord], labels: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     done = [r for r in runs if r.status == "done"]
     scored = [r for r in done if r.score is not None]
@@ -133,7 +126,6 @@ def agent_summary(agent: str, runs: list[RunRecord], labels: list[dict[str, Any]
         "agent": agent, "runs": len(runs), "void": len(runs) - len(done),
         "pass_rate": _mean([1.0 if r.passed else 0.0 for r in scored]),
         # Scenario scores are floored at -1 for averaging only (FDE-Gym), as in mean_s.
-        "mean_score": _mean([_averaged(r) for r in scored]),
         "economic_value": econ,
         "cost_usd": None if any(c is None for c in costs) else sum(c or 0.0 for c in costs),
         "judge_cost_usd": (None if any(r.judge_usage.cost_usd is None for r in runs)
@@ -142,22 +134,24 @@ def agent_summary(agent: str, runs: list[RunRecord], labels: list[dict[str, Any]
                       + r.usage.cache_write_tokens for r in runs),
         **pass_k(scored),
     }
-    rubric = [(r, r.grade.rubric) for r in scored if r.grade.rubric is not None and r.grade.rubric.expert_score
-              is not None]
+    # The rubric block: runs a rubric scores (their audited `score`, their `passed`).
+    rubric = [(r, rg) for r in scored if (rg := r.grade.rubric) is not None and primary_kind(r.kinds) == "rubric"]
     if rubric:
         tag_vals: dict[str, list[float]] = defaultdict(list)
         for _r, rg in rubric:
             for tag, v in rg.tags.items():
                 if v is not None:
                     tag_vals[tag].append(v)
-        es = [rg.expert_score for _r, rg in rubric if rg.expert_score is not None]
+        es = [_score(r) for r, _rg in rubric]
         # HealthBench keeps each example's score unclipped (it may be negative) and clips
-        # only the mean; OneMillion-Bench clips every task's score (already in [0, 1]).
-        mean_es = metrics.clipped_mean(es) if any(rg.scoring == "unclipped_mean" for _r, rg in rubric) else _mean(es)
+        # only the mean, tags likewise; OneMillion-Bench clips every task's score already.
+        unclipped = any(rg.scoring == "unclipped_mean" for _r, rg in rubric)
+        mean_of = metrics.clipped_mean if unclipped else _mean
         summary["rubric"] = {
-            "expert_score": mean_es, "ci95": _ci(es),
-            "pass_rate": _mean([1.0 if metrics.passed(v) else 0.0 for v in es]),
-            "tags": {t: _mean(tag_vals.get(t, [])) for t in CAPABILITY_TAGS},
+            "expert_score": mean_of(es), "ci95": _ci(es),
+            "pass_rate": _mean([1.0 if r.passed else 0.0 for r, _rg in rubric]),
+            "tags": {**{t: _mean(tag_vals.get(t, [])) for t in CAPABILITY_TAGS},
+                     **{t: mean_of(v) for t, v in tag_vals.items() if t not in CAPABILITY_TAGS and v}},
             "na": sum(rg.na for _r, rg in rubric),
             "audit_removed": sum(_removed(r) for r, _rg in rubric),
         }
@@ -176,7 +170,9 @@ def agent_summary(agent: str, runs: list[RunRecord], labels: list[dict[str, Any]
         acc = [_score(r) for r in contract]
         summary["contract"] = {
             "accuracy": _mean(acc), "ci95": _ci(acc),
-            "sat_rate": _mean([1.0 if r.grade.contract is None or r.grade.contract.sat else 0.0 for r in contract]),
+            # Only runs of tasks with a required artifact say anything about Sat (null: none did).
+            "sat_rate": _mean([1.0 if c.sat else 0.0 for r in contract if (c := r.grade.contract) is not None
+                               and any(p.required for p in c.predicates)]),
             "cells": {c: _mean(cells[c]) for c in CELLS if c in cells},
             "modalities": {m: _mean([v for c, vs in cells.items() if c.startswith(m + "/") for v in vs])
                            for m in ("text", "multimodal") if any(c.startswith(m + "/") for c in cells)},
@@ -194,7 +190,20 @@ def agent_summary(agent: str, runs: list[RunRecord], labels: list[dict[str, Any]
             "uplift_gross": _mean([sg.uplift_adj for _r, sg in scen]),
             "contact_cost": _mean([sg.contact_cost for _r, sg in scen]),
         }
+    blocks = [(k, summary[k][field]) for k, field in (("rubric", "expert_score"), ("scenario", "mean_s"),
+                                                      ("contract", "accuracy")) if k in summary]
+    # One headline per agent only when its runs are of one kind: scores of different kinds are
+    # on different scales (rubric and contract in [0, 1], scenario S down to -1 and below).
+    summary["mean_score"] = blocks[0][1] if len(blocks) == 1 else None
     return summary
+
+
+def averaged(r: RunRecord) -> float:
+    """A run's score as it enters every mean, front and table: scenario S floored at -1
+    (`metrics.floored_score`), the audited score otherwise."""
+    if r.grade.scenario is not None and primary_kind(r.kinds) == "scenario":
+        return metrics.floored_score(r.grade.scenario.uplift_adj, r.grade.scenario.contact_cost)
+    return _score(r)
 
 
 def _score(r: RunRecord) -> float:
@@ -207,8 +216,10 @@ def _removed(r: RunRecord) -> int:
 
 
 def build_report(campaign: str | None, runs: Iterable[RunRecord],
-                 labels: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """`labels`: human labels from a labels file (`assay.report.agreement.load_labels`), if any."""
+                 labels: list[dict[str, Any]] | None = None,
+                 skipped: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """`labels`: human labels from a labels file (`assay.report.agreement.load_labels`), if any;
+    `skipped`: task files left out by `--skip-invalid` (file, field, reason)."""
     runs = list(runs)
     by_agent: dict[str, list[RunRecord]] = defaultdict(list)
     for r in runs:
@@ -217,6 +228,7 @@ def build_report(campaign: str | None, runs: Iterable[RunRecord],
     return {
         "schema": SCHEMA,
         "campaign": campaign,
+        "skipped": list(skipped or []),
         "runs": [run_row(r) for r in runs],
         "agents": [agent_summary(a, rs, labels) for a, rs in sorted(by_agent.items())],
         "tasks": task_rows(runs),
@@ -241,7 +253,7 @@ def pareto_fronts(by_agent: dict[str, list[RunRecord]]) -> dict[str, list[dict[s
                   and (scope == "all" or r.task_meta.get("modality", "text") == scope)]
             if not rs or any(r.usage.cost_usd is None for r in rs):
                 continue
-            points.append((sum(r.usage.cost_usd or 0.0 for r in rs), sum(r.score for r in rs) / len(rs)))  # type: ignore[misc]
+            points.append((sum(r.usage.cost_usd or 0.0 for r in rs), sum(averaged(r) for r in rs) / len(rs)))
             names.append(agent)
         if points:
             out[scope] = [{"agent": names[i], "cost_usd": points[i][0], "mean_score": points[i][1]}

@@ -23,16 +23,31 @@ def _money(econ: dict[str, float]) -> str:
     return " / ".join(f"{sym.get(c, c + ' ')}{v:,.0f}" for c, v in sorted(econ.items())) or "-"
 
 
+HEADLINES = (("rubric", "expert_score", "rubric score"), ("scenario", "mean_s", "scenario S"),
+             ("contract", "accuracy", "contract acc"))
+"""Each kind's own headline, in its own column: scores of different kinds are never averaged."""
+
+
+def _num(v: float | None) -> str:
+    return "-" if v is None else f"{v:.3f}"
+
+
 def leaderboard(report: dict[str, Any]) -> Table:
-    table = Table(title=f"assay leaderboard · campaign {report.get('campaign') or '(all)'}")
-    for col in ("agent", "runs", "void", "pass rate", "mean score", "value earned", "cost", "tokens"):
+    table = Table(title=Text(f"assay leaderboard · campaign {report.get('campaign') or '(all)'}"))
+    kinds = [(k, f, label) for k, f, label in HEADLINES if any(k in a for a in report["agents"])]
+    cols = ["agent", "runs", "void", "pass rate", *(label for _k, _f, label in kinds), "value earned", "cost",
+            "tokens"]
+    for col in cols:
         table.add_column(col, justify="left" if col == "agent" else "right")
-    agents = sorted(report["agents"], key=lambda a: (-(a.get("mean_score") or -9), a["agent"]))
-    for a in agents:
+
+    def rank(a: dict[str, Any]) -> tuple[Any, ...]:  # by each kind's headline, in the order above
+        return (*(-(a[k][f] if k in a and a[k][f] is not None else -1e9) for k, f, _l in kinds), a["agent"])
+
+    for a in sorted(report["agents"], key=rank):
         cost = "-" if a["cost_usd"] is None else f"${a['cost_usd']:.4f}"
-        ms = a.get("mean_score")
-        table.add_row(a["agent"], str(a["runs"]), str(a["void"]), _pct(a["pass_rate"]),
-                      "-" if ms is None else f"{ms:.3f}", _money(a["economic_value"]), cost, f"{a['tokens']:,}")
+        heads = [_num(a[k][f]) if k in a else "-" for k, f, _l in kinds]
+        table.add_row(Text(a["agent"]), str(a["runs"]), str(a["void"]), _pct(a["pass_rate"]), *heads,
+                      _money(a["economic_value"]), cost, f"{a['tokens']:,}")
     return table
 
 

@@ -31,6 +31,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.pool import StaticPool
 
 from assay.config import store_url
+from assay.errors import InputError
 from assay.record import Event, RunRecord, event_from_wire, safe_json
 from assay.store.models import campaigns_t, events_t, grades_t, judge_cache_t, runs_t
 
@@ -310,7 +311,7 @@ class Store:
         ]
         if len(found) > 1:
             shown = ", ".join(found[:10]) + (", ..." if len(found) > 10 else "")
-            raise ValueError(f"run id prefix {run_id!r} is ambiguous: {shown}")
+            raise InputError(None, "RUN_ID", f"run id prefix {run_id!r} is ambiguous: {shown}")
         return found[0] if found else None
 
     def get_run(self, run_id: str) -> RunRecord | None:

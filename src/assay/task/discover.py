@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from assay.errors import InputError
+from assay.errors import InputError, InvalidTasks
 from assay.task.formats.darebench import read_darebench
 from assay.task.formats.fdegym import read_case
 from assay.task.formats.healthbench import read_healthbench
@@ -94,8 +95,18 @@ def classify(path: Path) -> str | None:
     return None
 
 
-def _walk(root: Path) -> Iterable[tuple[str, Path]]:
-    kind = classify(root)
+def _walk(root: Path, errors: list[InputError]) -> Iterable[tuple[str, Path]]:
+    """(kind, path) of every task file or folder under root; a file whose kind cannot be told
+    (JSON that does not parse, ...) goes to `errors` and the walk goes on."""
+
+    def kind_of(p: Path) -> str | None:
+        try:
+            return classify(p)
+        except InputError as e:
+            errors.append(e)
+            return None
+
+    kind = kind_of(root)
     if kind is not None:
         yield kind, root
         return
@@ -107,7 +118,7 @@ def _walk(root: Path) -> Iterable[tuple[str, Path]]:
         keep = []
         for d in dirnames:
             sub = here / d
-            k = classify(sub)
+            k = kind_of(sub)
             if k is not None:
                 yield k, sub
             else:
@@ -115,29 +126,53 @@ def _walk(root: Path) -> Iterable[tuple[str, Path]]:
         dirnames[:] = keep
         for name in sorted(filenames):
             fp = here / name
-            k = classify(fp)
+            k = kind_of(fp)
             if k is not None:
                 yield k, fp
 
 
-def discover(paths: Iterable[str | Path]) -> list[Task]:
-    """Every task under the given paths, in a stable order; refuses empty paths and duplicate ids."""
-    tasks: list[Task] = []
+@dataclass
+class Found:
+    """What `find_tasks` found: the valid tasks and every invalid task file's error."""
+
+    tasks: list[Task] = field(default_factory=list)
+    invalid: list[InputError] = field(default_factory=list)
+
+
+def find_tasks(paths: Iterable[str | Path]) -> Found:
+    """Every task under the given paths, in a stable order, and every bad file's error (a bad
+    file never hides the others). A path that does not exist or holds no task is refused."""
+    found = Found()
     seen: dict[str, str] = {}
     for raw in paths:
         root = Path(raw)
         if not root.exists():
             raise InputError(root, None, "no such file or folder")
-        found = list(_walk(root))
-        if not found:
-            raise InputError(root, None, f"no tasks found in {root}")
-        for kind, path in found:
-            for task in _read(kind, path):
+        before = len(found.tasks) + len(found.invalid)
+        for kind, path in list(_walk(root, found.invalid)):
+            try:
+                tasks = _read(kind, path)
+            except InputError as e:
+                found.invalid.append(e)
+                continue
+            for task in tasks:
                 if task.id in seen:
-                    raise InputError(path, "id", f"duplicate task id {task.id!r} (also in {seen[task.id]})")
+                    found.invalid.append(InputError(path, "id", f"duplicate task id {task.id!r} "
+                                                                f"(also in {seen[task.id]})"))
+                    continue
                 seen[task.id] = str(path)
-                tasks.append(task)
-    return tasks
+                found.tasks.append(task)
+        if len(found.tasks) + len(found.invalid) == before:
+            raise InputError(root, None, f"no tasks found in {root}")
+    return found
+
+
+def discover(paths: Iterable[str | Path], *, skip_invalid: bool = False) -> list[Task]:
+    """Every task under the given paths; InvalidTasks naming every bad file unless `skip_invalid`."""
+    found = find_tasks(paths)
+    if found.invalid and not skip_invalid:
+        raise InvalidTasks(found.invalid)
+    return found.tasks
 
 
 def select(tasks: list[Task], ids: list[str]) -> list[Task]:

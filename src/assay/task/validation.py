@@ -29,6 +29,14 @@ PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][\w.-]*)\s*\}\}")
 """`{{name}}` in briefs, rules and stakeholder specs, filled from a scenario variant's parameters."""
 
 
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002a6df]")
+
+
+def has_cjk(text: str) -> bool:
+    """Chinese (CJK) characters in the text: readers set a task's `language` to zh by it."""
+    return _CJK.search(text) is not None
+
+
 def normalise_tag(file: Path | str, field: str, tag: str) -> str:
     key = tag.strip().lower()
     if key in TAG_ALIASES:

@@ -65,7 +65,7 @@ from assay.task.model import (
     Task,
     WorkspaceFile,
 )
-from assay.task.validation import check_relative_path, task_path, validate_task
+from assay.task.validation import check_relative_path, has_cjk, task_path, validate_task
 
 __all__ = ["CELL_MAP_TABLE1", "CELL_MAP_TABLE9", "cell_for", "cell_map", "read_darebench",
            "source_benchmark"]
@@ -100,7 +100,7 @@ _FENCE_OPEN = re.compile(r"^\s{0,3}(`{3,}|~{3,})(.*)$")
 _CHECKBOX = re.compile(r"^\s*[-*]\s+\[[ xX]\]\s+(.+?)\s*$")
 _PY_BLOCK = re.compile(r"^(?P<fence>`{3,}|~{3,})\s*(?:python|py|python3)\s*\n(?P<code>.*?)\n(?P=fence)\s*$",
                        re.DOTALL | re.MULTILINE)
-_FILE = r"[A-Za-z0-9_][\w.\-/]*\.[A-Za-z][A-Za-z0-9]{0,7}"
+_FILE = r"(?:\./)?[A-Za-z0-9_][\w.\-/]*\.[A-Za-z][A-Za-z0-9]{0,7}"
 _BACKTICK_FILE = re.compile(rf"`({_FILE})`")
 _WRITE_VERB = re.compile(r"\b(write|writes|writing|save|saves|saving|store|output|put|record|create)\b", re.I)
 _WRITE_TO = re.compile(rf"\b(?:write|save|store|output|put|record)\b[^.\n]*?\b(?:to|in|into|as)\s+"
@@ -444,7 +444,7 @@ def read_darebench(path: Path) -> list[Task]:  # noqa: C901 (a reader checks eac
 
     task = Task(
         id=task_id, title=_str(file, "name", fm.get("name")) or task_id,
-        domain=metadata["category"], language="en", source="darebench", origin=str(file), prompt=prompt,
+        domain=metadata["category"], language="zh" if has_cjk(prompt) else "en", source="darebench", origin=str(file), prompt=prompt,
         images=images, workspace=workspace, tools=list(TOOL_NAMES),
         search="live" if "web_search" in requirements else "none",
         contract=contract, grading=grading,

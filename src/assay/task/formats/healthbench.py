@@ -33,11 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from assay.errors import InputError
-from assay.task.formats.omb import has_cjk
 from assay.task.formats.yamlio import read_text
 from assay.task.hashing import content_hash
 from assay.task.model import PolicySpec, Rubric, RubricItem, Task
-from assay.task.validation import validate_task
+from assay.task.validation import has_cjk, validate_task
 
 _ITEM_FIELD = re.compile(r"^rubric\.items\[(\d+)\]\.(\w+)$")
 

@@ -41,7 +41,7 @@ from assay.errors import InputError
 from assay.task.formats.yamlio import load_json
 from assay.task.hashing import content_hash
 from assay.task.model import Rubric, RubricItem, Task
-from assay.task.validation import normalise_tag, validate_task
+from assay.task.validation import has_cjk, normalise_tag, validate_task
 
 ID_KEYS = ("uuid", "UUID", "case_id", "caseId", "id")
 DOMAIN_DIRS = {
@@ -58,7 +58,6 @@ DOMAIN_TAGS = {
     "finance": "finance", "economics": "finance",
     "legal": "law", "science": "natural_science",
 }
-CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002a6df]")
 NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
 YES = {"是", "yes", "y", "true", "命中"}
 NO = {"否", "no", "n", "false"}
@@ -66,8 +65,6 @@ UNLABELLED = {"", "na", "n/a", "-"}
 _ITEM_FIELD = re.compile(r"^rubric\.items\[(\d+)\]\.(\w+)$")
 
 
-def has_cjk(text: str) -> bool:
-    return bool(CJK.search(text))
 
 
 def _weight(raw: Any, file: Path, field: str) -> float:

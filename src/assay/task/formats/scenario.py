@@ -18,9 +18,9 @@ from assay.errors import InputError
 from assay.task.hashing import content_hash
 from assay.task.model import LEVELS, Engagement, FramingRule, ScenarioSpec, Task
 from assay.task.people import NpcSpec, load_npcs
-from assay.task.validation import PLACEHOLDER, validate_task
+from assay.task.validation import PLACEHOLDER, has_cjk, validate_task
 
-__all__ = ["Brief", "Variant", "has_cjk", "render", "variant_tasks"]
+__all__ = ["Brief", "Variant", "render", "variant_tasks"]
 
 
 class Variant(BaseModel):
@@ -41,10 +41,6 @@ class Brief(BaseModel):
     text: str
     file: Path
     field: str | None = None
-
-
-def has_cjk(text: str) -> bool:
-    return any("\u4e00" <= ch <= "\u9fff" for ch in text)
 
 
 def render(text: str, params: dict[str, Any], file: Path | str, variant: str, field: str | None = None) -> str:
