@@ -298,11 +298,13 @@ class PredicateGrade(_GradePart):
 
 
 class ContractGrade(_GradePart):
-    FIELDS: ClassVar[tuple[str, ...]] = ("sat", "predicates", "checks", "judge")
+    FIELDS: ClassVar[tuple[str, ...]] = ("sat", "predicates", "checks", "judge", "workspace_capped")
     sat: bool = True
     predicates: list[PredicateGrade] = Field(default_factory=list)
     checks: dict[str, Any] = Field(default_factory=dict)
     judge: dict[str, Any] = Field(default_factory=dict)
+    # the ceilings (ASSAY_COPY_MAX_FILES / _DEPTH) the checks' copy of the workspace reached
+    workspace_capped: list[str] | None = _optional()
 
 
 class AuditFlag(_GradePart):

@@ -60,6 +60,7 @@ from assay import fs
 from assay.config import settings
 from assay.env.inside import source
 from assay.env.sandbox import Limits, Sandbox, bwrap_available
+from assay.env.workspace import grading_copy_limits
 from assay.errors import GraderError, HarnessError, ProviderError
 from assay.grade.contract import PythonCheck
 from assay.grade.inputs import GradeInput
@@ -147,8 +148,9 @@ def _python() -> str:
 
 
 async def _run_sandboxed(checks_code: str, mode: str, workspace: Path | None, files: dict[str, str],
-                         timeout_s: float) -> Any:
-    """Run the runner in a fresh sandbox on a copy of `workspace`; return the decoded result."""
+                         timeout_s: float, capped: list[str] | None = None) -> Any:
+    """Run the runner in a fresh sandbox on a copy of `workspace` (capped by `grading_copy_limits`:
+    what was left out is added to `capped`); return the decoded result."""
     base = Path(tempfile.mkdtemp(prefix="assay-checks-"))
     try:
         os.chmod(base, 0o711)
@@ -163,7 +165,9 @@ async def _run_sandboxed(checks_code: str, mode: str, workspace: Path | None, fi
         os.chmod(cdir, 0o755)
         ws = base / "workspace"
         if workspace is not None:
-            await asyncio.to_thread(fs.copy_tree, workspace, ws)
+            report = await asyncio.to_thread(fs.copy_tree, workspace, ws, limits=grading_copy_limits())
+            if capped is not None:
+                capped.extend(report.capped)
         else:
             ws.mkdir()
         isolated = bwrap_available()
@@ -241,8 +245,10 @@ def _scores(result: Any) -> dict[str, float]:
 
 
 async def run_checks(task: Task, workspace: Path | None, events: list[Event], final_message: str,
-                     *, timeout_s: float | None = None, model: str | None = None) -> dict[str, float] | None:
-    """The task's automated checks, sandboxed: name -> score in [0, 1]; None if it has none."""
+                     *, timeout_s: float | None = None, model: str | None = None,
+                     capped: list[str] | None = None) -> dict[str, float] | None:
+    """The task's automated checks, sandboxed: name -> score in [0, 1]; None if it has none.
+    The ceilings the workspace copy they were handed reached go into `capped`."""
     src = _checks_source(task)
     if src is None:
         return None
@@ -251,9 +257,10 @@ async def run_checks(task: Task, workspace: Path | None, events: list[Event], fi
     if style == "darebench":
         transcript = to_openclaw(events, task_id=task.id, model=model, final_message=final_message)
         files = {"transcript.jsonl": "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in transcript)}
-        result = await _run_sandboxed(code, "darebench", workspace, files, timeout_s)
+        result = await _run_sandboxed(code, "darebench", workspace, files, timeout_s, capped)
     else:
-        result = await _run_sandboxed(code, "native", workspace, {"final_message.txt": final_message}, timeout_s)
+        result = await _run_sandboxed(code, "native", workspace, {"final_message.txt": final_message}, timeout_s,
+                                      capped)
     return _scores(result)
 
 
@@ -466,7 +473,10 @@ async def grade_contract(inp: GradeInput, grade: ContractGrade) -> ContractScore
     judge_score: float | None = None
     judge_usage: UsageCost | None = None
     if g.type in ("automated", "hybrid"):
-        checks = await run_checks(task, inp.workspace, inp.events, inp.final_message, model=model)
+        capped: list[str] = []
+        checks = await run_checks(task, inp.workspace, inp.events, inp.final_message, model=model, capped=capped)
+        if capped:  # the checks saw a copy without what passed the caps (ASSAY_COPY_MAX_FILES/_DEPTH)
+            grade.workspace_capped = capped
         if checks is None:
             preds = grade.predicates
             auto = sum(1 for p in preds if p.ok) / len(preds) if preds else 1.0
