@@ -309,10 +309,58 @@ async def test_setuid_file_is_not_setuid_root(sb: Sandbox) -> None:
     assert not st.st_mode & (stat.S_ISUID | stat.S_ISGID)
 
 
-async def test_memory_limit(sb: Sandbox) -> None:
-    r = await sb.run(["python3", "-c", "b = bytearray(6 * 1024**3); print('ALLOCATED')"], timeout_s=30)
+async def test_memory_limit(base: Path) -> None:
+    """One process over the limit: OOM-killed in the run's cgroup (with a note), or a
+    MemoryError where memory falls back to RLIMIT_AS."""
+    s = _make(base, limits=Limits(memory_bytes=256 * 1024**2))
+    grouped = s.describe().startswith("memory 256 MiB for the whole run")
+    try:
+        r = await s.run(["python3", "-c", "b = bytearray(512 * 1024**2); print('ALLOCATED')"], timeout_s=30)
+    finally:
+        await s.close()
     assert r.exit_code != 0 and "ALLOCATED" not in r.output
-    assert "MemoryError" in r.output
+    if grouped:
+        assert r.exit_code == 137 and any("memory limit of 256 MiB" in n for n in r.notes), r
+    else:
+        assert "MemoryError" in r.output
+
+
+@needs_root
+async def test_memory_limit_holds_for_the_whole_run(base: Path) -> None:
+    """Three processes of 100 MB each under a 256 MiB run limit: they cannot all hold their
+    memory at once (RLIMIT_AS alone would let each have 256 MiB)."""
+    s = _make(base, limits=Limits(memory_bytes=256 * 1024**2))
+    if s.cgroup is None:
+        await s.close()
+        pytest.skip("no memory cgroup here: memory is bounded per process only")
+    hog = "import time; b = b'x' * (100 * 1024**2); print('HELD', flush=True); time.sleep(1.5)"
+    try:
+        r = await s.run(f"for i in 1 2 3; do python3 -c \"{hog}\" & done; wait", timeout_s=30)
+    finally:
+        await s.close()
+    assert r.output.count("HELD") < 3 or "Killed" in r.output, r
+    assert any("memory limit" in n for n in r.notes), r
+    assert not s.cgroup, "the run's cgroup was not removed at close"
+
+
+async def test_ram_backed_mounts_are_bounded(sb: Sandbox) -> None:
+    r = await sb.run("df -B1 --output=size /tmp /dev/shm | tail -2; touch /x /dev/x /usr/x 2>&1 | grep -c Read-only; "
+                     "echo ok > /dev/null && echo null-ok")
+    sizes = [int(x) for x in r.output.split()[:2]]
+    assert sizes == [sb.limits.tmp_bytes, sb.limits.shm_bytes], r.output
+    assert r.output.split()[2] == "3" and "null-ok" in r.output, r.output
+
+
+async def test_seccomp_filter_is_installed(sb: Sandbox) -> None:
+    from assay.env import seccomp
+
+    if seccomp.program() is None:
+        pytest.skip(f"no seccomp table for {os.uname().machine}")
+    probe = ("import ctypes, errno; libc = ctypes.CDLL(None, use_errno=True); "
+             "r = libc.ptrace(0, 0, 0, 0); print('PTRACE', r, ctypes.get_errno() == errno.EPERM); "
+             "print([l for l in open('/proc/self/status') if l.startswith('Seccomp:')][0].split()[1])")
+    r = await sb.run(["python3", "-c", probe])
+    assert "PTRACE -1 True" in r.output and r.output.strip().endswith("2"), r.output
 
 
 async def test_file_size_limit(base: Path) -> None:

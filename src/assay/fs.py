@@ -700,6 +700,8 @@ def _copy_dir(sfd: int, dfd: int, prefix: str, depth: int, report: CopyReport, l
         except OSError:
             continue  # vanished meanwhile
         if stat.S_ISDIR(st.st_mode):
+            if _too_deep(rel, depth + 1, report, limits):
+                continue
             try:
                 sub = os.open(name, _DIR_FLAGS, dir_fd=sfd)
             except OSError as e:
