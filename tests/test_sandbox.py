@@ -446,3 +446,117 @@ def test_allocate_uid_unique_across_processes() -> None:
     assert len(got) == 46 and len(set(got)) == 46
     assert all(u >= UID_BASE for u in got)
     release_uid(here)
+
+
+# --------------------------------------------------------------------------- the workspace quota
+
+
+def _can_mount_volumes() -> bool:
+    from assay.env.volume import WorkspaceVolume
+
+    return WorkspaceVolume._mount_unavailable() is None
+
+
+@needs_root
+async def test_workspace_volume_enforces_its_quota(base: Path) -> None:
+    from assay.env.volume import WorkspaceVolume
+
+    if not _can_mount_volumes():
+        pytest.skip("no loop devices / mkfs.ext4 here: the quota is a checked budget")
+    vol = WorkspaceVolume.create(base / "ws", 64 * 1024**2)
+    try:
+        assert vol.kind == "mount" and not (vol.path / "lost+found").exists()
+        fs.write_file(vol.path, "keep.txt", "kept\n")
+        s = Sandbox(vol.path, volume=vol)
+        s.prepare()
+        try:
+            r = await s.run("head -c 100000000 /dev/zero > fill; echo rc=$?; rm -f fill; grep ' /workspace ' "
+                            "/proc/self/mountinfo")
+        finally:
+            await s.close()
+        assert "rc=1" in r.output and "No space left on device" in r.output, r.output
+        assert any("disk quota of 64 MiB" in n for n in r.notes) and vol.quota_hit
+        assert str(base) not in r.output  # the workspace is the root of its own filesystem
+        with pytest.raises(fs.QuotaError, match="quota"):
+            fs.write_file(vol.path, "big.txt", "x" * (80 * 1024**2))
+    finally:
+        vol.release()
+    assert not os.path.ismount(vol.path) and (vol.path / "keep.txt").read_text() == "kept\n"
+    assert not list(base.glob(".ws.*")), "the image (or the copy-out folder) was left behind"
+
+
+async def test_checked_quota_refuses_file_tool_writes(base: Path) -> None:
+    from assay.env.volume import WorkspaceVolume
+
+    vol = WorkspaceVolume(base / "ws", 1024 * 1024, "checked")
+    vol.path.mkdir()
+    fs.write_file(vol.path, "a.txt", "x" * 1000, room=vol.check_write)
+    with pytest.raises(fs.QuotaError, match="disk quota"):
+        fs.write_file(vol.path, "b.txt", "x" * (2 * 1024 * 1024), room=vol.check_write)
+    assert vol.quota_hit
+
+
+# --------------------------------------------------------------------------- seccomp, lifeline
+
+
+def test_seccomp_program_shape() -> None:
+    from assay.env import seccomp
+
+    prog = seccomp.build("x86_64")
+    assert prog is not None and len(prog) % 8 == 0
+    assert seccomp.build("riscv64") is None
+    aarch = seccomp.build("aarch64")
+    assert aarch is not None and len(aarch) < len(prog)  # no x32 cut, no iopl/ioperm/uselib
+
+
+@needs_root
+def test_lifeline_kills_registered_groups_when_the_harness_dies(base: Path) -> None:
+    """A stand-in harness registers a session child with the lifeline and is killed with -9:
+    the child's whole process group goes, and a registered folder is removed."""
+    marker = base / "lifeline-marker"
+    tree = base / "tree"
+    harness = (
+        "import subprocess, sys, time\n"
+        "from assay.env import lifeline\n"
+        f"p = subprocess.Popen(['/bin/sh', '-c', 'sleep 300 & sleep 300; : {marker}'], start_new_session=True)\n"
+        f"lifeline.keep_group(p.pid); lifeline.keep('tree', {str(tree)!r})\n"
+        "print(p.pid, flush=True)\n"
+        "time.sleep(300)\n")
+    tree.mkdir()
+    h = subprocess.Popen([sys.executable, "-c", harness], stdout=subprocess.PIPE, text=True)
+    try:
+        assert h.stdout is not None
+        child = int(h.stdout.readline())
+        assert _alive(child)
+        h.kill()
+        h.wait()
+        end = time.monotonic() + 10
+        while (_alive(child) or tree.exists()) and time.monotonic() < end:
+            time.sleep(0.05)
+        assert not _alive(child) and not tree.exists()
+        assert not _group_alive(child)
+    finally:
+        if h.poll() is None:
+            h.kill()
+            h.wait()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+    except OSError:
+        return False
+
+
+def _group_alive(pgid: int) -> bool:
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+                return True
+    return False
