@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -189,3 +190,120 @@ def test_list_files_truncates(ws: Path) -> None:
         (ws / f"f{i:02d}").write_text("")
     out = fs.list_files(ws, max_entries=10).splitlines()
     assert len(out) == 11 and out[-1].startswith("[listing truncated after 10 entries")
+
+
+# --------------------------------------------------------------------------- the file tools' limits
+
+
+def test_edit_file_refuses_an_amplifying_edit_before_building_it(ws: Path) -> None:
+    (ws / "seed.txt").write_text("x" * 100_000)
+    with pytest.raises(fs.QuotaError, match="limit"):
+        fs.edit_file(ws, "seed.txt", "x", "y" * 1000, replace_all=True, max_bytes=10 * 1024**2)
+    assert (ws / "seed.txt").read_text() == "x" * 100_000
+    # the exact size is computed in bytes: a multi-byte replacement counts its bytes
+    assert fs.edit_file(ws, "seed.txt", "x", "é", replace_all=True, max_bytes=200_000).startswith("edited")
+    assert (ws / "seed.txt").stat().st_size == 200_000
+
+
+def test_file_tools_refuse_big_files(ws: Path) -> None:
+    with pytest.raises(fs.QuotaError):
+        fs.write_file(ws, "big.txt", "z" * 2048, max_bytes=1024)
+    assert not (ws / "big.txt").exists()
+    (ws / "huge.txt").write_bytes(b"a" * 4096)
+    with pytest.raises(fs.QuotaError, match="edit it with a command"):
+        fs.edit_file(ws, "huge.txt", "a", "b", replace_all=True, max_bytes=1024)
+
+
+def test_room_check_refuses_a_write_past_the_quota(ws: Path) -> None:
+    calls: list[tuple[int, int]] = []
+
+    def room(size: int, replaced: int) -> None:
+        calls.append((size, replaced))
+        if size - replaced > 10:
+            raise fs.QuotaError("refused: the workspace's disk quota")
+
+    fs.write_file(ws, "a.txt", "12345", room=room)
+    fs.write_file(ws, "a.txt", "1234567890", room=room)  # replaces 5 bytes: 5 more
+    with pytest.raises(fs.QuotaError, match="quota"):
+        fs.write_file(ws, "b.txt", "x" * 11, room=room)
+    assert calls == [(5, 0), (10, 5), (11, 0)]
+
+
+def test_list_files_stops_at_its_depth(ws: Path) -> None:
+    d = ws
+    for _ in range(5):
+        d = d / "d"
+    d.mkdir(parents=True)
+    (d / "leaf").write_text("x")
+    out = fs.list_files(ws, ".", max_depth=3)
+    assert "d/d/d/" in out and "d/d/d/d/" not in out and "deeper than 3 levels" in out
+
+
+def test_list_files_on_a_very_deep_tree(ws: Path) -> None:
+    """1,200 levels: no RecursionError, no descriptor per level past the cap."""
+    fd = os.open(ws, os.O_RDONLY)
+    try:
+        for _ in range(1200):
+            os.mkdir("d", dir_fd=fd)
+            nfd = os.open("d", os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = nfd
+    finally:
+        os.close(fd)
+    try:
+        out = fs.list_files(ws, ".")
+        assert f"deeper than {fs.LIST_MAX_DEPTH} levels" in out
+        assert fs.read_tree(ws, ".", max_file_bytes=10) == []
+    finally:  # GNU rm copes with trees deeper than Python's recursion limit (pytest's cleanup does not)
+        subprocess.run(["rm", "-rf", "--one-file-system", str(ws / "d")], check=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="acting as another uid needs root")
+def test_acting_as_checks_permissions_as_the_run() -> None:
+    import shutil
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="assay-fs-test-"))
+    os.chmod(base, 0o711)  # as the harness makes run folders: other uids may pass through
+    try:
+        _acting_as_checks(base / "ws", 200_999)
+    finally:
+        shutil.rmtree(base)
+
+
+def _acting_as_checks(ws: Path, uid: int) -> None:
+    ws.mkdir()
+    os.chown(ws, uid, uid)
+    (ws / "mine.txt").write_text("x")
+    os.chown(ws / "mine.txt", uid, uid)
+    (ws / "roots.txt").write_text("root's\n")
+    os.chmod(ws / "roots.txt", 0o600)
+    with fs.acting_as(uid):
+        fs.write_file(ws, "new/made.txt", "hello")
+        with pytest.raises(fs.PathError, match="Permission denied"):
+            fs.read_file(ws, "roots.txt")
+    st = os.stat(ws / "new" / "made.txt")
+    assert (st.st_uid, st.st_gid) == (uid, uid)
+    assert os.stat(ws / "new").st_uid == uid
+    assert "root's" in fs.read_file(ws, "roots.txt")  # back to root afterwards
+
+
+# --------------------------------------------------------------------------- capped copies
+
+
+def test_copy_tree_skip_mode_keeps_what_fits(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    deep = src / "a" / "b" / "c" / "d"
+    deep.mkdir(parents=True)
+    (deep / "leaf.txt").write_text("deep")
+    (src / "many").mkdir()
+    for i in range(30):
+        (src / "many" / f"f{i:02d}").write_text("x")
+    rep = fs.copy_tree(src, tmp_path / "dst", limits=fs.CopyLimits(max_depth=2, on_limit="skip"))
+    assert not (tmp_path / "dst" / "a" / "b" / "c").exists() and (tmp_path / "dst" / "a" / "b").is_dir()
+    assert (tmp_path / "dst" / "many" / "f29").exists()
+    assert any("deeper than 2" in c for c in rep.capped)
+    rep = fs.copy_tree(src, tmp_path / "dst2", limits=fs.CopyLimits(max_files=10, on_limit="skip"))
+    assert rep.files + rep.dirs + rep.links == 10 and any("too many files" in c for c in rep.capped)
+    with pytest.raises(fs.CopyError):
+        fs.copy_tree(src, tmp_path / "dst3", limits=fs.CopyLimits(max_files=10))

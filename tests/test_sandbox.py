@@ -309,10 +309,58 @@ async def test_setuid_file_is_not_setuid_root(sb: Sandbox) -> None:
     assert not st.st_mode & (stat.S_ISUID | stat.S_ISGID)
 
 
-async def test_memory_limit(sb: Sandbox) -> None:
-    r = await sb.run(["python3", "-c", "b = bytearray(6 * 1024**3); print('ALLOCATED')"], timeout_s=30)
+async def test_memory_limit(base: Path) -> None:
+    """One process over the limit: OOM-killed in the run's cgroup (with a note), or a
+    MemoryError where memory falls back to RLIMIT_AS."""
+    s = _make(base, limits=Limits(memory_bytes=256 * 1024**2))
+    grouped = s.describe().startswith("memory 256 MiB for the whole run")
+    try:
+        r = await s.run(["python3", "-c", "b = bytearray(512 * 1024**2); print('ALLOCATED')"], timeout_s=30)
+    finally:
+        await s.close()
     assert r.exit_code != 0 and "ALLOCATED" not in r.output
-    assert "MemoryError" in r.output
+    if grouped:
+        assert r.exit_code == 137 and any("memory limit of 256 MiB" in n for n in r.notes), r
+    else:
+        assert "MemoryError" in r.output
+
+
+@needs_root
+async def test_memory_limit_holds_for_the_whole_run(base: Path) -> None:
+    """Three processes of 100 MB each under a 256 MiB run limit: they cannot all hold their
+    memory at once (RLIMIT_AS alone would let each have 256 MiB)."""
+    s = _make(base, limits=Limits(memory_bytes=256 * 1024**2))
+    if s.cgroup is None:
+        await s.close()
+        pytest.skip("no memory cgroup here: memory is bounded per process only")
+    hog = "import time; b = b'x' * (100 * 1024**2); print('HELD', flush=True); time.sleep(1.5)"
+    try:
+        r = await s.run(f"for i in 1 2 3; do python3 -c \"{hog}\" & done; wait", timeout_s=30)
+    finally:
+        await s.close()
+    assert r.output.count("HELD") < 3 or "Killed" in r.output, r
+    assert any("memory limit" in n for n in r.notes), r
+    assert not s.cgroup, "the run's cgroup was not removed at close"
+
+
+async def test_ram_backed_mounts_are_bounded(sb: Sandbox) -> None:
+    r = await sb.run("df -B1 --output=size /tmp /dev/shm | tail -2; touch /x /dev/x /usr/x 2>&1 | grep -c Read-only; "
+                     "echo ok > /dev/null && echo null-ok")
+    sizes = [int(x) for x in r.output.split()[:2]]
+    assert sizes == [sb.limits.tmp_bytes, sb.limits.shm_bytes], r.output
+    assert r.output.split()[2] == "3" and "null-ok" in r.output, r.output
+
+
+async def test_seccomp_filter_is_installed(sb: Sandbox) -> None:
+    from assay.env import seccomp
+
+    if seccomp.program() is None:
+        pytest.skip(f"no seccomp table for {os.uname().machine}")
+    probe = ("import ctypes, errno; libc = ctypes.CDLL(None, use_errno=True); "
+             "r = libc.ptrace(0, 0, 0, 0); print('PTRACE', r, ctypes.get_errno() == errno.EPERM); "
+             "print([l for l in open('/proc/self/status') if l.startswith('Seccomp:')][0].split()[1])")
+    r = await sb.run(["python3", "-c", probe])
+    assert "PTRACE -1 True" in r.output and r.output.strip().endswith("2"), r.output
 
 
 async def test_file_size_limit(base: Path) -> None:
@@ -398,3 +446,117 @@ def test_allocate_uid_unique_across_processes() -> None:
     assert len(got) == 46 and len(set(got)) == 46
     assert all(u >= UID_BASE for u in got)
     release_uid(here)
+
+
+# --------------------------------------------------------------------------- the workspace quota
+
+
+def _can_mount_volumes() -> bool:
+    from assay.env.volume import WorkspaceVolume
+
+    return WorkspaceVolume._mount_unavailable() is None
+
+
+@needs_root
+async def test_workspace_volume_enforces_its_quota(base: Path) -> None:
+    from assay.env.volume import WorkspaceVolume
+
+    if not _can_mount_volumes():
+        pytest.skip("no loop devices / mkfs.ext4 here: the quota is a checked budget")
+    vol = WorkspaceVolume.create(base / "ws", 64 * 1024**2)
+    try:
+        assert vol.kind == "mount" and not (vol.path / "lost+found").exists()
+        fs.write_file(vol.path, "keep.txt", "kept\n")
+        s = Sandbox(vol.path, volume=vol)
+        s.prepare()
+        try:
+            r = await s.run("head -c 100000000 /dev/zero > fill; echo rc=$?; rm -f fill; grep ' /workspace ' "
+                            "/proc/self/mountinfo")
+        finally:
+            await s.close()
+        assert "rc=1" in r.output and "No space left on device" in r.output, r.output
+        assert any("disk quota of 64 MiB" in n for n in r.notes) and vol.quota_hit
+        assert str(base) not in r.output  # the workspace is the root of its own filesystem
+        with pytest.raises(fs.QuotaError, match="quota"):
+            fs.write_file(vol.path, "big.txt", "x" * (80 * 1024**2))
+    finally:
+        vol.release()
+    assert not os.path.ismount(vol.path) and (vol.path / "keep.txt").read_text() == "kept\n"
+    assert not list(base.glob(".ws.*")), "the image (or the copy-out folder) was left behind"
+
+
+async def test_checked_quota_refuses_file_tool_writes(base: Path) -> None:
+    from assay.env.volume import WorkspaceVolume
+
+    vol = WorkspaceVolume(base / "ws", 1024 * 1024, "checked")
+    vol.path.mkdir()
+    fs.write_file(vol.path, "a.txt", "x" * 1000, room=vol.check_write)
+    with pytest.raises(fs.QuotaError, match="disk quota"):
+        fs.write_file(vol.path, "b.txt", "x" * (2 * 1024 * 1024), room=vol.check_write)
+    assert vol.quota_hit
+
+
+# --------------------------------------------------------------------------- seccomp, lifeline
+
+
+def test_seccomp_program_shape() -> None:
+    from assay.env import seccomp
+
+    prog = seccomp.build("x86_64")
+    assert prog is not None and len(prog) % 8 == 0
+    assert seccomp.build("riscv64") is None
+    aarch = seccomp.build("aarch64")
+    assert aarch is not None and len(aarch) < len(prog)  # no x32 cut, no iopl/ioperm/uselib
+
+
+@needs_root
+def test_lifeline_kills_registered_groups_when_the_harness_dies(base: Path) -> None:
+    """A stand-in harness registers a session child with the lifeline and is killed with -9:
+    the child's whole process group goes, and a registered folder is removed."""
+    marker = base / "lifeline-marker"
+    tree = base / "tree"
+    harness = (
+        "import subprocess, sys, time\n"
+        "from assay.env import lifeline\n"
+        f"p = subprocess.Popen(['/bin/sh', '-c', 'sleep 300 & sleep 300; : {marker}'], start_new_session=True)\n"
+        f"lifeline.keep_group(p.pid); lifeline.keep('tree', {str(tree)!r})\n"
+        "print(p.pid, flush=True)\n"
+        "time.sleep(300)\n")
+    tree.mkdir()
+    h = subprocess.Popen([sys.executable, "-c", harness], stdout=subprocess.PIPE, text=True)
+    try:
+        assert h.stdout is not None
+        child = int(h.stdout.readline())
+        assert _alive(child)
+        h.kill()
+        h.wait()
+        end = time.monotonic() + 10
+        while (_alive(child) or tree.exists()) and time.monotonic() < end:
+            time.sleep(0.05)
+        assert not _alive(child) and not tree.exists()
+        assert not _group_alive(child)
+    finally:
+        if h.poll() is None:
+            h.kill()
+            h.wait()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+    except OSError:
+        return False
+
+
+def _group_alive(pgid: int) -> bool:
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+                return True
+    return False

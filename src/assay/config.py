@@ -36,6 +36,14 @@ class Defaults(BaseModel):
 
 DEFAULTS = Defaults()
 
+WORKSPACE_QUOTA_BYTES = 4 * 1024**3
+"""Default disk quota of one run's workspace (docs/user-guide.md, "Sandbox limits")."""
+MIN_WORKSPACE_QUOTA_BYTES = 32 * 1024**2
+COPY_MAX_FILES = 100_000
+"""Default cap on the entries of a workspace copied or walked for grading."""
+COPY_MAX_DEPTH = 64
+"""Default cap on the folder depth of a workspace copied or walked for grading."""
+
 
 class PriceConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -78,6 +86,9 @@ class Settings(BaseModel):
     grade_timeout_s: float = DEFAULTS.grade_timeout_s  # ASSAY_GRADE_TIMEOUT_S
     check_timeout_s: float = DEFAULTS.check_timeout_s  # ASSAY_CHECK_TIMEOUT_S
     darebench_cells: str = "table1"  # ASSAY_DAREBENCH_CELLS
+    workspace_quota_bytes: int = WORKSPACE_QUOTA_BYTES  # ASSAY_WORKSPACE_QUOTA_BYTES (0: no quota)
+    copy_max_files: int = COPY_MAX_FILES  # ASSAY_COPY_MAX_FILES
+    copy_max_depth: int = COPY_MAX_DEPTH  # ASSAY_COPY_MAX_DEPTH
 
 
 def _seconds(name: str, default: float) -> float:
@@ -93,6 +104,21 @@ def _seconds(name: str, default: float) -> float:
     return value
 
 
+def _count(name: str, default: int, *, minimum: int, zero_ok: bool = False) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise InputError(None, name, f"{raw!r} is not a whole number") from None
+    if zero_ok and value == 0:
+        return 0
+    if value < minimum:
+        raise InputError(None, name, f"{raw!r} must be at least {minimum}" + (" (or 0 for none)" if zero_ok else ""))
+    return value
+
+
 def settings() -> Settings:
     """The `ASSAY_*` settings of the current environment (InputError for a bad value)."""
     env = os.environ
@@ -103,6 +129,10 @@ def settings() -> Settings:
         grade_timeout_s=_seconds("ASSAY_GRADE_TIMEOUT_S", DEFAULTS.grade_timeout_s),
         check_timeout_s=_seconds("ASSAY_CHECK_TIMEOUT_S", DEFAULTS.check_timeout_s),
         darebench_cells=(env.get("ASSAY_DAREBENCH_CELLS") or "table1").strip().lower() or "table1",
+        workspace_quota_bytes=_count("ASSAY_WORKSPACE_QUOTA_BYTES", WORKSPACE_QUOTA_BYTES,
+                                     minimum=MIN_WORKSPACE_QUOTA_BYTES, zero_ok=True),
+        copy_max_files=_count("ASSAY_COPY_MAX_FILES", COPY_MAX_FILES, minimum=1),
+        copy_max_depth=_count("ASSAY_COPY_MAX_DEPTH", COPY_MAX_DEPTH, minimum=1),
     )
 
 

@@ -15,12 +15,19 @@ or blocking (`open_regular_at`, `read_regular`), content digests (`file_digest`,
   still running in the sandbox) makes the operation fail instead of escaping;
 * writes by creating a fresh file and renaming it into place, so it never writes through
   an existing inode (a hard link to a file outside the workspace stays untouched), and
-  never leaves setuid/setgid bits on what it writes.
+  never leaves setuid/setgid bits on what it writes;
+* acts with the run's uid when given one (`acting_as`: the thread's filesystem uid and gid
+  are switched for the call, so the kernel checks permissions as the sandbox would and new
+  files belong to the run), and with the run's limits: a file written or edited through the
+  tools is at most `max_bytes` (FILE_TOOL_MAX_BYTES by default), checked before any of it
+  is built in memory, and a full workspace is reported as such (QuotaError).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
 import hashlib
 import os
 import re
@@ -30,10 +37,17 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, Literal
 
-__all__ = ["CopyLimits", "CopyReport", "PathError", "check_relative", "copy_tree", "edit_file", "file_digest",
+__all__ = ["FILE_TOOL_MAX_BYTES", "LIST_MAX_DEPTH", "CopyLimits", "CopyReport", "PathError", "QuotaError",
+           "acting_as", "check_relative", "copy_tree", "edit_file", "file_digest",
            "entry_kind", "list_dir", "list_files", "open_regular_at", "read_workspace_file", "read_file", "read_regular", "read_tree", "remove_unsafe", "resolve", "tree_digest", "write_file"]
+
+FILE_TOOL_MAX_BYTES = 64 * 1024**2
+"""Largest file `write_file` / `edit_file` write (or `edit_file` reads): 64 MiB. Commands in
+the sandbox may write larger files, up to the sandbox's file-size limit."""
+LIST_MAX_DEPTH = 64
+"""`list_files` and `read_tree` do not descend deeper than this below the folder asked for."""
 
 MAX_LINE_CHARS = 2000
 """Longer lines are clipped in read_file so one minified line cannot flood the context."""
@@ -44,6 +58,41 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 class PathError(ValueError):
     """A path the harness refuses to touch; the message says what and why."""
+
+
+class QuotaError(PathError):
+    """A write refused for want of room: the workspace's disk quota or a file-size limit."""
+
+
+_LIBC = ctypes.CDLL(None, use_errno=True)
+
+
+@contextlib.contextmanager
+def acting_as(uid: int | None) -> Iterator[None]:
+    """Run the body with this thread's filesystem uid and gid set to `uid` (root only; no-op
+    for None, for 0, or when not root). Only the calling thread is affected (setfsuid is
+    per thread), and only file permission checks and the owner of created files change."""
+    if uid is None or uid == 0 or os.geteuid() != 0:
+        yield
+        return
+    _LIBC.setfsgid(uid)
+    _LIBC.setfsuid(uid)
+    try:
+        if _LIBC.setfsuid(-1) != uid or _LIBC.setfsgid(-1) != uid:  # -1: query without change
+            raise OSError(errno.EPERM, f"cannot act as uid {uid} (setfsuid failed)")
+        yield
+    finally:
+        _LIBC.setfsuid(0)
+        _LIBC.setfsgid(0)
+
+
+def _room_error(rel: str, e: OSError) -> QuotaError | None:
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return QuotaError(f"{rel}: refused: no space left in the workspace (its disk quota is reached; "
+                          "delete files to make room)")
+    if e.errno == errno.EFBIG:
+        return QuotaError(f"{rel}: refused: the file would pass the file-size limit")
+    return None
 
 
 def _root(workspace: Path) -> str:
@@ -231,30 +280,59 @@ def _replace_file(workspace: Path, rel: str, data: bytes, owner: int | None, mod
             finally:
                 os.close(fd)
             os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
-        except BaseException:
+        except BaseException as e:
             with contextlib.suppress(OSError):
                 os.unlink(tmp, dir_fd=dfd)
+            room = _room_error(rel, e) if isinstance(e, OSError) else None
+            if room is not None:
+                raise room from None
             raise
     finally:
         os.close(dfd)
 
 
-def write_file(workspace: Path, rel: str, content: str, owner: int | None = None, mode: int | None = None) -> str:
+def write_file(workspace: Path, rel: str, content: str, owner: int | None = None, mode: int | None = None,
+               *, max_bytes: int | None = None, room: Callable[[int, int], None] | None = None) -> str:
     """Create or overwrite a file; created directories and the file get `owner` (uid and gid),
-    the file `mode` (default: the old file's permissions, else 0644)."""
+    the file `mode` (default: the old file's permissions, else 0644). With `max_bytes`, a
+    longer content is refused (QuotaError) before it is encoded; `room(size, replaced)` may
+    refuse the write first (the workspace's checked quota)."""
+    if max_bytes is not None and len(content) > max_bytes:  # a character is at least one byte
+        raise QuotaError(f"{rel}: refused: {len(content)} characters is over the file tools' limit of "
+                         f"{max_bytes} bytes")
     data = content.encode("utf-8")
+    if max_bytes is not None and len(data) > max_bytes:
+        raise QuotaError(f"{rel}: refused: {len(data)} bytes is over the file tools' limit of {max_bytes} bytes")
+    if room is not None:
+        room(len(data), _existing_size(workspace, rel))
     _replace_file(workspace, rel, data, owner, mode)
     lines = content.count("\n") + (0 if content.endswith("\n") or not content else 1)
     return f"wrote {len(data)} bytes ({lines} lines) to {rel}"
 
 
+def _existing_size(workspace: Path, rel: str) -> int:
+    try:
+        with _open_regular(workspace, rel) as (_fd, st):
+            return st.st_size
+    except PathError:
+        return 0
+
+
 def edit_file(workspace: Path, rel: str, old_text: str, new_text: str, replace_all: bool = False,
-              owner: int | None = None) -> str:
-    """Replace old_text by new_text; it must occur exactly once unless replace_all."""
+              owner: int | None = None, *, max_bytes: int = FILE_TOOL_MAX_BYTES,
+              room: Callable[[int, int], None] | None = None) -> str:
+    """Replace old_text by new_text; it must occur exactly once unless replace_all. A file over
+    `max_bytes`, or an edit whose result would be, is refused before the result is built."""
     if old_text == "":
         raise ValueError("old_text is empty: give the exact text to replace")
-    with _open_regular(workspace, rel) as (fd, _st), os.fdopen(os.dup(fd), "rb") as f:
-        raw = f.read()
+    with _open_regular(workspace, rel) as (fd, st):
+        if st.st_size > max_bytes:
+            raise QuotaError(f"{rel}: refused: {st.st_size} bytes is over the file tools' limit of {max_bytes} "
+                             "bytes (edit it with a command)")
+        with os.fdopen(os.dup(fd), "rb") as f:
+            raw = f.read(max_bytes + 1)
+    if len(raw) > max_bytes:
+        raise QuotaError(f"{rel}: refused: over the file tools' limit of {max_bytes} bytes")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -265,22 +343,31 @@ def edit_file(workspace: Path, rel: str, old_text: str, new_text: str, replace_a
     if count > 1 and not replace_all:
         raise ValueError(f"old_text occurs {count} times in {rel}: add surrounding text to make it "
                          "unique, or set replace_all")
+    done = count if replace_all else 1
+    # UTF-8 matches fall on character boundaries: the byte count of the result is exact.
+    size = len(raw) + done * (len(new_text.encode("utf-8")) - len(old_text.encode("utf-8")))
+    if size > max_bytes:
+        raise QuotaError(f"{rel}: refused: the edit would make the file {size} bytes, over the file tools' "
+                         f"limit of {max_bytes} bytes")
+    if room is not None:
+        room(size, len(raw))
     new = text.replace(old_text, new_text) if replace_all else text.replace(old_text, new_text, 1)
     _replace_file(workspace, rel, new.encode("utf-8"), owner)
-    done = count if replace_all else 1
     return f"edited {rel}: replaced {done} occurrence{'s' if done != 1 else ''}"
 
 
-def list_files(workspace: Path, rel: str = ".", max_entries: int = 2000) -> str:
-    """Recursive listing: 'dir/', 'file (N bytes)', 'link -> target' (links are not followed)."""
+def list_files(workspace: Path, rel: str = ".", max_entries: int = 2000, max_depth: int = LIST_MAX_DEPTH) -> str:
+    """Recursive listing: 'dir/', 'file (N bytes)', 'link -> target' (links are not followed),
+    at most `max_entries` lines and `max_depth` levels below `rel`."""
     root, parts = _rel_parts(workspace, rel)
     fd = _open_dirs(root, parts, rel)
     prefix = "" if not parts else "/".join(parts) + "/"
     lines: list[str] = []
     truncated = False
+    too_deep = False
 
-    def walk(dfd: int, pre: str) -> None:
-        nonlocal truncated
+    def walk(dfd: int, pre: str, depth: int = 0) -> None:
+        nonlocal truncated, too_deep
         with os.scandir(dfd) as it:
             entries = sorted(it, key=lambda e: e.name)
         for e in entries:
@@ -292,12 +379,15 @@ def list_files(workspace: Path, rel: str = ".", max_entries: int = 2000) -> str:
                 lines.append(f"{path} -> {os.readlink(e.name, dir_fd=dfd)}")
             elif e.is_dir(follow_symlinks=False):
                 lines.append(path + "/")
+                if depth + 1 >= max_depth:
+                    too_deep = True
+                    continue
                 try:
                     sub = os.open(e.name, _DIR_FLAGS, dir_fd=dfd)
                 except OSError:
                     continue  # vanished or replaced meanwhile: list what is there
                 try:
-                    walk(sub, path + "/")
+                    walk(sub, path + "/", depth + 1)
                 finally:
                     os.close(sub)
                 if truncated:
@@ -315,6 +405,8 @@ def list_files(workspace: Path, rel: str = ".", max_entries: int = 2000) -> str:
         return f"[{rel} is empty]"
     if truncated:
         lines.append(f"[listing truncated after {max_entries} entries; list a subdirectory to see more]")
+    if too_deep:
+        lines.append(f"[folders deeper than {max_depth} levels are not listed; list a subdirectory to see more]")
     return "\n".join(lines)
 
 
@@ -458,10 +550,18 @@ class CopyLimits:
     max_bytes: int = 4 * 1024**3
     max_file_bytes: int = 1024**3
     max_seconds: float = 300.0
+    on_limit: Literal["stop", "skip"] = "stop"
+    """"stop": passing a ceiling raises CopyError. "skip": the copy keeps what it copied so
+    far, leaves the rest out (folders deeper than max_depth, entries past max_files, bytes
+    past max_bytes, whatever remains when time is up) and says so in `CopyReport.capped`."""
 
 
 class CopyError(PathError):
     """A copy stopped at a ceiling (too many files, too deep, too big, too slow)."""
+
+
+class _Capped(Exception):
+    """Internal: a "skip" copy reached a ceiling that ends it (files, bytes, time)."""
 
 
 @dataclass
@@ -474,6 +574,7 @@ class CopyReport:
     bytes: int = 0
     copied: list[str] = field(default_factory=list)  # files, by relative path
     refused: list[tuple[str, str]] = field(default_factory=list)
+    capped: list[str] = field(default_factory=list)  # ceilings a "skip" copy reached, as sentences
 
 
 def copy_tree(src: str | Path, dst: str | Path, *, limits: CopyLimits | None = None,
@@ -508,6 +609,8 @@ def copy_tree(src: str | Path, dst: str | Path, *, limits: CopyLimits | None = N
     links: list[str] = []
     try:
         _copy_dir(sfd, dfd, "", 0, report, limits, deadline, owner, skip, links, merge)
+    except _Capped as e:
+        report.capped.append(str(e))
     finally:
         os.close(sfd)
         os.close(dfd)
@@ -529,7 +632,10 @@ def _copy_one(src: Path, dst: Path, report: CopyReport, limits: CopyLimits, owne
             raise PathError(f"{src}: refused as a file to copy ({e.strerror})") from None
         if not stat.S_ISREG(st.st_mode):
             raise PathError(f"{src}: refused: {_kind(st.st_mode)}, not a regular file")
-        _copy_file(sfd, dfd, src.name, src.name, st, report, limits, owner, out_name=dst.name)
+        try:
+            _copy_file(sfd, dfd, src.name, src.name, st, report, limits, owner, out_name=dst.name)
+        except _Capped as e:
+            report.capped.append(str(e))
     finally:
         os.close(sfd)
         os.close(dfd)
@@ -554,19 +660,39 @@ def _clear(dfd: int, name: str, keep_dir: bool) -> None:
     os.unlink(name, dir_fd=dfd)
 
 
+def _too_deep(prefix: str, depth: int, report: CopyReport, limits: CopyLimits) -> bool:
+    """True when the folder at `prefix` is past max_depth and left out (CopyError in "stop" mode)."""
+    if depth <= limits.max_depth:
+        return False
+    if limits.on_limit != "skip":
+        raise CopyError(f"{prefix or '.'}: tree deeper than {limits.max_depth} levels: copy stopped")
+    if not any(c.startswith("tree deeper") for c in report.capped):
+        report.capped.append(f"tree deeper than {limits.max_depth} levels: deeper folders left out "
+                             f"(first at {prefix})")
+    return True
+
+
+def _check_ceilings(rel: str, report: CopyReport, limits: CopyLimits, deadline: float) -> None:
+    """Stop the copy at `rel` when time is up or max_files is reached (CopyError, or _Capped in "skip" mode)."""
+    msg = None
+    if time.monotonic() > deadline:
+        msg = f"copy took longer than {limits.max_seconds:g} s: stopped at {rel}"
+    elif report.files + report.dirs + report.links >= limits.max_files:
+        msg = f"too many files: more than {limits.max_files} entries, copy stopped at {rel}"
+    if msg is not None:
+        raise _Capped(msg + ", the rest left out") if limits.on_limit == "skip" else CopyError(msg)
+
+
 def _copy_dir(sfd: int, dfd: int, prefix: str, depth: int, report: CopyReport, limits: CopyLimits,
               deadline: float, owner: int | None, skip: Callable[[str], bool] | None, links: list[str],
               merge: bool) -> None:
-    if depth > limits.max_depth:
-        raise CopyError(f"{prefix or '.'}: tree deeper than {limits.max_depth} levels: copy stopped")
+    if _too_deep(prefix, depth, report, limits):
+        return
     with os.scandir(sfd) as it:
         names = sorted(e.name for e in it)
     for name in names:
         rel = f"{prefix}/{name}" if prefix else name
-        if time.monotonic() > deadline:
-            raise CopyError(f"copy took longer than {limits.max_seconds:g} s: stopped at {rel}")
-        if report.files + report.dirs + report.links >= limits.max_files:
-            raise CopyError(f"more than {limits.max_files} entries: copy stopped at {rel}")
+        _check_ceilings(rel, report, limits, deadline)
         if skip is not None and skip(rel):
             continue
         try:
@@ -574,6 +700,8 @@ def _copy_dir(sfd: int, dfd: int, prefix: str, depth: int, report: CopyReport, l
         except OSError:
             continue  # vanished meanwhile
         if stat.S_ISDIR(st.st_mode):
+            if _too_deep(rel, depth + 1, report, limits):
+                continue
             try:
                 sub = os.open(name, _DIR_FLAGS, dir_fd=sfd)
             except OSError as e:
@@ -642,8 +770,12 @@ def _copy_file(sfd: int, dfd: int, name: str, rel: str, st: os.stat_result, repo
                     break
                 copied += len(chunk)
                 if copied > limits.max_file_bytes or report.bytes + copied > limits.max_bytes:
-                    raise CopyError(f"{rel}: copy stopped: more than {limits.max_bytes} bytes in all "
-                                    f"(or {limits.max_file_bytes} in one file)")
+                    msg = (f"{rel}: copy stopped: more than {limits.max_bytes} bytes in all "
+                           f"(or {limits.max_file_bytes} in one file)")
+                    if limits.on_limit == "skip":
+                        os.unlink(out_name or name, dir_fd=dfd)
+                        raise _Capped(msg + ", the rest left out")
+                    raise CopyError(msg)
                 view = memoryview(chunk)
                 while view:
                     view = view[os.write(out, view):]
@@ -714,12 +846,12 @@ def _drop_escaping_links(dst: Path, links: list[str], report: CopyReport) -> Non
 
 
 def read_tree(workspace: Path, rel: str, *, max_file_bytes: int, max_files: int = 500, partial: bool = False,
-              skip: Callable[[str], bool] | None = None) -> list[tuple[str, bytes]]:
+              skip: Callable[[str], bool] | None = None, max_depth: int = LIST_MAX_DEPTH) -> list[tuple[str, bytes]]:
     """(path relative to the workspace, bytes) of the regular files under workspace/rel, sorted,
     read without following any link (the folder itself included) and without opening special
     files or multiply-linked ones. A file over `max_file_bytes` is left out, or with `partial`
     read up to that size. `skip(name)` leaves folders out. [] when the folder is missing or is
-    not a plain one; at most `max_files` files."""
+    not a plain one; at most `max_files` files, from at most `max_depth` levels below `rel`."""
     root = _root(workspace)
     try:
         parts = _literal_parts(rel)
@@ -728,7 +860,7 @@ def read_tree(workspace: Path, rel: str, *, max_file_bytes: int, max_files: int 
         return []
     out: list[tuple[str, bytes]] = []
 
-    def walk(dfd: int, prefix: str) -> None:
+    def walk(dfd: int, prefix: str, depth: int = 0) -> None:
         with os.scandir(dfd) as it:
             entries = sorted(it, key=lambda e: e.name)
         for e in entries:
@@ -737,14 +869,14 @@ def read_tree(workspace: Path, rel: str, *, max_file_bytes: int, max_files: int 
             path = f"{prefix}{e.name}"
             st = e.stat(follow_symlinks=False)
             if stat.S_ISDIR(st.st_mode):
-                if skip is not None and skip(e.name):
+                if skip is not None and skip(e.name) or depth + 1 >= max_depth:
                     continue
                 try:
                     sub = os.open(e.name, _DIR_FLAGS, dir_fd=dfd)
                 except OSError:
                     continue
                 try:
-                    walk(sub, path + "/")
+                    walk(sub, path + "/", depth + 1)
                 finally:
                     os.close(sub)
             elif stat.S_ISREG(st.st_mode) and (partial or st.st_size <= max_file_bytes):

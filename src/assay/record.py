@@ -322,7 +322,7 @@ class PredicateGrade(_GradePart):
 
 
 class ContractGrade(_GradePart):
-    FIELDS: ClassVar[tuple[str, ...]] = ("sat", "predicates", "checks", "judge", "copy_refused")
+    FIELDS: ClassVar[tuple[str, ...]] = ("sat", "predicates", "checks", "judge", "copy_refused", "workspace_capped")
     sat: bool = True
     predicates: list[PredicateGrade] = Field(default_factory=list)
     checks: dict[str, Any] = Field(default_factory=dict)
@@ -330,6 +330,8 @@ class ContractGrade(_GradePart):
     copy_refused: list[tuple[str, str]] = Field(default_factory=list, exclude_if=lambda v: not v)
     """Files of the workspace the checks' copy left out (path, reason): links out, special files,
     files too large."""
+    # the ceilings (ASSAY_COPY_MAX_FILES / _DEPTH) the checks' copy of the workspace reached
+    workspace_capped: list[str] | None = _optional()
 
 
 class AuditFlag(_GradePart):

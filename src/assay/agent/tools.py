@@ -2,10 +2,18 @@
 
 File tools run in the harness on the workspace through `assay.fs`, which refuses
 absolute paths, '..' and symlinks that lead out; `run_command` runs in the sandbox.
+
+Before any tool runs, its arguments are checked: at most MAX_ARGUMENT_BYTES of text in all
+(a 1 GB `content` is refused before anything is encoded or written), and no non-finite
+number anywhere (NaN, Infinity, an overflowing 1e999). The file tools act with the run's
+uid (`assay.fs.acting_as`) and limits: a file they write or edit is at most
+`fs.FILE_TOOL_MAX_BYTES` (and never over the sandbox's file-size limit), and the workspace's
+disk quota holds for them as for commands.
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -17,6 +25,8 @@ from assay.record import safe_text
 TOOL_OUTPUT_LIMIT = 12_000
 DEFAULT_TIMEOUT_S = 300
 MAX_TIMEOUT_S = 1800
+MAX_ARGUMENT_BYTES = 8 * 1024**2
+"""Most text (UTF-8 bytes, all string arguments together) one tool call may carry: 8 MiB."""
 
 
 class SearchBackend(Protocol):
@@ -70,6 +80,41 @@ TOOL_SPECS: dict[str, ToolSpec] = {
 }
 
 
+def check_arguments(value: Any, where: str = "arguments") -> int:
+    """Refuse (ValueError) non-finite numbers anywhere in `value` and more than
+    MAX_ARGUMENT_BYTES of text in all; the text's size in bytes."""
+    total = 0
+    stack: list[tuple[str, Any]] = [(where, value)]
+    while stack:
+        name, v = stack.pop()
+        if isinstance(v, str):
+            total += len(v) if v.isascii() else len(v.encode("utf-8", "surrogatepass"))
+            if total > MAX_ARGUMENT_BYTES:
+                raise ValueError(f"tool arguments refused: more than {MAX_ARGUMENT_BYTES} bytes of text "
+                                 f"(the limit of one tool call); write large files with a command")
+        elif isinstance(v, float) and not math.isfinite(v):
+            raise ValueError(f"{name} refused: {v!r} is not a finite number")
+        elif isinstance(v, dict):
+            stack.extend((f"{k}", x) for k, x in v.items())
+            total += sum(len(str(k)) for k in v)
+        elif isinstance(v, (list, tuple)):
+            stack.extend((f"{name}[{i}]", x) for i, x in enumerate(v))
+    return total
+
+
+def _timeout(raw: Any) -> float:
+    """timeout_s as given (a positive, finite number of seconds), capped at MAX_TIMEOUT_S."""
+    if raw is None or raw == "":
+        return DEFAULT_TIMEOUT_S
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise ValueError(f"timeout_s refused: {raw!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"timeout_s refused: {raw!r} must be a positive, finite number of seconds")
+    return min(value, MAX_TIMEOUT_S)
+
+
 def clip(text: str, limit: int = TOOL_OUTPUT_LIMIT) -> str:
     """Keep the head and the tail of a long output, saying how much was cut."""
     if len(text) <= limit:
@@ -102,6 +147,7 @@ class ToolBox:
         if call.arguments_error:
             return f"error: arguments are not a JSON object ({call.arguments_error})"
         try:
+            check_arguments(call.arguments)
             return safe_text(clip(await self._dispatch(call.name, call.arguments)))
         except (fs.PathError, ValueError, KeyError, TypeError, UnicodeError, IsADirectoryError,
                 FileNotFoundError, NotADirectoryError, PermissionError) as e:
@@ -114,13 +160,12 @@ class ToolBox:
             return self.search_backend.search(str(a["query"]))
         if ws is None:
             return "error: this task has no workspace"
-        owner = self.sandbox.uid if self.sandbox is not None else None
         if name == "run_command":
             if self.sandbox is None:
                 return "error: commands are not available"
             cmd = str(a["command"])
+            timeout = _timeout(a.get("timeout_s"))
             self.commands.append(cmd)
-            timeout = min(float(a.get("timeout_s") or DEFAULT_TIMEOUT_S), MAX_TIMEOUT_S)
             r = await self.sandbox.run(cmd, cwd=str(a.get("cwd") or "."), timeout_s=timeout)
             if r.timed_out:
                 head = f"[timed out after {timeout:g} s; the command and its children were killed]"
@@ -128,14 +173,26 @@ class ToolBox:
                 head = f"[exit code {r.exit_code}]"
             if r.output_truncated:
                 head += " [output truncated]"
-            return f"{head}\n{r.output}"
+            tail = "".join(f"\n{n}" for n in r.notes)
+            return f"{head}\n{r.output}{tail}"
+        owner = self.sandbox.uid if self.sandbox is not None else None
+        with fs.acting_as(owner):
+            try:
+                return self._file_tool(name, ws, a, owner)
+            except OSError as e:  # the file system said no (full, permission, ...): the agent's to handle
+                return f"error: {a.get('path', '.')}: {e.strerror or e}"
+
+    def _file_tool(self, name: str, ws: Path, a: dict[str, Any], owner: int | None) -> str:
+        sb = self.sandbox
+        max_bytes = fs.FILE_TOOL_MAX_BYTES if sb is None else min(fs.FILE_TOOL_MAX_BYTES, sb.limits.file_size_bytes)
+        room = sb.volume.check_write if sb is not None and sb.volume is not None else None
         if name == "read_file":
             return fs.read_file(ws, str(a["path"]), int(a.get("offset") or 0), int(a.get("limit") or 400))
         if name == "write_file":
-            return fs.write_file(ws, str(a["path"]), str(a["content"]), owner=owner)
+            return fs.write_file(ws, str(a["path"]), str(a["content"]), owner=owner, max_bytes=max_bytes, room=room)
         if name == "edit_file":
             return fs.edit_file(ws, str(a["path"]), str(a["old_text"]), str(a["new_text"]),
-                                bool(a.get("replace_all", False)), owner=owner)
+                                bool(a.get("replace_all", False)), owner=owner, max_bytes=max_bytes, room=room)
         if name == "list_files":
             return fs.list_files(ws, str(a.get("path") or "."))
         raise ValueError(f"unknown tool {name}")

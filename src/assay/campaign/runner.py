@@ -28,7 +28,8 @@ from assay.agent.transcript import Transcript
 from assay.campaign.options import RunOptions
 from assay.campaign.plan import PlannedRun
 from assay.env.sandbox import Sandbox, bwrap_available
-from assay.env.workspace import materialise, needs_workspace
+from assay.env.volume import WorkspaceVolume
+from assay.env.workspace import materialise, needs_workspace, new_workspace
 from assay.errors import GraderError, HarnessError, InputError
 from assay.grade.grader import GradeInput, GradeOutcome, grade_run
 from assay.grade.inputs import JudgeService
@@ -134,6 +135,7 @@ class _Run:
         self.workspace: Path | None = None
         self.run_dir: Path | None = None
         self.sandbox: Sandbox | None = None
+        self.volume: WorkspaceVolume | None = None
         self.scenario: ScenarioRun | None = None
         self.agent: Agent | None = None
         self.graded = GradeOutcome(score=None, passed=None)
@@ -151,7 +153,8 @@ class _Run:
             self.run_dir = runs_root(ctx.store.dir) / self.run_id
             self.run_dir.mkdir(parents=True)
             os.chmod(self.run_dir, 0o711)
-            self.workspace = await asyncio.to_thread(materialise, task, self.run_dir / "workspace")
+            self.volume = await asyncio.to_thread(new_workspace, self.run_dir / "workspace")
+            self.workspace = await asyncio.to_thread(materialise, task, self.volume.path)
             if task.scenario is not None:
                 self.scenario = ScenarioRun(task, planned.level, self.run_dir, self.workspace,
                                             transcript=self.transcript, options=ctx.options,
@@ -165,8 +168,9 @@ class _Run:
             wrapper = self.scenario.command_wrapper() if self.scenario is not None else None
             binds = await asyncio.to_thread(self._staged, binds)
             self.sandbox = Sandbox(self.workspace, isolated=ctx.isolated, ro_binds=binds, env=sandbox_env,
-                                   command_wrapper=wrapper, keep_owner=keep)
+                                   command_wrapper=wrapper, keep_owner=keep, volume=self.volume)
             await asyncio.to_thread(self.sandbox.prepare)
+            self.transcript.harness(f"sandbox limits: {self.sandbox.describe()}")
         search = ctx.search_factory(task) if ctx.search_factory is not None else None
         tools = ToolBox(self.workspace, self.sandbox, task.tools, search=search)
         self.commands = tools.commands
@@ -231,6 +235,23 @@ class _Run:
         self.outcome.end_reason = "grader_error"
         self.transcript.error("grader", reason)
 
+    async def release_workspace(self, keep_data: bool = True) -> None:
+        """The workspace back as a plain folder (its quota volume unmounted), noting a quota hit."""
+        vol, self.volume = self.volume, None
+        if vol is None:
+            return
+        if vol.quota_hit:
+            self.transcript.harness(f"the workspace reached its disk quota of {vol.quota_bytes} bytes during the run "
+                                    "(ASSAY_WORKSPACE_QUOTA_BYTES); graded as it stands")
+        try:
+            report = await asyncio.to_thread(vol.release, keep_data)
+        except (HarnessError, OSError) as e:  # the run is graded; its kept workspace is what is wrong
+            self.transcript.error("harness", f"workspace volume not released: {e}")
+            return
+        if report is not None and (report.capped or report.refused):
+            self.transcript.harness("workspace kept after the run without: "
+                                    + "; ".join([*report.capped, *(f"{r}: {why}" for r, why in report.refused[:20])]))
+
     async def close_sandbox(self) -> None:
         if self.sandbox is None:
             return
@@ -285,6 +306,7 @@ async def execute_run(planned: PlannedRun, ctx: RunContext, attempt: int = 1) ->
         await run.close_sandbox()
         if run.scenario is not None:
             await asyncio.shield(run.scenario.close())
+        await asyncio.shield(run.release_workspace(keep_data=run.outcome.end_reason != "interrupted"))
         record = run.record()
         if run.outcome.end_reason != "interrupted":
             # Blocking database I/O goes off the event loop so other runs' model calls go on;

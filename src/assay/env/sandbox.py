@@ -3,7 +3,16 @@
 Isolated mode starts each command in a fresh bubblewrap container: every namespace
 unshared (no network but its own `lo`, its own pid space), a read-only system (/usr), an
 empty /tmp, and the workspace as the only writable host directory, at /workspace. Nothing
-from the host environment leaks in.
+from the host environment leaks in. The RAM-backed mounts are bounded: /tmp and /dev/shm
+are size-limited tmpfs (`Limits.tmp_bytes`, `Limits.shm_bytes`), / and /dev are remounted
+read-only once everything is in place. A seccomp filter (`assay.env.seccomp`) answers EPERM
+to the system calls an agent never needs (ptrace, keyrings, bpf, userfaultfd, mount APIs, ...).
+
+Memory is bounded for the whole run, not per process: every command of a sandbox joins one
+memory cgroup (`assay.env.cgroup`, v2 where delegated, else v1) limited to
+`Limits.memory_bytes`, so its processes and the tmpfs pages they fill share one ceiling.
+Where no cgroup can be had the limit falls back to RLIMIT_AS per process (recorded in
+`Sandbox.describe()`). With a `WorkspaceVolume`, the workspace has a disk quota.
 
 When the harness runs as root, bwrap itself is started as a dedicated unprivileged host uid
 (`allocate_uid`), with the workspace chowned to it. Starting bwrap as root would make the
@@ -43,6 +52,9 @@ from pathlib import Path, PurePosixPath
 import pydantic
 
 from assay import fs
+from assay.env import lifeline, seccomp
+from assay.env.cgroup import MemoryCgroup, join
+from assay.env.volume import WorkspaceVolume
 from assay.errors import HarnessError
 
 __all__ = [
@@ -70,11 +82,12 @@ class Limits:
     """Resource limits of one command, applied with setrlimit before bwrap starts."""
 
     cpu_seconds: int = 1800
-    memory_bytes: int = 4 * GiB  # RLIMIT_AS
+    memory_bytes: int = 4 * GiB  # the run's memory cgroup; RLIMIT_AS per process where there is none
     file_size_bytes: int = 1 * GiB  # RLIMIT_FSIZE
     nproc: int = 512  # RLIMIT_NPROC: effective because the process runs as its own unprivileged uid
     capture_bytes: int = 1_000_000  # output kept in memory per command; the rest is drained and dropped
     tmp_bytes: int = 1 * GiB  # size of the private /tmp tmpfs (isolated mode), so /tmp cannot eat the RAM
+    shm_bytes: int = 256 * MiB  # size of the private /dev/shm tmpfs (isolated mode)
 
 
 class CommandResult(pydantic.BaseModel):
@@ -85,6 +98,7 @@ class CommandResult(pydantic.BaseModel):
     timed_out: bool
     duration_s: float
     output_truncated: bool
+    notes: list[str] = pydantic.Field(default_factory=list)  # limits the command ran into (memory, disk quota)
 
 
 # --------------------------------------------------------------------------- bwrap probe
@@ -106,6 +120,17 @@ def system_layout() -> list[str]:
              "--ro-bind-try", "/etc/nsswitch.conf", "/etc/nsswitch.conf",
              "--ro-bind-try", "/etc/localtime", "/etc/localtime"]
     return args
+
+
+def ram_mounts(limits: Limits) -> list[str]:
+    """bwrap arguments for the writable RAM-backed mounts, each a size-limited tmpfs (after
+    `--dev /dev`, before any bind under /tmp)."""
+    return ["--size", str(limits.shm_bytes), "--tmpfs", "/dev/shm", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"]
+
+
+READ_ONLY_ROOT = ("--remount-ro", "/dev", "--remount-ro", "/")
+"""bwrap arguments, last among the mounts: bwrap's own root and /dev (tmpfs without a size
+limit, owned by the sandbox user) become read-only; the mounts on them stay as they are."""
 
 
 def _probe_argv(bwrap: str) -> list[str]:
@@ -258,18 +283,40 @@ PR_SET_PDEATHSIG = 1
 _LIBC = ctypes.CDLL(None, use_errno=True)
 
 
-def _rlimits(limits: Limits, nproc: bool) -> Callable[[], None]:
-    """preexec_fn: runs in the child after the uid switch, right before exec."""
+def size_text(n: int) -> str:
+    """A byte count as people write it: "4 GiB", "256 MiB", "1.5 GiB"."""
+    return f"{n / GiB:g} GiB" if n >= GiB else f"{n / MiB:g} MiB"
+
+
+def _data_pipe(data: bytes, pass_fds: list[int]) -> int:
+    """A pipe holding `data` (written now: it must fit in the pipe buffer), its read end
+    added to `pass_fds` for the child."""
+    r, w = os.pipe()
+    pass_fds.append(r)
+    try:
+        os.write(w, data)
+    finally:
+        os.close(w)
+    return r
+
+
+def _rlimits(limits: Limits, nproc: bool, cgroup_fd: int | None = None) -> Callable[[], None]:
+    """preexec_fn: runs in the child after the uid switch, right before exec. With
+    `cgroup_fd` (cgroup.procs of the run's memory cgroup, opened by the harness) the child
+    joins that cgroup first; without one, memory is bounded per process by RLIMIT_AS."""
     wanted = [(resource.RLIMIT_CPU, limits.cpu_seconds, limits.cpu_seconds + 5),
-              (resource.RLIMIT_AS, limits.memory_bytes, limits.memory_bytes),
               (resource.RLIMIT_FSIZE, limits.file_size_bytes, limits.file_size_bytes),
               (resource.RLIMIT_CORE, 0, 0)]
+    if cgroup_fd is None:
+        wanted.append((resource.RLIMIT_AS, limits.memory_bytes, limits.memory_bytes))
     if nproc:
         wanted.append((resource.RLIMIT_NPROC, limits.nproc, limits.nproc))
 
     parent = os.getpid()
 
     def apply() -> None:
+        if cgroup_fd is not None:
+            join(cgroup_fd)
         for res, soft, hard in wanted:
             _cur_soft, cur_hard = resource.getrlimit(res)
             if cur_hard != resource.RLIM_INFINITY:
@@ -368,12 +415,14 @@ class Sandbox:
                  env: Mapping[str, str] | None = None,
                  limits: Limits = Limits(),
                  command_wrapper: Callable[[str], str] | None = None,
-                 keep_owner: Sequence[str] = ()) -> None:
+                 keep_owner: Sequence[str] = (),
+                 volume: WorkspaceVolume | None = None) -> None:
         """`command_wrapper`, when given, rewrites every command (an argv is joined with
         shlex first) into the shell command actually run, e.g. a scenario's service forwarder
         (`assay.env.net.forwarder.wrap_command`) started in front of it. `keep_owner`: paths
         relative to the workspace that `prepare()` leaves to the harness (a log the agent may
-        read but must not write, e.g. the stakeholder ledger's)."""
+        read but must not write, e.g. the stakeholder ledger's). `volume`: the workspace's
+        disk quota (`WorkspaceVolume.create`), reported on after every command."""
         self.command_wrapper = command_wrapper
         self.keep_owner = frozenset(keep_owner)
         self.workspace: Path = Path(os.path.abspath(workspace))
@@ -413,6 +462,31 @@ class Sandbox:
         if isolated and not bwrap_available():
             raise HarnessError("bubblewrap (bwrap) is missing or cannot create user namespaces here; "
                                "install it (apt-get install bubblewrap) or run with --unsafe-no-sandbox")
+        self.volume = volume
+        self.cgroup: MemoryCgroup | None = None
+        if self._dedicated:
+            try:
+                self.cgroup = MemoryCgroup.create(limits.memory_bytes, str(uid))
+            except OSError as e:
+                raise HarnessError(f"cannot set up the run's memory cgroup: {e}") from None
+            if self.cgroup is not None:
+                lifeline.keep("cgroup", str(self.cgroup.path))
+        self._oom_seen = 0
+
+    def describe(self) -> str:
+        """The limits that hold for this sandbox's commands, in a sentence (for the transcript)."""
+        lim = self.limits
+        mem = (f"memory {size_text(lim.memory_bytes)} for the whole run ({self.cgroup.label})"
+               if self.cgroup is not None else
+               f"memory {size_text(lim.memory_bytes)} per process (RLIMIT_AS: no memory cgroup here)")
+        parts = [mem, f"files up to {size_text(lim.file_size_bytes)}"]
+        if self.isolated:
+            parts.append(f"/tmp {size_text(lim.tmp_bytes)}, /dev/shm {size_text(lim.shm_bytes)}, / read-only")
+            parts.append("seccomp filter" if seccomp.program() is not None else "no seccomp filter (no table for "
+                         f"{os.uname().machine})")
+        if self.volume is not None:
+            parts.append(self.volume.describe())
+        return "; ".join(parts)
 
     # ------------------------------------------------------------------ workspace
 
@@ -469,20 +543,21 @@ class Sandbox:
         return {"PATH": SAFE_PATH, "HOME": home, "LANG": "C.UTF-8", **self.env}
 
     def _bwrap_argv(self, argv: list[str], inner_cwd: str, data_fds: list[tuple[int, str]],
-                    info_fd: int) -> list[str]:
+                    info_fd: int, seccomp_fd: int | None = None) -> list[str]:
         bwrap = shutil.which("bwrap") or "bwrap"
         args = [bwrap, "--info-fd", str(info_fd), "--unshare-all", "--unshare-user", "--disable-userns",
                 "--uid", str(INSIDE_UID), "--gid", str(INSIDE_UID), "--cap-drop", "ALL",
                 "--hostname", "sandbox", "--die-with-parent", "--new-session",
                 *system_layout()]
+        if seccomp_fd is not None:
+            args += ["--seccomp", str(seccomp_fd)]
         for fd, dest in data_fds:
             args += ["--perms", "0444", "--ro-bind-data", str(fd), dest]
-        args += ["--proc", "/proc", "--dev", "/dev",
-                 "--size", str(self.limits.tmp_bytes), "--tmpfs", "/tmp",  # before any bind under /tmp
+        args += ["--proc", "/proc", "--dev", "/dev", *ram_mounts(self.limits),
                  "--bind", str(self.workspace), "/workspace"]
         for host, dest in self.ro_binds:
             args += ["--ro-bind", str(host), dest]
-        args += ["--chdir", inner_cwd, "--clearenv"]
+        args += [*READ_ONLY_ROOT, "--chdir", inner_cwd, "--clearenv"]
         for k, v in self._inner_env("/workspace").items():
             args += ["--setenv", k, v]
         return [*args, "--", *argv]
@@ -525,16 +600,14 @@ class Sandbox:
                 info_r, info_w = os.pipe()
                 pass_fds.append(info_w)
                 for data, dest in self._etc_files():
-                    r, w = os.pipe()
-                    pass_fds.append(r)
-                    os.write(w, data)  # tiny: fits in the pipe buffer
-                    os.close(w)
-                    data_fds.append((r, dest))
+                    data_fds.append((_data_pipe(data, pass_fds), dest))
+                filt = seccomp.program()
+                seccomp_fd = _data_pipe(filt, pass_fds) if filt is not None else None
             except BaseException:
                 for fd in [*pass_fds, *([info_r] if info_r is not None else [])]:
                     os.close(fd)
                 raise
-            full = self._bwrap_argv(argv, inner_cwd, data_fds, info_w)
+            full = self._bwrap_argv(argv, inner_cwd, data_fds, info_w, seccomp_fd)
             # Hand bwrap its options through a pipe (--args) so that the sandbox's pid 1 does
             # not show host paths such as the workspace location on its command line.
             cut = full.index("--")
@@ -560,16 +633,17 @@ class Sandbox:
         cap = self.limits.capture_bytes
         self._active += 1
         try:
+            cg_fd = self.cgroup.open_procs() if self.cgroup is not None else None
             try:
                 transport, proto = await loop.subprocess_exec(
                     lambda: _Capture(loop, cap), *full,
                     stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=proc_cwd, env=proc_env,
                     start_new_session=True, pass_fds=pass_fds, umask=0o022,
-                    preexec_fn=_rlimits(self.limits, nproc=self._dedicated),
+                    preexec_fn=_rlimits(self.limits, nproc=self._dedicated, cgroup_fd=cg_fd),
                     **user_kw)  # type: ignore[arg-type]
             finally:
-                for fd in pass_fds:
+                for fd in [*pass_fds, *([cg_fd] if cg_fd is not None else [])]:
                     os.close(fd)
             self._running.add(transport)
             try:
@@ -612,13 +686,30 @@ class Sandbox:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(proto.closed), _DRAIN_GRACE_S)
         code = transport.get_returncode()
+        output = bytes(proto.buf).decode("utf-8", errors="replace")
         return CommandResult(
             exit_code=None if timed_out else code,
-            output=bytes(proto.buf).decode("utf-8", errors="replace"),
+            output=output,
             timed_out=timed_out,
             duration_s=round(time.monotonic() - start, 4),
             output_truncated=proto.total > proto.cap,
+            notes=self._notes(output),
         )
+
+    def _notes(self, output: str) -> list[str]:
+        """What the command ran into: the run's memory limit (OOM kills), the disk quota."""
+        notes = []
+        if self.cgroup is not None:
+            kills = self.cgroup.oom_kills()
+            if kills > self._oom_seen:
+                notes.append(f"[note: {kills - self._oom_seen} process(es) killed: the run's memory limit of "
+                             f"{size_text(self.limits.memory_bytes)} (all its processes together) was reached]")
+                self._oom_seen = kills
+        if self.volume is not None:
+            note = self.volume.after_command(output)
+            if note is not None:
+                notes.append(note)
+        return notes
 
     @staticmethod
     def _killpg(transport: asyncio.SubprocessTransport, reaped: bool = False) -> None:
@@ -659,10 +750,18 @@ class Sandbox:
         if self._owns_uid and not uid_processes(self.uid):
             release_uid(self.uid)
             self._owns_uid = False
+        self._remove_cgroup(wait_s=0.5)
+
+    def _remove_cgroup(self, wait_s: float) -> None:
+        cg, self.cgroup = self.cgroup, None
+        if cg is not None and cg.remove(wait_s):
+            lifeline.drop("cgroup", str(cg.path))
+        elif cg is not None:
+            self.cgroup = cg  # still busy: tried again by close(), else by the lifeline
 
     async def close(self) -> None:
-        """Kill whatever this sandbox still runs; give the uid back. Idempotent."""
-        if self._closed and not self._running and not self._owns_uid:
+        """Kill whatever this sandbox still runs; give the uid back, remove the cgroup. Idempotent."""
+        if self._closed and not self._running and not self._owns_uid and self.cgroup is None:
             return
         self._closed = True
         for transport in list(self._running):
@@ -675,3 +774,5 @@ class Sandbox:
         if self._owns_uid:
             release_uid(self.uid)
             self._owns_uid = False
+        if self.cgroup is not None:
+            await asyncio.to_thread(self._remove_cgroup, 5.0)

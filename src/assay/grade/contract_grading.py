@@ -45,6 +45,7 @@ automated score is used.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import math
 import os
@@ -60,6 +61,7 @@ from assay import fs
 from assay.config import settings
 from assay.env.inside import source
 from assay.env.sandbox import Limits, Sandbox, bwrap_available
+from assay.env.workspace import grading_copy_limits
 from assay.errors import GraderError, HarnessError, ProviderError
 from assay.grade.contract import PythonCheck
 from assay.grade.inputs import GradeInput
@@ -147,15 +149,16 @@ def _python() -> str:
     raise GraderError("no /usr/bin/python3 to run checks with in the sandbox")
 
 
-CHECKS_COPY = fs.CopyLimits(max_file_bytes=256 * 1024**2, max_bytes=1024**3)
-"""What of the agent's workspace the checks get: files over 256 MiB (and anything past 1 GiB in
-all) are left out of their copy, and each one left out is recorded on the grade."""
+CHECKS_FILE_BYTES = 256 * 1024**2
+"""Files of the agent's workspace over this size are left out of the checks' copy (recorded)."""
 
 
 async def _run_sandboxed(checks_code: str, mode: str, workspace: Path | None, files: dict[str, str],
-                         timeout_s: float, refused: list[tuple[str, str]] | None = None) -> Any:
-    """Run the runner in a fresh sandbox on a copy of `workspace`; return the decoded result.
-    What the copy left out is appended to `refused` (path, reason)."""
+                         timeout_s: float, refused: list[tuple[str, str]] | None = None,
+                         capped: list[str] | None = None) -> Any:
+    """Run the runner in a fresh sandbox on a copy of `workspace` (capped by `grading_copy_limits`,
+    files over 256 MiB left out); return the decoded result. What the copy left out is appended
+    to `refused` (path, reason), the ceilings it reached to `capped`."""
     base = Path(tempfile.mkdtemp(prefix="assay-checks-"))
     try:
         os.chmod(base, 0o711)
@@ -170,9 +173,12 @@ async def _run_sandboxed(checks_code: str, mode: str, workspace: Path | None, fi
         os.chmod(cdir, 0o755)
         ws = base / "workspace"
         if workspace is not None:
-            report = await asyncio.to_thread(fs.copy_tree, workspace, ws, limits=CHECKS_COPY)
+            copy_limits = dataclasses.replace(grading_copy_limits(), max_file_bytes=CHECKS_FILE_BYTES)
+            report = await asyncio.to_thread(fs.copy_tree, workspace, ws, limits=copy_limits)
             if refused is not None:
                 refused.extend(r for r in report.refused if r not in refused)
+            if capped is not None:
+                capped.extend(report.capped)
         else:
             ws.mkdir()
         isolated = bwrap_available()
@@ -267,9 +273,11 @@ def check_mean(values: dict[str, CheckValue]) -> float:
 
 async def run_checks(task: Task, workspace: Path | None, events: list[Event], final_message: str,
                      *, timeout_s: float | None = None, model: str | None = None,
-                     refused: list[tuple[str, str]] | None = None) -> dict[str, CheckValue] | None:
+                     refused: list[tuple[str, str]] | None = None,
+                     capped: list[str] | None = None) -> dict[str, CheckValue] | None:
     """The task's automated checks, sandboxed: name -> score in [0, 1]; None if it has none.
-    Files the checks' copy of the workspace left out are appended to `refused`."""
+    Files the checks' copy of the workspace left out are appended to `refused`, the ceilings
+    it reached to `capped`."""
     src = _checks_source(task)
     if src is None:
         return None
@@ -278,10 +286,10 @@ async def run_checks(task: Task, workspace: Path | None, events: list[Event], fi
     if style == "darebench":
         transcript = to_openclaw(events, task_id=task.id, model=model, final_message=final_message)
         files = {"transcript.jsonl": "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in transcript)}
-        result = await _run_sandboxed(code, "darebench", workspace, files, timeout_s, refused)
+        result = await _run_sandboxed(code, "darebench", workspace, files, timeout_s, refused, capped)
     else:
         result = await _run_sandboxed(code, "native", workspace, {"final_message.txt": final_message}, timeout_s,
-                                      refused)
+                                      refused, capped)
     return _scores(result)
 
 
@@ -494,8 +502,11 @@ async def grade_contract(inp: GradeInput, grade: ContractGrade) -> ContractScore
     judge_score: float | None = None
     judge_usage: UsageCost | None = None
     if g.type in ("automated", "hybrid"):
+        capped: list[str] = []
         checks = await run_checks(task, inp.workspace, inp.events, inp.final_message, model=model,
-                                  refused=grade.copy_refused)
+                                  refused=grade.copy_refused, capped=capped)
+        if capped:  # the checks saw a copy without what passed the caps (ASSAY_COPY_MAX_FILES/_DEPTH)
+            grade.workspace_capped = capped
         if checks is None:
             preds = grade.predicates
             auto = sum(1 for p in preds if p.ok) / len(preds) if preds else 1.0

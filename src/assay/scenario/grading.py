@@ -19,6 +19,13 @@ grader starts runs in a fresh bubblewrap sandbox as that uid, with
   `127.0.0.1:8001` (gateway) and `8002+` (services) lead to the prod instances.
 Without bubblewrap the interpreter runs unsandboxed as that uid, its path arguments and cwd
 pointed at the staged copies.
+
+The copy is capped (`assay.env.workspace.grading_copy_limits`: ASSAY_COPY_MAX_FILES,
+ASSAY_COPY_MAX_DEPTH): what passes the caps is left out and reported in the answer's
+`capped`. The worker dies with the harness: its process group is on the lifeline
+(`assay.env.lifeline`), which kills it if the harness is killed (even with -9) while it
+runs. Delivered code gets the sandbox's limits: size-limited /tmp and /dev/shm, a read-only
+/, the seccomp filter, and a memory cgroup of the grade's own where one can be had.
 """
 
 from __future__ import annotations
@@ -37,8 +44,19 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from assay import fs
+from assay.env import lifeline, seccomp
+from assay.env.cgroup import MemoryCgroup
 from assay.env.net.forwarder import FORWARDER_NAME, wrap_command
-from assay.env.sandbox import Limits, allocate_uid, bwrap_available, release_uid, system_layout
+from assay.env.sandbox import (
+    READ_ONLY_ROOT,
+    Limits,
+    allocate_uid,
+    bwrap_available,
+    ram_mounts,
+    release_uid,
+    system_layout,
+)
+from assay.env.workspace import grading_copy_limits
 from assay.task.model import ScenarioSpec
 
 __all__ = ["WorkerCall", "case_context", "run_worker", "socket_dir", "wrapper_config", "write_wrapper"]
@@ -60,13 +78,16 @@ class WorkerCall(BaseModel):
     two_arg: bool = False
 
 
-def socket_dir(preferred: Path, longest_name: int) -> Path:
-    """`preferred` (created, 0755), or a short temp folder when a socket path in it would be too long."""
-    d = Path(preferred)
-    if len(str(d)) + 1 + longest_name > _MAX_SOCKET_PATH:  # AF_UNIX paths are limited to 108 bytes
-        d = Path(tempfile.mkdtemp(prefix="assay-svc-"))
-    d.mkdir(parents=True, exist_ok=True)
+def socket_dir(longest_name: int) -> Path:
+    """A fresh socket folder (0755) at a neutral path, `$TMPDIR/assay-svc-XXXXXXXX`: short enough
+    for AF_UNIX (108 bytes), and naming neither the store nor the run, since it is bound into
+    sandboxes and shows in their /proc/self/mountinfo. Removed by the lifeline if the harness dies."""
+    d = Path(tempfile.mkdtemp(prefix="assay-svc-"))
+    if len(str(d)) + 1 + longest_name > _MAX_SOCKET_PATH:
+        os.rmdir(d)
+        d = Path(tempfile.mkdtemp(prefix="assay-svc-", dir="/tmp"))
     os.chmod(d, 0o755)
+    lifeline.keep("tree", str(d))
     return d
 
 
@@ -99,7 +120,9 @@ def wrapper_config(*, workspace: Path, stage_root: Path, uid: int | None, isolat
         "isolated": isolated,
         "bwrap": shutil.which("bwrap") or "/usr/bin/bwrap",
         "layout": system_layout(),
-        "tmp_bytes": Limits().tmp_bytes,
+        "ram_mounts": ram_mounts(Limits()),
+        "read_only_root": list(READ_ONLY_ROOT),
+        "seccomp": (seccomp.program() or b"").hex(),
         "python": "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else "/bin/python3",
         "svc_dir": str(svc_dir) if svc_dir is not None and isolated else None,
         "prelude": wrap_command("", list(pairs), f"/run/assay/{FORWARDER_NAME}")
@@ -128,8 +151,9 @@ def run_worker(call: WorkerCall, *, workspace: Path, spec: ScenarioSpec, isolate
     tmp = wdir / "tmp"
     stage = wdir / "stage"
     uid = allocate_uid() if os.geteuid() == 0 else None
+    cgroup: MemoryCgroup | None = None
     try:
-        fs.copy_tree(workspace, ws_copy, owner=uid)
+        copied = fs.copy_tree(workspace, ws_copy, owner=uid, limits=grading_copy_limits())
         os.chmod(ws_copy, 0o700)
         for rel, data in call.config.items():
             fs.write_file(ws_copy, rel, json.dumps(data, indent=2) + "\n", owner=uid)
@@ -139,6 +163,11 @@ def run_worker(call: WorkerCall, *, workspace: Path, spec: ScenarioSpec, isolate
         isolated = isolated and bwrap_available()
         cfg = wrapper_config(workspace=ws_copy, stage_root=stage, uid=uid, isolated=isolated,
                              svc_dir=call.svc_dir if isolated else None, pairs=call.pairs if isolated else None)
+        if uid is not None:
+            cgroup = MemoryCgroup.create(Limits().memory_bytes, f"grade-{uid}")
+            if cgroup is not None:
+                lifeline.keep("cgroup", str(cgroup.path))
+                cfg["cgroup_procs"] = str(cgroup.path / "cgroup.procs")
         wrapper = write_wrapper(wdir / "python3", cfg)
         out_file = wdir / "result.json"
         argv = [sys.executable, "-m", "assay.scenario.worker", "grade", "--case", str(spec.case),
@@ -153,8 +182,13 @@ def run_worker(call: WorkerCall, *, workspace: Path, spec: ScenarioSpec, isolate
         argv += ["--ctx", str(ctx_file)]
         if call.two_arg:
             argv.append("--two-arg")
-        return _wait_worker(argv, spec.case, {**env, "TMPDIR": str(tmp)}, wdir, out_file, call)
+        answer = _wait_worker(argv, spec.case, {**env, "TMPDIR": str(tmp)}, wdir, out_file, call)
+        if copied.capped:
+            answer["capped"] = copied.capped
+        return answer
     finally:
+        if cgroup is not None and cgroup.remove():
+            lifeline.drop("cgroup", str(cgroup.path))
         if uid is not None:
             release_uid(uid)
         for d in (ws_copy, stage, tmp):
@@ -166,6 +200,7 @@ def _wait_worker(argv: list[str], case: Path, env: dict[str, str], wdir: Path, o
     with open(wdir / "worker.log", "wb") as log:
         p = subprocess.Popen(argv, cwd=str(case), env=env, stdin=subprocess.DEVNULL, stdout=log,
                              stderr=subprocess.STDOUT, start_new_session=True)
+    entry = lifeline.keep_group(p.pid)  # killed with its group if the harness dies while it runs
     try:
         p.wait(timeout=call.timeout_s)
     except subprocess.TimeoutExpired:
@@ -176,6 +211,8 @@ def _wait_worker(argv: list[str], case: Path, env: dict[str, str], wdir: Path, o
     finally:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(p.pid, signal.SIGKILL)
+        lifeline.drop_group(entry)
+        p.wait()
     if not out_file.is_file():
         tail = " | ".join((wdir / "worker.log").read_text(errors="replace").strip().splitlines()[-4:])
         return {"ok": False, "error": f"{call.mode} worker crashed (exit {p.returncode}): {tail[:600]}"}

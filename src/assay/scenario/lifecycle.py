@@ -49,6 +49,7 @@ from typing import Any
 from assay import fs
 from assay.agent.transcript import Transcript
 from assay.config import settings
+from assay.env import lifeline
 from assay.env.net.forwarder import FORWARDER_NAME, install_forwarder, wrap_command
 from assay.env.net.gateway import SOCKET_NAME as LLM_SOCKET
 from assay.env.net.gateway import LLMGateway, gateway_model_spec, scenario_gateway
@@ -243,10 +244,10 @@ class ScenarioRun:
             raise HarnessError(f"{build}: build() failed (exit {p.returncode}): {tail[:600]}")
 
     def _init_svc_dir(self) -> None:
-        """The socket folder (bound at /run/assay): run_dir/svc, or a short temp folder when a
-        socket path there would pass the AF_UNIX limit; with the forwarder when it is needed."""
+        """The socket folder (bound at /run/assay): a short temp folder at a neutral path (it
+        shows in the sandbox's mountinfo), with the forwarder when it is needed."""
         names = [ASK_SOCKET, LLM_SOCKET] + [svc_socket(n) for n in self.spec.services]
-        self.svc_dir = socket_dir(self.svc_dir, max(len(n) for n in names))
+        self.svc_dir = socket_dir(max(len(n) for n in names))
         self._own_svc_tmp = self.svc_dir != self.run_dir / "svc"
         (self.svc_dir / POLICY_SUBDIR).mkdir(exist_ok=True)
         os.chmod(self.svc_dir / POLICY_SUBDIR, 0o755)
@@ -352,7 +353,8 @@ class ScenarioRun:
                      "--state-dir", str(state), "--log", str(log)],
                     cwd=str(self.spec.case), env=self.case_env(), stdin=subprocess.DEVNULL,
                     stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-            self._services[f"{mode}:{svc.name}"] = {"proc": proc, "port": port}
+            # its process group dies with the harness, even a harness killed with -9
+            self._services[f"{mode}:{svc.name}"] = {"proc": proc, "port": port, "life": lifeline.keep_group(proc.pid)}
             urls[svc.name] = f"http://127.0.0.1:{port}"
         for name, url in urls.items():
             await self._wait_port(int(url.rsplit(":", 1)[1]), name)
@@ -396,11 +398,13 @@ class ScenarioRun:
 
     def stop_services(self, prefix: str = "") -> None:
         for key in [k for k in self._services if k.startswith(prefix)]:
-            proc = self._services.pop(key)["proc"]
+            entry = self._services.pop(key)
+            proc = entry["proc"]
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=5)
+            lifeline.drop_group(entry["life"])
 
     # ------------------------------------------------------------------ grading
 
@@ -442,6 +446,7 @@ class ScenarioRun:
                 self.ledger.close()
             if self._own_svc_tmp:
                 shutil.rmtree(self.svc_dir, ignore_errors=True)
+                lifeline.drop("tree", str(self.svc_dir))
 
         for step in (people, relays, services, gateway, files):
             try:
@@ -477,7 +482,7 @@ class DeliveredCopy:
                 ctx["services"] = await run.start_services("prod")
             if run.pairs():  # delivered code reaches a fresh prod gateway and the prod services
                 self._prod += 1
-                prod_dir = socket_dir(run.run_dir / f"svc-prod-{self._prod}", 64)
+                prod_dir = socket_dir(64)
                 if run.fwd:
                     install_forwarder(prod_dir)
                     relays = await run.relay_services("prod", prod_dir)
@@ -489,6 +494,9 @@ class DeliveredCopy:
                     trouble = await self._stop_prod_gateway(gw, gw_relay)
                 if trouble and not out.get("timeout"):  # the model provider failed: not the system's fault
                     out = {"ok": False, "retry": True, "error": f"LLM gateway trouble while grading: {trouble}"}
+                if out.get("capped") and run.transcript is not None:
+                    run.transcript.harness("the grader was handed a capped copy of the workspace: "
+                                           + "; ".join(str(c) for c in out["capped"]))
                 if out.get("ok") or out.get("timeout") or not out.get("retry"):
                     break
                 if run.transcript is not None:
@@ -498,8 +506,9 @@ class DeliveredCopy:
             for r in relays:
                 await r.stop()
             run.stop_services("prod:")
-            if prod_dir is not None and prod_dir.parent != run.run_dir:
+            if prod_dir is not None:
                 shutil.rmtree(prod_dir, ignore_errors=True)
+                lifeline.drop("tree", str(prod_dir))
         if not out.get("ok"):
             raise GraderError(f"{run.spec.case.name}/{run.spec.files.get('grader')}: {out.get('error', 'failed')}")
         llm, llm_cost = self._llm_fields()

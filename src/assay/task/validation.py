@@ -6,12 +6,13 @@ format the task came in.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from assay import fs
 from assay.errors import InputError
@@ -102,10 +103,32 @@ def pydantic_to_input_error(file: Path | str, err: ValidationError, prefix: str 
     return InputError(file, field or None, msg)
 
 
+def non_finite(value: Any, where: str = "") -> str | None:
+    """The dotted field path of the first NaN or infinite number anywhere in `value` (a task
+    model, or the dicts and lists it holds), or None."""
+    stack: list[tuple[str, Any]] = [(where, value)]
+    while stack:
+        path, v = stack.pop()
+        if isinstance(v, float):
+            if not math.isfinite(v):
+                return path or "value"
+        elif isinstance(v, BaseModel):
+            items = [*((k, getattr(v, k)) for k in type(v).model_fields), *(v.model_extra or {}).items()]
+            stack.extend((f"{path}.{k}" if path else k, x) for k, x in reversed(items))
+        elif isinstance(v, dict):
+            stack.extend((f"{path}.{k}" if path else str(k), x) for k, x in reversed(list(v.items())))
+        elif isinstance(v, (list, tuple)):
+            stack.extend((f"{path}[{i}]", x) for i, x in reversed(list(enumerate(v))))
+    return None
+
+
 # complexity: SPEC's validation rules, one after another, each with its own message
 def validate_task(task: Task, file: Path | str, *, weight_range: tuple[float, float] | None = (-20, 10),  # noqa: C901
                   capability_tags: bool = True) -> None:
     """Apply the format-independent rules to a normalised task."""
+    bad = non_finite(task)
+    if bad is not None:
+        raise InputError(file, bad, "not a finite number (NaN and infinities are refused)")
     if not (task.prompt and task.prompt.strip()) and not task.briefs and not task.messages:
         raise InputError(file, "prompt", "missing brief/prompt")
     for level, text in task.briefs.items():

@@ -8,6 +8,10 @@ at its own path, path arguments outside it staged (copied with `assay.fs.copy_tr
 bound read-only, a private /tmp, no network, a cleared environment. Without bubblewrap the
 interpreter runs unsandboxed as that uid on the staged copies.
 
+Limits (the sandbox's own, from the configuration): size-limited /tmp and /dev/shm, a
+read-only / and /dev, the seccomp filter, and the grade's memory cgroup (`cgroup_procs`,
+joined before the uid switch) or, where there is none, RLIMIT_AS per process.
+
 When the delivered code has exited (and, without a sandbox, everything its uid still ran
 has been killed), every link in the workspace copy that leads out of it and every special
 file are removed before control returns to the grader, which reads the copy as root: a
@@ -31,8 +35,8 @@ from assay import fs
 
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/proc", "/dev", "/sys")
 KEEP_ENV = ("PYTHONDONTWRITEBYTECODE", "PYTHONIOENCODING", "PYTHONHASHSEED", "PYTHONUNBUFFERED")
-LIMITS = ((resource.RLIMIT_NPROC, 512), (resource.RLIMIT_AS, 4 << 30), (resource.RLIMIT_FSIZE, 1 << 30),
-          (resource.RLIMIT_CORE, 0))
+LIMITS = ((resource.RLIMIT_NPROC, 512), (resource.RLIMIT_FSIZE, 1 << 30), (resource.RLIMIT_CORE, 0))
+MEMORY = (resource.RLIMIT_AS, 4 << 30)  # per process, only where the grade has no memory cgroup
 KILL = "/usr/bin/kill" if os.path.exists("/usr/bin/kill") else "/bin/kill"
 
 
@@ -70,17 +74,18 @@ class Staging:
 
 
 def _bwrap_argv(cfg: dict[str, Any], staging: Staging, argv: list[str], cwd: str,
-                env: dict[str, str]) -> list[str]:
+                env: dict[str, str], seccomp_fd: int | None = None) -> list[str]:
     ws, python = cfg["workspace"], cfg["python"]
     args = [cfg["bwrap"], "--unshare-all", "--unshare-user", "--disable-userns", "--uid", "1000", "--gid", "1000",
-            "--cap-drop", "ALL", "--hostname", "sandbox", "--die-with-parent", "--new-session", *cfg["layout"],
-            "--proc", "/proc", "--dev", "/dev", "--size", str(cfg["tmp_bytes"]), "--tmpfs", "/tmp",
-            "--bind", ws, ws]
+            "--cap-drop", "ALL", "--hostname", "sandbox", "--die-with-parent", "--new-session", *cfg["layout"]]
+    if seccomp_fd is not None:
+        args += ["--seccomp", str(seccomp_fd)]
+    args += ["--proc", "/proc", "--dev", "/dev", *cfg["ram_mounts"], "--bind", ws, ws]
     for real, dst in staging.staged:
         args += ["--ro-bind", dst, real]
     if cfg.get("svc_dir"):
         args += ["--ro-bind", cfg["svc_dir"], "/run/assay"]
-    args += ["--chdir", os.path.realpath(cwd), "--clearenv"]
+    args += [*cfg["read_only_root"], "--chdir", os.path.realpath(cwd), "--clearenv"]
     for k, v in env.items():
         args += ["--setenv", k, v]
     if cfg.get("prelude"):  # the service forwarder first, then the interpreter in its place
@@ -88,12 +93,19 @@ def _bwrap_argv(cfg: dict[str, Any], staging: Staging, argv: list[str], cwd: str
     return [*args, "--", python, *argv]
 
 
-def _drop_to(uid: int) -> None:
-    """preexec: become the grade's uid, with the run's limits, dying with this process."""
+def _drop_to(uid: int, cgroup_procs: str | None) -> None:
+    """preexec: join the grade's memory cgroup (as root), become the grade's uid, with the
+    run's limits, dying with this process."""
+    if cgroup_procs:
+        fd = os.open(cgroup_procs, os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            os.write(fd, b"0")
+        finally:
+            os.close(fd)
     os.setgroups([])
     os.setresgid(uid, uid, uid)
     os.setresuid(uid, uid, uid)
-    for res, val in LIMITS:
+    for res, val in (*LIMITS, *(() if cgroup_procs else (MEMORY,))):
         _soft, hard = resource.getrlimit(res)
         v = val if hard == resource.RLIM_INFINITY else min(val, hard)
         resource.setrlimit(res, (v, v))
@@ -114,14 +126,26 @@ def main() -> int:
     if not under(os.path.realpath(cwd), cfg["workspace"]):
         staging.stage(cwd)
     uid = cfg["uid"] if os.geteuid() == 0 else None
+    pass_fds: list[int] = []
     if cfg["isolated"]:
-        cmd = _bwrap_argv(cfg, staging, argv, cwd, env)
+        seccomp_fd = None
+        if cfg.get("seccomp"):
+            seccomp_fd, w = os.pipe()
+            os.write(w, bytes.fromhex(cfg["seccomp"]))  # a few hundred bytes: fits in the pipe
+            os.close(w)
+            pass_fds.append(seccomp_fd)
+        cmd = _bwrap_argv(cfg, staging, argv, cwd, env, seccomp_fd)
         run_env, run_cwd = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}, "/"
     else:  # no sandbox: point the arguments and the cwd at the staged copies the uid can read
         cmd = [cfg["python"], *(staging.mapped(a) for a in argv)]
         run_env, run_cwd = env, staging.mapped(os.path.realpath(cwd))
-    child = subprocess.Popen(cmd, env=run_env, cwd=run_cwd,
-                             preexec_fn=(lambda: _drop_to(uid)) if uid else None)  # noqa: PLW1509
+    cg = cfg.get("cgroup_procs")
+    try:
+        child = subprocess.Popen(cmd, env=run_env, cwd=run_cwd, pass_fds=pass_fds,
+                                 preexec_fn=(lambda: _drop_to(uid, cg)) if uid else None)  # noqa: PLW1509
+    finally:
+        for fd in pass_fds:
+            os.close(fd)
     try:
         code = child.wait()
     finally:
