@@ -27,7 +27,6 @@ sys.path.insert(0, str(ROOT))
 
 from tests.fakes.openai_server import FakeOpenAIServer  # noqa: E402
 
-from assay.agent.spec import AgentFactory  # noqa: E402
 from assay.config import Config  # noqa: E402
 from assay.grade.judge import Judge  # noqa: E402
 from assay.task.discover import discover  # noqa: E402
@@ -49,7 +48,7 @@ def fake_judge(body: dict[str, Any]) -> str:
 def judge_for(srv: FakeOpenAIServer, mode: str) -> Judge:
     cfg = Config.model_validate({"models": {"j": {"provider": "openai", "model": "judge-1", "base_url": srv.url,
                                                   "max_retries": 0, "retry_base_delay": 0.01}}})
-    return Judge([AgentFactory("j", cfg)], mode=mode)
+    return Judge.from_specs(["j"], cfg, mode=mode)
 
 
 def stripped(task: Task) -> Task:

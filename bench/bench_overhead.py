@@ -42,7 +42,8 @@ rubric:
 
 
 async def main_async(args: argparse.Namespace, tmp: Path, url: str) -> dict:
-    from assay.service import RunRequest, prepare_campaign, run_prepared
+    from assay.campaign.options import RunOptions
+    from assay.campaign.service import prepare_campaign, run_prepared
 
     task = tmp / "tasks" / "probe"
     task.mkdir(parents=True)
@@ -51,7 +52,7 @@ async def main_async(args: argparse.Namespace, tmp: Path, url: str) -> dict:
         f'[models.fake]\nprovider = "openai"\nmodel = "fake-model"\nbase_url = "{url}"\n'
         "max_retries = 0\ntimeout_s = 60\n[models.fake.prices]\ninput = 1.0\noutput = 2.0\n")
     os.chdir(tmp)
-    req = RunRequest(paths=[task], agents=["fake"], epochs=args.runs, concurrency=args.concurrency,
+    req = RunOptions(paths=[task], agents=["fake"], epochs=args.runs, concurrency=args.concurrency,
                      store=f"sqlite:///{tmp / 'bench.db'}")
     prepared = prepare_campaign(req)
     t0 = time.perf_counter()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 from typing import TYPE_CHECKING, Literal
-from urllib.parse import urlparse
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -18,6 +17,7 @@ from assay.config import Config, load_config
 from assay.errors import InputError
 from assay.llm.messages import Usage
 from assay.llm.prices import Price, cost_usd, lookup_price
+from assay.llm.urls import is_loopback
 
 if TYPE_CHECKING:
     from assay.llm.clients.base import ModelClient
@@ -31,13 +31,6 @@ KEY_ENV: dict[str, tuple[str, str]] = {"openai": ("OPENAI_API_KEY", "OPENAI_BASE
                                        "anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")}
 DEFAULT_MAX_REPLY_TOKENS = 32_000
 
-
-def is_loopback(url: str | None) -> bool:
-    """A URL whose host is this machine's loopback (local servers need no API key)."""
-    if not url:
-        return False
-    host = (urlparse(url).hostname or "").lower()
-    return host in {"localhost", "::1"} or host.startswith("127.")
 
 
 class ModelSpec(BaseModel):
@@ -80,15 +73,20 @@ class Model:
     """A resolved model with its (lazily created) client; shared by every run of a campaign."""
 
     def __init__(self, spec: ModelSpec) -> None:
+        # The SDK clients are imported here, not at module level: each SDK takes seconds to
+        # import, and only campaigns with a model of that provider need it (before any run).
+        from assay.llm.clients import client_class
+
         self.spec = spec
         self._client: ModelClient | None = None
+        client_class(spec.provider)
 
     @property
     def client(self) -> ModelClient:
         if self._client is None:
+            s = self.spec
             from assay.llm.clients import make_client
 
-            s = self.spec
             self._client = make_client(s.provider, s.model, base_url=s.base_url, api_key=s.api_key,
                                        context_tokens=s.context, max_retries=s.max_retries,
                                        retry_base_delay=s.retry_base_delay, timeout_s=s.timeout_s)

@@ -21,7 +21,7 @@ from assay.llm.clients.base import (
     make_tool_call,
 )
 from assay.llm.messages import Citation, ImagePart, Message, ModelReply, ToolCall, ToolSpec, Usage
-from assay.llm.resolve import is_loopback
+from assay.llm.urls import is_loopback
 
 CACHE = {"type": "ephemeral"}
 WEB_SEARCH_TOOL = {"type": "web_search_20250305", "name": "web_search", "max_uses": 5}

@@ -22,7 +22,7 @@ from assay.llm.clients.base import (
     make_tool_call,
 )
 from assay.llm.messages import Citation, ImagePart, Message, ModelReply, ToolCall, ToolSpec, Usage
-from assay.llm.resolve import is_loopback
+from assay.llm.urls import is_loopback
 
 WebSearchMode = Literal["auto", "plugin", "responses"]
 
