@@ -109,10 +109,12 @@ def test_advancedif_content_files_and_zero_judge_weight() -> None:
 
 
 def test_planner_sees_requirement_names() -> None:
-    from assay.campaign.plan import SUPPORTED_REQUIREMENTS
+    from assay.agent.search import search_skip_reason
 
     t = one("task_agentvista_00.md")
-    assert [r for r in t.requirements if r not in SUPPORTED_REQUIREMENTS] == ["web_search"]
+    assert t.requirements == ["web_search"] and t.search == "live"
+    assert "needs web_search" in str(search_skip_reason(t, "off", "model"))
+    assert search_skip_reason(t, "brave", "model") is None
 
 
 def test_discover_finds_every_fixture() -> None:

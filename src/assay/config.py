@@ -68,6 +68,7 @@ class ModelAlias(BaseModel):
     max_retries: int = 5
     retry_base_delay: float = 1.0
     timeout_s: float = 600.0
+    images: bool = True  # false for a text-only model: images become notes (docs/user-guide.md)
 
 
 class Config(BaseModel):
@@ -89,6 +90,7 @@ class Settings(BaseModel):
     workspace_quota_bytes: int = WORKSPACE_QUOTA_BYTES  # ASSAY_WORKSPACE_QUOTA_BYTES (0: no quota)
     copy_max_files: int = COPY_MAX_FILES  # ASSAY_COPY_MAX_FILES
     copy_max_depth: int = COPY_MAX_DEPTH  # ASSAY_COPY_MAX_DEPTH
+    brave_url: str | None = None  # ASSAY_BRAVE_URL (the Brave Search API's base URL; tests point it at a fake)
 
 
 def _seconds(name: str, default: float) -> float:
@@ -119,6 +121,15 @@ def _count(name: str, default: int, *, minimum: int, zero_ok: bool = False) -> i
     return value
 
 
+def _url(name: str) -> str | None:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return None
+    if not raw.startswith(("http://", "https://")):
+        raise InputError(None, name, f"{raw!r} is not an http:// or https:// URL")
+    return raw
+
+
 def settings() -> Settings:
     """The `ASSAY_*` settings of the current environment (InputError for a bad value)."""
     env = os.environ
@@ -133,6 +144,7 @@ def settings() -> Settings:
                                      minimum=MIN_WORKSPACE_QUOTA_BYTES, zero_ok=True),
         copy_max_files=_count("ASSAY_COPY_MAX_FILES", COPY_MAX_FILES, minimum=1),
         copy_max_depth=_count("ASSAY_COPY_MAX_DEPTH", COPY_MAX_DEPTH, minimum=1),
+        brave_url=_url("ASSAY_BRAVE_URL"),
     )
 
 

@@ -211,6 +211,36 @@ def _looks_binary(head: bytes) -> bool:
     return False
 
 
+IMAGE_MAX_BYTES = 5 * 1024**2
+"""Largest image `read_image` returns (Anthropic's per-image limit; OpenAI's is larger)."""
+
+
+def image_media_type(head: bytes) -> str | None:
+    """The media type of an image a model can take (PNG, JPEG, GIF, WebP), from its first bytes."""
+    if head.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if head.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if head.startswith((b"GIF87a", b"GIF89a")):
+        return "image/gif"
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
+
+def read_image(workspace: Path, rel: str, max_bytes: int = IMAGE_MAX_BYTES) -> tuple[str, int, bytes | None] | None:
+    """(media type, size, bytes) when workspace/rel is an image by its content, the bytes None
+    when it is over `max_bytes`; None when it is not an image. Opened as `read_file` opens."""
+    with _open_regular(workspace, rel) as (fd, st):
+        kind = image_media_type(os.pread(fd, 16, 0))
+        if kind is None:
+            return None
+        if st.st_size > max_bytes:
+            return kind, st.st_size, None
+        data = os.pread(fd, max_bytes + 1, 0)
+        return (kind, len(data), None) if len(data) > max_bytes else (kind, len(data), data)
+
+
 def read_file(workspace: Path, rel: str, offset: int = 0, limit: int = 400) -> str:
     """Lines [offset, offset+limit) of a text file, numbered from 1, plus what remains."""
     if offset < 0:

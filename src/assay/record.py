@@ -154,6 +154,7 @@ class ToolResultEvent(EventBase):
     id: str = ""
     name: str = ""
     output: str = ""
+    images: int | None = None  # images attached to the result (read_file on an image)
 
 
 class StakeholderEvent(EventBase):
@@ -445,6 +446,7 @@ class RunRecord(BaseModel):
     options: dict[str, Any] = Field(default_factory=dict)
     task_meta: dict[str, Any] = Field(default_factory=dict)
     run_dir: str | None = None
+    search: str | None = None  # the search backend offered (native, local, brave), None for none
 
     @model_validator(mode="before")
     @classmethod

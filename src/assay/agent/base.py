@@ -37,6 +37,7 @@ class AgentEnv:
     limits: RunLimits
     transcript: Transcript
     messages: list[dict[str, Any]] | None = None  # a conversation to continue (HealthBench rows)
+    native_search: bool = False  # the model provider's own search on every call (`--search native`)
     started: float = field(default_factory=time.monotonic)
 
     def elapsed_minutes(self) -> float:
@@ -61,6 +62,7 @@ class Agent(ABC):
     model: str | None = None
     prices: dict[str, float] | None = None
     needs_sandbox: bool = True
+    accepts_images: bool = False  # images reach this agent (task images, `read_file` on an image)
 
     def binds(self) -> list[tuple[Path, str]]:
         """Extra read-only folders this agent needs inside the sandbox (host path, mount point)."""
@@ -70,11 +72,12 @@ class Agent(ABC):
     async def run(self, env: AgentEnv) -> AgentOutcome: ...
 
 
-def open_conversation(env: AgentEnv) -> list[Message]:
+def open_conversation(env: AgentEnv, *, images: bool = True) -> list[Message]:
     """The conversation's opening as the agent sees it, each message also in the transcript:
     the system prompt, then a conversation to continue (HealthBench rows) or the brief (with
-    the task's images)."""
+    the task's images; for a text-only model, a note saying they cannot be shown)."""
     messages: list[Message] = []
+    shown = env.images if images else []
     if env.system_prompt:
         messages.append(Message(role="system", content=env.system_prompt))
         env.transcript.system(env.system_prompt)
@@ -93,9 +96,17 @@ def open_conversation(env: AgentEnv) -> list[Message]:
             else:
                 messages.append(Message(role="user", content=content))
                 env.transcript.user(content)
-        if env.images:
-            messages[-1].images = env.images
+        if shown:
+            messages[-1].images = shown
+        elif env.images:
+            messages[-1].content += _unseen(len(env.images))
     else:
-        messages.append(Message(role="user", content=env.prompt, images=env.images))
-        env.transcript.user(env.prompt, images=len(env.images))
+        prompt = env.prompt + ("" if shown or not env.images else _unseen(len(env.images)))
+        messages.append(Message(role="user", content=prompt, images=shown))
+        env.transcript.user(prompt, images=len(shown))
     return messages
+
+
+def _unseen(n: int) -> str:
+    return (f"\n\n[This task comes with {n} image{'s' if n != 1 else ''}; this model takes text only, "
+            "so they are not shown.]")

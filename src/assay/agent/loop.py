@@ -53,7 +53,7 @@ def trim_context(messages: list[Message], budget_tokens: int) -> int:
 class ModelAgent(Agent):
     """A chat model driven through the shared loop."""
 
-    def __init__(self, spec: str, model: Model, *, web_search: bool = False) -> None:
+    def __init__(self, spec: str, model: Model) -> None:
         self.spec = spec
         self.client: ModelClient = model.client
         self.price = model.spec.price
@@ -61,20 +61,20 @@ class ModelAgent(Agent):
         self.prices = self.price.model_dump() if self.price is not None else None
         self.max_reply_tokens = model.spec.max_tokens
         self.temperature = model.spec.temperature
-        self.web_search = web_search
+        self.accepts_images = model.spec.images
 
     async def _call(self, env: AgentEnv, messages: list[Message], tools: bool) -> ModelReply:
         timeout = max(1.0, env.limits.max_minutes * 60 - (env.elapsed_minutes() * 60))
         return await asyncio.wait_for(
             self.client.complete(messages, env.tools.specs() if tools else None,
                                  max_tokens=min(self.max_reply_tokens, self.client.max_reply_tokens),
-                                 temperature=self.temperature, web_search=self.web_search),
+                                 temperature=self.temperature, web_search=env.native_search),
             timeout=timeout,
         )
 
     async def run(self, env: AgentEnv) -> AgentOutcome:
         out = AgentOutcome(end_reason="finished", model=self.model)
-        messages = open_conversation(env)
+        messages = open_conversation(env, images=self.accepts_images)
         agentic = bool(env.tools.names)
         # A task whose only tool is search (e.g. a single-step task run with --search local):
         # a reply without a tool call is the answer, so no nudge that could replace it.
@@ -127,9 +127,11 @@ class ModelAgent(Agent):
                 for call in reply.tool_calls:
                     env.transcript.tool_call(call.id, name=call.name, arguments=call.arguments,
                                         arguments_error=call.arguments_error)
-                    result = await env.tools.execute(call)
-                    env.transcript.tool_result(call.id, name=call.name, output=result)
-                    messages.append(Message(role="tool", content=result, tool_call_id=call.id, name=call.name))
+                    result = await env.tools.run(call)
+                    env.transcript.tool_result(call.id, name=call.name, output=result.text,
+                                               images=len(result.images) or None)
+                    messages.append(Message(role="tool", content=result.text, images=result.images,
+                                            tool_call_id=call.id, name=call.name))
         except ProviderError as e:
             out.end_reason = "api_error"
             out.error = e.reason

@@ -26,9 +26,8 @@ AgentKind = Literal["noop", "policy", "script", "model", "human"]
 class AgentFactory:
     """A resolved `--agent` spec; `for_task` gives the agent for one task (see `skip_reason`)."""
 
-    def __init__(self, spec: str, config: Config, *, web_search: bool = False) -> None:
+    def __init__(self, spec: str, config: Config) -> None:
         self.spec = spec
-        self.web_search = web_search
         self.kind: AgentKind
         self.model: Model | None = None
         self.script_path: Path | None = None
@@ -72,7 +71,7 @@ class AgentFactory:
         if self.script_path is not None:
             return ScriptAgent(self.spec, self.script_path)
         assert self.model is not None
-        return ModelAgent(self.spec, self.model, web_search=self.web_search)
+        return ModelAgent(self.spec, self.model)
 
     async def aclose(self) -> None:
         if self.model is not None:

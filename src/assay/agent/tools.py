@@ -13,13 +13,16 @@ disk quota holds for them as for commands.
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import math
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from assay import fs
 from assay.env.sandbox import Sandbox
-from assay.llm.messages import ToolCall, ToolSpec
+from assay.llm.messages import ImagePart, ToolCall, ToolSpec
 from assay.record import safe_text
 
 TOOL_OUTPUT_LIMIT = 12_000
@@ -30,6 +33,11 @@ MAX_ARGUMENT_BYTES = 8 * 1024**2
 
 
 class SearchBackend(Protocol):
+    """A `web_search` tool the harness runs (`assay.agent.search`, `assay.agent.brave`); its
+    `label` is recorded on the run. `search` blocks, so it is called in a worker thread."""
+
+    label: str
+
     def search(self, query: str, k: int = 5) -> str: ...
 
 
@@ -45,7 +53,8 @@ TOOL_SPECS: dict[str, ToolSpec] = {
     ),
     "read_file": ToolSpec(
         name="read_file",
-        description="Read a text file from the workspace, with line numbers.",
+        description="Read a text file from the workspace, with line numbers; an image (PNG, JPEG, GIF, WebP) "
+                    "is returned as the image.",
         parameters={"type": "object", "properties": {
             "path": {"type": "string"},
             "offset": {"type": "integer", "description": "first line (0-based)"},
@@ -125,13 +134,23 @@ def clip(text: str, limit: int = TOOL_OUTPUT_LIMIT) -> str:
     return f"{text[:head]}\n[... {cut} characters cut ...]\n{text[-tail:]}"
 
 
+@dataclass
+class ToolOutput:
+    """A tool's result as the model gets it: text, and the images `read_file` attached."""
+
+    text: str
+    images: list[ImagePart] = field(default_factory=list)
+
+
 class ToolBox:
-    """Executes tool calls for one run; every result is a string, as the model sees it."""
+    """Executes tool calls for one run; every result is text as the model sees it, plus the
+    images `read_file` returns to an agent that can see them (`images`)."""
 
     def __init__(self, workspace: Path | None, sandbox: Sandbox | None, names: list[str],
-                 search: SearchBackend | None = None) -> None:
+                 search: SearchBackend | None = None, *, images: bool = False) -> None:
         self.workspace = workspace
         self.sandbox = sandbox
+        self.images = images
         self.names = [n for n in names if n != "web_search"]
         if search is not None:
             self.names.append("web_search")
@@ -142,22 +161,28 @@ class ToolBox:
         return [TOOL_SPECS[n] for n in self.names]
 
     async def execute(self, call: ToolCall) -> str:
+        return (await self.run(call)).text
+
+    async def run(self, call: ToolCall) -> ToolOutput:
         if call.name not in self.names:
-            return f"error: unknown tool {call.name!r}; available: {', '.join(self.names)}"
+            return ToolOutput(f"error: unknown tool {call.name!r}; available: {', '.join(self.names)}")
         if call.arguments_error:
-            return f"error: arguments are not a JSON object ({call.arguments_error})"
+            return ToolOutput(f"error: arguments are not a JSON object ({call.arguments_error})")
         try:
             check_arguments(call.arguments)
-            return safe_text(clip(await self._dispatch(call.name, call.arguments)))
+            out = await self._dispatch(call.name, call.arguments)
         except (fs.PathError, ValueError, KeyError, TypeError, UnicodeError, IsADirectoryError,
                 FileNotFoundError, NotADirectoryError, PermissionError) as e:
-            return f"error: {e}"
+            return ToolOutput(f"error: {e}")
+        if isinstance(out, ToolOutput):
+            return ToolOutput(safe_text(clip(out.text)), out.images)
+        return ToolOutput(safe_text(clip(out)))
 
-    async def _dispatch(self, name: str, a: dict[str, Any]) -> str:
+    async def _dispatch(self, name: str, a: dict[str, Any]) -> str | ToolOutput:
         ws = self.workspace
         if name == "web_search":
             assert self.search_backend is not None
-            return self.search_backend.search(str(a["query"]))
+            return await asyncio.to_thread(self.search_backend.search, str(a["query"]))
         if ws is None:
             return "error: this task has no workspace"
         if name == "run_command":
@@ -182,11 +207,14 @@ class ToolBox:
             except OSError as e:  # the file system said no (full, permission, ...): the agent's to handle
                 return f"error: {a.get('path', '.')}: {e.strerror or e}"
 
-    def _file_tool(self, name: str, ws: Path, a: dict[str, Any], owner: int | None) -> str:
+    def _file_tool(self, name: str, ws: Path, a: dict[str, Any], owner: int | None) -> str | ToolOutput:
         sb = self.sandbox
         max_bytes = fs.FILE_TOOL_MAX_BYTES if sb is None else min(fs.FILE_TOOL_MAX_BYTES, sb.limits.file_size_bytes)
         room = sb.volume.check_write if sb is not None and sb.volume is not None else None
         if name == "read_file":
+            image = fs.read_image(ws, str(a["path"]))
+            if image is not None:
+                return self._image(str(a["path"]), *image)
             return fs.read_file(ws, str(a["path"]), int(a.get("offset") or 0), int(a.get("limit") or 400))
         if name == "write_file":
             return fs.write_file(ws, str(a["path"]), str(a["content"]), owner=owner, max_bytes=max_bytes, room=room)
@@ -196,3 +224,13 @@ class ToolBox:
         if name == "list_files":
             return fs.list_files(ws, str(a.get("path") or "."))
         raise ValueError(f"unknown tool {name}")
+
+    def _image(self, rel: str, kind: str, size: int, data: bytes | None) -> str | ToolOutput:
+        """An image `read_file` found: attached for a model that sees images, else a note."""
+        what = f"{rel} is an image ({kind}, {size} bytes)"
+        if not self.images:
+            return f"[{what}; this agent's model takes text only, so the image cannot be shown]"
+        if data is None:
+            return f"[{what}, over the {fs.IMAGE_MAX_BYTES} bytes a model is shown; make a smaller copy to view it]"
+        return ToolOutput(f"[{what}: attached below]",
+                          [ImagePart(media_type=kind, data_b64=base64.b64encode(data).decode())])

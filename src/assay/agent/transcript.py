@@ -52,8 +52,8 @@ class Transcript:
                   arguments_error: str | None = None) -> ToolCallEvent:
         return self._add(ToolCallEvent, id=id, name=name, arguments=arguments, arguments_error=arguments_error)
 
-    def tool_result(self, id: str, name: str, output: str) -> ToolResultEvent:
-        return self._add(ToolResultEvent, id=id, name=name, output=output)
+    def tool_result(self, id: str, name: str, output: str, *, images: int | None = None) -> ToolResultEvent:
+        return self._add(ToolResultEvent, id=id, name=name, output=output, images=images)
 
     def stakeholder(self, line: dict[str, Any]) -> StakeholderEvent:
         """One signed ledger line (its mac left out)."""

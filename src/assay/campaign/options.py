@@ -21,7 +21,7 @@ from assay.task.model import LEVELS
 __all__ = ["JUDGE_MODES", "ROUTINGS", "SEARCH_MODES", "RunOptions"]
 
 JUDGE_MODES = ("batched", "per-item")
-SEARCH_MODES = ("off", "native", "local")
+SEARCH_MODES = ("off", "native", "local", "brave")
 ROUTINGS = ("regex", "lexical", "embedding", "llm")
 DEFAULT_AGENTS = ("noop", "literal", "reference")
 

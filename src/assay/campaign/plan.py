@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from assay.agent.base import Agent
+from assay.agent.search import search_skip_reason
 from assay.campaign.options import RunOptions
 from assay.record import RunKey
 from assay.task.hashing import json_digest
@@ -76,6 +77,8 @@ def build_plan(tasks: list[Task], agents: Sequence[AgentLike], options: RunOptio
                 req = [r for r in task.requirements if r not in SUPPORTED_REQUIREMENTS]
                 if req:
                     reason = f"needs {', '.join(req)}, which this machine cannot provide"
+            if reason is None:
+                reason = search_skip_reason(task, options.search, agent.kind)
             levels, why = levels_for(task, options.level)
             if reason is None and why is not None:
                 reason = why
@@ -90,4 +93,5 @@ def build_plan(tasks: list[Task], agents: Sequence[AgentLike], options: RunOptio
     return Plan(runs=runs, skipped=skipped)
 
 
-SUPPORTED_REQUIREMENTS = {"python3", "sqlite3"}
+SUPPORTED_REQUIREMENTS = {"python3", "sqlite3", "web_search"}
+"""What a task may require; `web_search` is then met by a search backend (`search_skip_reason`)."""

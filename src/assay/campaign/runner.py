@@ -17,12 +17,12 @@ import stat
 import time
 import traceback
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from assay import fs
 from assay.agent.base import Agent, AgentEnv, AgentOutcome, RunLimits
+from assay.agent.search import offer_search
 from assay.agent.tools import SearchBackend, ToolBox
 from assay.agent.transcript import Transcript
 from assay.campaign.options import RunOptions
@@ -30,14 +30,13 @@ from assay.campaign.plan import PlannedRun
 from assay.env.sandbox import Sandbox, bwrap_available
 from assay.env.volume import WorkspaceVolume
 from assay.env.workspace import materialise, needs_workspace, new_workspace
-from assay.errors import GraderError, HarnessError, InputError
+from assay.errors import GraderError, HarnessError, InputError, ProviderError
 from assay.grade.grader import GradeInput, GradeOutcome, grade_run
 from assay.grade.inputs import JudgeService
 from assay.llm.messages import ImagePart
 from assay.record import VOID_REASONS, Grade, RunRecord, UsageCost, safe_text
 from assay.scenario.lifecycle import ScenarioRun
 from assay.store import Store
-from assay.task.model import Task
 from assay.version import HARNESS_VERSION
 
 __all__ = ["GRACE_S", "RunContext", "effective_limits", "execute_run", "runs_root"]
@@ -50,7 +49,7 @@ class RunContext:
     store: Store
     options: RunOptions
     judge: JudgeService | None = None
-    search_factory: Callable[[Task], SearchBackend | None] | None = None
+    brave: SearchBackend | None = None  # the campaign's Brave client under `--search brave`
 
     @property
     def isolated(self) -> bool:
@@ -141,6 +140,7 @@ class _Run:
         self.graded = GradeOutcome(score=None, passed=None)
         self.void_reason: str | None = None
         self.commands: list[str] = []
+        self.search: str | None = None  # the search backend the run was offered
 
     async def build(self) -> AgentEnv:
         planned, ctx, task = self.planned, self.ctx, self.planned.task
@@ -171,12 +171,14 @@ class _Run:
                                    command_wrapper=wrapper, keep_owner=keep, volume=self.volume)
             await asyncio.to_thread(self.sandbox.prepare)
             self.transcript.harness(f"sandbox limits: {self.sandbox.describe()}")
-        search = ctx.search_factory(task) if ctx.search_factory is not None else None
-        tools = ToolBox(self.workspace, self.sandbox, task.tools, search=search)
+        offer = await asyncio.to_thread(offer_search, task, ctx.options.search, planned.agent.kind, ctx.brave)
+        self.search = offer.label
+        tools = ToolBox(self.workspace, self.sandbox, task.tools, search=offer.backend, images=agent.accepts_images)
         self.commands = tools.commands
         return AgentEnv(task=task, level=planned.level, prompt=prompt, system_prompt=task.system_prompt,
                         images=_images(task.images), workspace=self.workspace, sandbox=self.sandbox, tools=tools,
-                        limits=self.limits, transcript=self.transcript, messages=task.messages)
+                        limits=self.limits, transcript=self.transcript, messages=task.messages,
+                        native_search=offer.native)
 
     def _staged(self, binds: list[tuple[Path, str]]) -> list[tuple[Path, str]]:
         """Read-only binds from the suite (a policy's folder) are copied into the run folder
@@ -204,6 +206,9 @@ class _Run:
             self.transcript.harness("run exceeded its time limit; graded as the workspace stands")
         except (HarnessError, OSError):
             raise
+        except ProviderError as e:  # a search provider that failed (model agents handle their own)
+            self.outcome = AgentOutcome(end_reason="api_error", error=e.reason)
+            self.transcript.error("provider", reason=e.reason, status=e.status)
         except InputError as e:  # a policy's own bad input is a fault of this run, not the user's command
             self.outcome = AgentOutcome(end_reason="harness_error", error=e.message)
             self.transcript.error("harness", e.message)
@@ -281,7 +286,7 @@ class _Run:
             task_meta={"domain": task.domain, "subset": task.subset, "language": task.language,
                        "modality": task.modality, "execution": task.execution, "source": task.source,
                        "title": task.title},
-            run_dir=str(self.run_dir) if self.run_dir else None,
+            run_dir=str(self.run_dir) if self.run_dir else None, search=self.search,
         )
 
 

@@ -7,18 +7,19 @@ refused command leaves the store untouched; `run_prepared` runs it.
 from __future__ import annotations
 
 import importlib.util
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
 from rich.console import Console
 
-from assay.agent.search import corpus_for_task
+from assay.agent.brave import BRAVE_URL, BraveSearch
 from assay.agent.spec import AgentFactory
 from assay.campaign.options import RunOptions
 from assay.campaign.plan import Plan, build_plan
 from assay.campaign.runner import RunContext
 from assay.campaign.scheduler import CampaignResult, run_campaign
-from assay.config import Config, load_config, store_url
+from assay.config import Config, load_config, settings, store_url
 from assay.env.net.gateway import GATEWAY_MODEL_ENV, gateway_model_spec, resolve_upstream
 from assay.env.sandbox import bwrap_available
 from assay.errors import InputError, InvalidTasks
@@ -83,7 +84,7 @@ def prepare_campaign(req: RunOptions) -> PreparedCampaign:
         apply_value_table(tasks, req.values)
     else:
         apply_found_value_tables(tasks, req.paths)
-    agents = [AgentFactory(spec, config, web_search=req.search == "native") for spec in req.agents]
+    agents = [AgentFactory(spec, config) for spec in req.agents]
     options = req.model_copy(update={"gateway_model": _gateway_model(req, config),
                                      "router_model": _router_model(req, config)})
     plan = build_plan(tasks, agents, options)
@@ -94,6 +95,8 @@ def prepare_campaign(req: RunOptions) -> PreparedCampaign:
                                               "sandboxed; install it (scripts/setup-system.sh) or pass "
                                               "--unsafe-no-sandbox")
     _check_gateway(plan, options)
+    if req.search == "brave" and any(p.agent.kind in ("model", "script") for p in plan.runs):
+        brave_search().close()  # refuses a missing key now (exit 2), not in every run
     judged = sorted({p.task.id for p in plan.runs if needs_judge(p.task)})
     if judged and not req.judges:
         raise InputError(None, "--judge", f"these tasks need a judge (rubric items without checks or judge-graded "
@@ -104,6 +107,11 @@ def prepare_campaign(req: RunOptions) -> PreparedCampaign:
     _check_store_url(url)
     return PreparedCampaign(tasks=tasks, agents=agents, plan=plan, options=options, store_url=url, judge=judge,
                             skipped=InvalidTasks(found.invalid).rows() if found.invalid else [])
+
+
+def brave_search() -> BraveSearch:
+    """The Brave client of `--search brave`: key from BRAVE_API_KEY, URL from ASSAY_BRAVE_URL."""
+    return BraveSearch(os.environ.get("BRAVE_API_KEY", ""), settings().brave_url or BRAVE_URL)
 
 
 def _router_model(req: RunOptions, config: Config) -> str | None:
@@ -148,11 +156,13 @@ async def run_prepared(prepared: PreparedCampaign, *, console: Console | None = 
     store = prepared.store
     if prepared.judge is not None:
         prepared.judge.cache = store
-    ctx = RunContext(store=store, options=prepared.options, judge=prepared.judge,
-                     search_factory=corpus_for_task if prepared.options.search == "local" else None)
+    brave = brave_search() if prepared.options.search == "brave" else None
+    ctx = RunContext(store=store, options=prepared.options, judge=prepared.judge, brave=brave)
     try:
         result = await run_campaign(prepared.plan, ctx, console=console, show_progress=show_progress)
     finally:
+        if brave is not None:
+            brave.close()
         for a in prepared.agents:
             await a.aclose()
         if prepared.judge is not None:

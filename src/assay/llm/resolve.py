@@ -50,6 +50,7 @@ class ModelSpec(BaseModel):
     max_retries: int = 5
     retry_base_delay: float = 1.0
     timeout_s: float = 600.0
+    images: bool = True  # the model accepts images (false: a text-only model)
 
     @property
     def name(self) -> str:
@@ -58,8 +59,11 @@ class ModelSpec(BaseModel):
 
     def result_options(self) -> dict[str, object]:
         """What about this model can change a result (part of every run key's options hash)."""
-        return {"model": self.name, "base_url": self.base_url, "temperature": self.temperature,
-                "max_tokens": self.max_tokens}
+        out: dict[str, object] = {"model": self.name, "base_url": self.base_url, "temperature": self.temperature,
+                                  "max_tokens": self.max_tokens}
+        if not self.images:  # only when set, so the runs of every image-taking model keep their keys
+            out["images"] = False
+        return out
 
     def endpoint(self) -> str | None:
         """The base URL calls go to: the alias's, else the provider's environment variable."""
@@ -138,7 +142,7 @@ def resolve_model(spec: str, config: Config | None = None, *, field: str = "--ag
                              temperature=alias.temperature,
                              max_tokens=alias.max_tokens or DEFAULT_MAX_REPLY_TOKENS,
                              max_retries=alias.max_retries, retry_base_delay=alias.retry_base_delay,
-                             timeout_s=alias.timeout_s)
+                             timeout_s=alias.timeout_s, images=alias.images)
         if require_key and key is None:
             _require_key(resolved, field)
         return resolved

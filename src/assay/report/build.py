@@ -1,7 +1,8 @@
 """Building the report JSON (SPEC.md "Report JSON") from stored runs.
 
 Additions to the SPEC's keys (documented here and in docs):
-- each run row: `options` (the run's result options: judges, judge mode, search mode, limits);
+- each run row: `options` (the run's result options: judges, judge mode, search mode, limits),
+  `search` (the search backend the run was offered: native, local, brave; null for none);
 - each agent summary: `judge {agreement, na, votes, runs, items, mode, judges}` where any run
   was judged (`agreement`: share of judged items on which every vote agreed; `na`: items no
   judge could answer, counted 0); `human_agreement {domain: {pearson_r, p_value,
@@ -9,7 +10,7 @@ Additions to the SPEC's keys (documented here and in docs):
   `pass_at_k`, `pass_hat_k` averaged over tasks;
 - top level: `tasks`, one row per (agent, task, level, options) with the epochs run, passes,
   mean score, `pass_at_k` and `pass_hat_k` for k = 1..n; `search_delta {agent: delta}`: for
-  an agent run both without search (`--search off`) and with it (`local` or `native`), the
+  an agent run both without search (`--search off`) and with it (`local`, `brave` or `native`), the
   mean over the tasks run both ways of (mean score with search - mean score without), and
   `search_deltas {agent: {mode: {delta, tasks, with, without}}}` per search mode.
 """
@@ -39,7 +40,7 @@ def run_row(r: RunRecord) -> dict[str, Any]:
         "score": r.score, "passed": r.passed, "value": r.value,
         "usage": r.usage.model_dump(), "judge_usage": r.judge_usage.model_dump(),
         "grade": grade, "model": r.model, "harness_version": r.harness_version, "turns": r.turns,
-        "duration_s": r.duration_s, "task": r.task_meta, "options": r.options,
+        "duration_s": r.duration_s, "task": r.task_meta, "options": r.options, "search": r.search,
     }
 
 
@@ -232,8 +233,8 @@ def build_report(campaign: str | None, runs: Iterable[RunRecord],
         "runs": [run_row(r) for r in runs],
         "agents": [agent_summary(a, rs, labels) for a, rs in sorted(by_agent.items())],
         "tasks": task_rows(runs),
-        # One number per agent: the local-corpus delta where there is one, else the native one.
-        "search_delta": {a: (m.get("local") or m.get("native") or next(iter(m.values())))["delta"]
+        # One number per agent: the local-corpus delta where there is one, else Brave's, else native's.
+        "search_delta": {a: (m.get("local") or m.get("brave") or m.get("native") or next(iter(m.values())))["delta"]
                          for a, m in deltas.items()},
         "search_deltas": deltas,
         "pareto": pareto_fronts(by_agent),

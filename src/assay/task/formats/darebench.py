@@ -17,7 +17,12 @@ How the upstream fields map onto a Task:
 - `budget.minutes` = `timeout_seconds` / 60 (upstream's default of 120 s when absent).
 - `requirements` = `environment.requirements`, names kept as given (`web_search`, ...);
   such tasks load fine and the planner skips them with a reason where the machine cannot
-  provide them. A task requiring `web_search` has `search: live`.
+  provide them. A task requiring `web_search` has `search: live`: it runs with any search
+  backend (`--search native|local|brave`) and is skipped, with the reason, without one.
+- local search corpus (assay's own addition; upstream searches the live web): the folder
+  `corpus/<task id>/` in the nearest `corpus/` folder beside the task file's folder or in a
+  parent, found as `assets/` is; under `--search local` the task then offers `web_search`
+  over it (`assay.agent.search`).
 - tools: all five (DareBench runs every task through an agent with tools).
 - workload cell: the source benchmark is read from the id `task_<source>_<NN>` and mapped
   with the paper's table 1 (`CELL_MAP_TABLE1`); `ASSAY_DAREBENCH_CELLS=table9` selects the
@@ -230,6 +235,21 @@ def _assets_dir(file: Path, field: str) -> Path | None:
                                           "(a link could lead outside it)")
         if assets.is_dir():
             return assets
+    return None
+
+
+def _corpus_dir(file: Path, task_id: str) -> Path | None:
+    """`corpus/<task id>/` in the nearest `corpus/` folder (as `_assets_dir` finds `assets/`)."""
+    folder = file.resolve().parent
+    for d in (folder, *folder.parents):
+        corpus = d / "corpus"
+        if corpus.is_symlink():
+            raise InputError(file, "corpus", f"{corpus} is a symlink: a corpus must be real files inside the suite")
+        if corpus.is_dir():
+            mine = corpus / task_id
+            if mine.is_symlink():
+                raise InputError(file, "corpus", f"{mine} is a symlink: a corpus must be real files inside the suite")
+            return mine if mine.is_dir() else None
     return None
 
 
@@ -446,7 +466,7 @@ def read_darebench(path: Path) -> list[Task]:  # noqa: C901 (a reader checks eac
         id=task_id, title=_str(file, "name", fm.get("name")) or task_id,
         domain=metadata["category"], language="zh" if has_cjk(prompt) else "en", source="darebench", origin=str(file), prompt=prompt,
         images=images, workspace=workspace, tools=list(TOOL_NAMES),
-        search="live" if "web_search" in requirements else "none",
+        search="live" if "web_search" in requirements else "none", corpus=_corpus_dir(file, task_id),
         contract=contract, grading=grading,
         budget=Budget(minutes=None if timeout is None else timeout / 60),
         modality=cast(Modality, modality), execution=cast(Execution, execution), requirements=requirements,
