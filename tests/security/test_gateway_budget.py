@@ -39,6 +39,12 @@ PRICE = Price(input=2.0, cached_input=0.5, output=8.0)  # USD per million tokens
 PROMPT_TOKENS, COMPLETION_TOKENS = 1000, 800  # what the fake bills per call
 CALL_USD = (PROMPT_TOKENS * 2.0 + COMPLETION_TOKENS * 8.0) / 1e6  # 0.0084
 HI = {"model": "whatever", "messages": [{"role": "user", "content": "hi"}]}
+# The fake bills PROMPT_TOKENS whatever the prompt. A provider cannot bill more prompt tokens
+# than a text prompt has bytes (plus a few template tokens), and the gateway reserves by that
+# bound; the parallel attacks send a prompt of PROMPT_TOKENS bytes, so the fake's bill is one a
+# real provider could send for it (a 2-byte "hi" billed 1,000 tokens is not).
+PROMPT = "x" * PROMPT_TOKENS
+BILLABLE = {**HI, "messages": [{"role": "user", "content": PROMPT}]}
 
 
 @pytest.fixture
@@ -126,7 +132,7 @@ async def test_parallel_calls_cannot_overspend_the_dollar_cap(gateway: Any, fake
     fake.default = delay(0.5, reply("ok", prompt_tokens=PROMPT_TOKENS, completion_tokens=COMPLETION_TOKENS))
     gw = await gateway(dev_llm_usd=cap)
     async with _client(gw) as c:
-        rs = await asyncio.gather(*(c.post("/v1/chat/completions", json=HI) for _ in range(30)))
+        rs = await asyncio.gather(*(c.post("/v1/chat/completions", json=BILLABLE) for _ in range(30)))
     ok = sum(r.status_code == 200 for r in rs)
     spent = gw.summary()["by_phase"]["dev"]["usd"]
     assert spent <= cap + CALL_USD + 1e-9, (
@@ -144,7 +150,7 @@ res = []
 
 def one():
     try:
-        llm_client.complete("label this")
+        llm_client.complete("label this " + "x" * 1000)  # a prompt the fake's 1,000-token bill fits
         res.append("ok")
     except Exception as e:
         res.append(type(e).__name__)
