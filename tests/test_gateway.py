@@ -18,10 +18,10 @@ import httpx
 import pytest
 
 from assay.env.net.forwarder import FORWARDER_SCRIPT, install_forwarder, wrap_command
-from assay.env.net.gateway import Budget, LLMGateway
+from assay.env.net.gateway import IMAGE_INPUT_TOKENS, REQUEST_OVERHEAD_TOKENS, Budget, LLMGateway
 from assay.env.net.llm_client import LLM_CLIENT_PY, install_llm_client
 from assay.llm.prices import Price
-from tests.fakes import fault, malformed, reply
+from tests.fakes import delay, fault, malformed, reply
 from tests.fakes.openai_server import FakeOpenAIServer
 
 MODEL = "gpt-4.1-mini"
@@ -30,6 +30,7 @@ TOOLS = [{"type": "function", "function": {
     "name": "search", "description": "Search the files.",
     "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}}}]
 HI = {"model": "anything", "messages": [{"role": "user", "content": "hi"}]}
+CAP = 800  # the fixture's max_tokens_cap (upstream's)
 
 
 @pytest.fixture
@@ -57,6 +58,7 @@ async def make_gw(base: Path, fake: FakeOpenAIServer) -> AsyncIterator[Callable[
     async def make(**kw: Any) -> LLMGateway:
         kw.setdefault("price", PRICE)
         kw.setdefault("budgets", {"dev": Budget(100, 10.0), "prod": Budget(100, 10.0)})
+        kw.setdefault("max_tokens_cap", CAP)
         kw.setdefault("api_key", "sk-gateway-secret")
         kw.setdefault("log_path", base / "run" / "logs" / "llm.jsonl")
         kw.setdefault("retry_base_delay", 0.01)
@@ -68,6 +70,18 @@ async def make_gw(base: Path, fake: FakeOpenAIServer) -> AsyncIterator[Callable[
     yield make
     for gw in started:
         await gw.stop()
+
+
+def reservation(body: dict[str, Any], price: Price = PRICE, *, cap: int = CAP, images: int = 0,
+                image_tokens: int = IMAGE_INPUT_TOKENS, predicted: int = 0) -> float:
+    """The upper-bound cost the gateway reserves for `body` (the module docstring's formula)."""
+    sent = {k: v for k, v in body.items() if k not in ("model", "max_tokens", "max_completion_tokens")}
+    asked = body.get("max_tokens")
+    sent["max_tokens"] = min(asked, cap) if isinstance(asked, int) and asked > 0 else cap
+    text = json.dumps(sent, ensure_ascii=False, separators=(",", ":"))
+    tokens_in = len(text.encode()) + REQUEST_OVERHEAD_TOKENS + images * image_tokens
+    dearer_in = max(price.input, price.cached_input if price.cached_input is not None else price.input)
+    return (tokens_in * dearer_in + (sent["max_tokens"] + predicted) * price.output) / 1e6
 
 
 def client(gw: LLMGateway) -> httpx.AsyncClient:
@@ -124,8 +138,8 @@ async def test_chat_through_the_socket(make_gw: Callable[..., Any], fake: FakeOp
     dev = s["by_phase"]["dev"]
     assert (dev["input_tokens"], dev["cache_read_tokens"], dev["output_tokens"]) == (600, 400, 200)
     rec = gw.records[-1]
-    assert rec["status"] == 200 and rec["phase"] == "dev" and rec["model"] == MODEL
-    assert rec["cost_usd"] == pytest.approx(cost) and rec["input_tokens"] == 600
+    assert rec.status == 200 and rec.phase == "dev" and rec.model == MODEL and rec.outcome == "forwarded"
+    assert rec.cost_usd == pytest.approx(cost) and rec.input_tokens == 600 and rec.cost_basis == "usage"
     lines = (base / "run" / "logs" / "llm.jsonl").read_text().splitlines()
     assert [json.loads(x)["status"] for x in lines] == [200]
     assert stat.S_IMODE(os.stat(base / "run" / "logs" / "llm.jsonl").st_mode) == 0o600
@@ -166,24 +180,37 @@ async def test_refused_at_max_calls_and_phases(make_gw: Callable[..., Any], fake
     assert s["calls"] == 3 and s["refused"] == 2
     assert (s["by_phase"]["dev"]["calls"], s["by_phase"]["dev"]["refused"]) == (2, 1)
     assert (s["by_phase"]["prod"]["calls"], s["by_phase"]["prod"]["refused"]) == (1, 1)
-    assert [r["status"] for r in gw.records] == [200, 200, 429, 200, 429]
+    assert [r.status for r in gw.records] == [200, 200, 429, 200, 429]
+    assert [r.outcome for r in gw.records] == ["forwarded", "forwarded", "refused", "forwarded", "refused"]
+    assert gw.records[2].error_type == "budget_exceeded" and gw.records[4].phase == "prod"
 
 
 async def test_refused_at_max_usd(make_gw: Callable[..., Any], fake: FakeOpenAIServer) -> None:
-    gw = await make_gw(price=Price(input=1000.0, output=1000.0), budgets={"dev": Budget(max_usd=0.3)})
-    fake.default = reply("ok", prompt_tokens=100, completion_tokens=100)  # $0.20 a call
+    """A call is admitted only if spent + its upper-bound cost fits: the third call is refused
+    although $0.0998 is left, since it may cost $0.1003; spend never passes the cap."""
+    price = Price(input=1.0, output=1000.0)
+    gw = await make_gw(price=price, budgets={"dev": Budget(max_usd=0.3)}, max_tokens_cap=100)
+    fake.default = reply("ok", prompt_tokens=100, completion_tokens=100)  # $0.1001 a call
+    bound = reservation(HI, price, cap=100)
+    assert bound == pytest.approx(0.1003, abs=1e-4)
     async with client(gw) as c:
-        codes = [(await c.post("/v1/chat/completions", json=HI)).status_code for _ in range(4)]
+        codes = [(await c.post("/v1/chat/completions", json=HI)).status_code for _ in range(3)]
         r = await c.post("/v1/chat/completions", json=HI)
-    assert codes == [200, 200, 429, 429]
-    assert r.json()["error"]["type"] == "budget_exceeded" and "$0.40" in r.json()["error"]["message"]
-    assert gw.summary()["usd"] == pytest.approx(0.4) and len(fake.requests) == 2
+    assert codes == [200, 200, 429]
+    err = r.json()["error"]
+    assert err["type"] == "budget_exceeded" and err["message"].startswith("LLM budget exhausted")
+    assert "$0.2002 spent" in err["message"] and f"may cost up to ${bound:.4f}" in err["message"]
+    assert gw.summary()["usd"] == pytest.approx(0.2002) and len(fake.requests) == 2
+    assert [x.reserved_usd for x in gw.records[:2]] == [pytest.approx(bound)] * 2
 
 
-def test_dollar_budget_needs_a_price() -> None:
+def test_dollar_budget_needs_a_price_and_a_token_cap() -> None:
     with pytest.raises(ValueError, match="no price"):
         LLMGateway("http://127.0.0.1:9/v1", "local-model", price=None)
     LLMGateway("http://127.0.0.1:9/v1", "local-model", price=None, budgets={"dev": Budget(max_calls=5)})
+    with pytest.raises(ValueError, match="max_tokens_cap"):  # a reply without a bound cannot be reserved
+        LLMGateway("http://127.0.0.1:9/v1", MODEL, price=PRICE, budgets={"dev": Budget(max_usd=1.0)})
+    LLMGateway("http://127.0.0.1:9/v1", MODEL, price=PRICE, budgets={"dev": Budget(max_usd=1.0)}, max_tokens_cap=10)
 
 
 def test_from_engagement() -> None:
@@ -246,8 +273,9 @@ async def test_oversized_prompt_and_abrupt_clients(make_gw: Callable[..., Any]) 
 
 
 async def test_upstream_faults(make_gw: Callable[..., Any], fake: FakeOpenAIServer) -> None:
+    """Faults after which a provider bills nothing are retried within the call's one reservation."""
     gw = await make_gw(upstream_retries=2)
-    fake.script(fault(503), malformed(), reply("third time"), fault(400, message="bad tool schema"),
+    fake.script(fault(503), fault(429), reply("third time"), fault(400, message="bad tool schema"),
                 fault(500), fault(500), fault(500))
     async with client(gw) as c:
         r = await c.post("/v1/chat/completions", json=HI)
@@ -258,6 +286,9 @@ async def test_upstream_faults(make_gw: Callable[..., Any], fake: FakeOpenAIServ
         assert r.status_code == 502 and r.json()["error"]["type"] == "upstream_error"
     s = gw.summary()
     assert s["calls"] == 3 and s["by_phase"]["dev"]["upstream_errors"] == 2
+    assert len(fake.requests) == 7 and [r.status for r in gw.records] == [200, 400, 502]
+    assert [r.cost_basis for r in gw.records] == ["usage", None, None]  # faults billed nothing: cost 0
+    assert s["usd"] == pytest.approx(gw.records[0].cost_usd)
 
 
 async def test_upstream_unreachable(make_gw: Callable[..., Any]) -> None:
@@ -269,6 +300,290 @@ async def test_upstream_unreachable(make_gw: Callable[..., Any]) -> None:
     async with client(gw) as c:
         r = await c.post("/v1/chat/completions", json=HI)
     assert r.status_code == 502 and "unreachable" in r.json()["error"]["message"]
+
+
+# --------------------------------------------------------------------------- the budget against a hostile client
+
+
+def _log_lines(base: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in (base / "run" / "logs" / "llm.jsonl").read_text().splitlines()]
+
+
+async def test_n_is_forced_to_one_and_best_of_removed(make_gw: Callable[..., Any], fake: FakeOpenAIServer) -> None:
+    gw = await make_gw()
+    async with client(gw) as c:
+        assert (await c.post("/v1/chat/completions", json={**HI, "n": 8, "best_of": 8})).status_code == 200
+        assert (await c.post("/v1/chat/completions", json={**HI, "n": 1})).status_code == 200
+    assert fake.requests[0]["n"] == 1 and "best_of" not in fake.requests[0].json
+    assert fake.requests[1]["n"] == 1
+    assert gw.records[0].forced == ["n", "best_of"] and gw.records[1].forced == []
+
+
+@pytest.mark.parametrize(("extra", "needle"), [
+    ({"audio": {"voice": "alloy", "format": "wav"}}, "'audio'"),
+    ({"modalities": ["text", "audio"]}, "'modalities'"),
+    ({"web_search_options": {}}, "'web_search_options'"),
+    ({"service_tier": "priority"}, "'service_tier'"),
+    ({"models": ["openai/o1-pro"]}, "'models'"),  # OpenRouter's fallback models
+    ({"plugins": [{"id": "web"}]}, "'plugins'"),  # OpenRouter's web plugin, billed per result
+    ({"tools": [{"type": "web_search"}]}, "tools[0]"),
+    ({"messages": [{"role": "user", "content": [
+        {"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}}]}]}, "'input_audio'"),
+    ({"messages": [{"role": "user", "content": [{"type": "file", "file": {"file_id": "file-123"}}]}]}, "'file'"),
+    ({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "audio": {"id": "audio_1"}}]},
+     "messages[1].audio"),
+])
+async def test_what_the_price_table_cannot_cover_is_refused(make_gw: Callable[..., Any], fake: FakeOpenAIServer,
+                                                           base: Path, extra: dict[str, Any], needle: str) -> None:
+    gw = await make_gw()
+    async with client(gw) as c:
+        r = await c.post("/v1/chat/completions", json={**HI, **extra})
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert err["code"] == "unsupported_parameter" and needle in err["message"], err
+    assert not fake.requests and gw.summary()["calls"] == 0 and gw.summary()["rejected"] == 1
+    rec = gw.records[-1]
+    assert (rec.outcome, rec.status, rec.error_type) == ("rejected", 400, "unsupported_parameter")
+    assert _log_lines(base)[-1]["outcome"] == "rejected"
+
+
+async def test_price_neutral_fields_go_through(make_gw: Callable[..., Any], fake: FakeOpenAIServer) -> None:
+    extra = {"service_tier": "auto", "modalities": ["text"], "top_k": 40, "seed": 7, "stop": ["\n"], "store": False,
+             "reasoning_effort": "low", "response_format": {"type": "json_object"}, "stream": False,
+             "stream_options": {"include_usage": True}}
+    gw = await make_gw()
+    async with client(gw) as c:
+        assert (await c.post("/v1/chat/completions", json={**HI, **extra})).status_code == 200
+    sent = fake.requests[-1].json
+    assert {k: sent[k] for k in extra if k not in ("stream", "stream_options")} == {
+        k: v for k, v in extra.items() if k not in ("stream", "stream_options")}
+    assert "stream" not in sent and "stream_options" not in sent and gw.records[-1].forced == []
+
+
+BIG = "x" * 1000  # the gateways below cap a request at 900 characters
+SMUGGLED: dict[str, dict[str, Any]] = {
+    "tools": {**HI, "tools": [{"type": "function", "function": {"name": "f", "description": BIG}}]},
+    "tool_call_arguments": {**HI, "messages": [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "f", "arguments": json.dumps({"a": BIG})}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "ok"}]},
+    "image_part": {**HI, "messages": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64," + BIG}}]}]},
+    "response_format": {**HI, "response_format": {"type": "json_schema", "json_schema": {
+        "name": "s", "schema": {"type": "object", "description": BIG}}}},
+    "prediction": {**HI, "prediction": {"type": "content", "content": BIG}},
+    "message_name": {**HI, "messages": [{"role": "user", "content": "hi", "name": BIG}]},
+    "stop": {**HI, "stop": [BIG]},
+    "metadata": {**HI, "metadata": {"note": BIG}},
+}
+
+
+@pytest.mark.parametrize("field", list(SMUGGLED))
+async def test_every_field_counts_against_the_input_cap(make_gw: Callable[..., Any], fake: FakeOpenAIServer,
+                                                       field: str) -> None:
+    gw = await make_gw(max_input_chars=900)
+    async with client(gw) as c:
+        r = await c.post("/v1/chat/completions", json=SMUGGLED[field])
+        assert r.status_code == 413, r.text
+        assert r.json()["error"]["type"] == "request_too_large" and "limit is 900" in r.json()["error"]["message"]
+        assert (await c.post("/v1/chat/completions", json=HI)).status_code == 200  # the connection goes on
+    assert len(fake.requests) == 1
+    rec = gw.records[0]
+    assert (rec.outcome, rec.error_type) == ("rejected", "request_too_large") and rec.request_chars > 1000
+    assert gw.summary()["rejected"] == 1 and gw.summary()["calls"] == 1
+
+
+async def test_the_input_cap_is_the_json_of_every_field_but_the_model(make_gw: Callable[..., Any],
+                                                                     fake: FakeOpenAIServer) -> None:
+    body = {"model": "m" * 5000, "messages": [{"role": "user", "content": 'héllo "quoted"\n'}], "tools": TOOLS}
+    sent = {k: v for k, v in body.items() if k != "model"} | {"max_tokens": CAP}
+    size = len(json.dumps(sent, ensure_ascii=False, separators=(",", ":")))
+    exact, under = await make_gw(max_input_chars=size), await make_gw(max_input_chars=size - 1)
+    async with client(exact) as c:
+        assert (await c.post("/v1/chat/completions", json=body)).status_code == 200
+    async with client(under) as c:
+        assert (await c.post("/v1/chat/completions", json=body)).status_code == 413
+    assert exact.records[0].request_chars == size == under.records[0].request_chars
+    assert len(fake.requests) == 1
+
+
+@pytest.mark.parametrize(("asked", "sent"), [
+    ({}, 800),
+    ({"max_tokens": 50}, 50),
+    ({"max_tokens": 5000}, 800),
+    ({"max_tokens": 0}, 800),
+    ({"max_tokens": "lots"}, 800),
+    ({"max_completion_tokens": 300}, 300),  # renamed: what a compatible server honours
+    ({"max_tokens": 10, "max_completion_tokens": 300}, 300),  # the larger of the two bounds the reply
+])
+async def test_the_gateway_sends_its_own_output_bound(make_gw: Callable[..., Any], fake: FakeOpenAIServer,
+                                                     asked: dict[str, Any], sent: int) -> None:
+    gw = await make_gw()
+    async with client(gw) as c:
+        assert (await c.post("/v1/chat/completions", json={**HI, **asked})).status_code == 200
+    out = fake.requests[-1].json
+    assert out["max_tokens"] == sent and "max_completion_tokens" not in out
+    assert gw.records[-1].forced == ([] if asked in ({}, {"max_tokens": 50}) else ["max_tokens"])
+    assert gw.records[-1].reserved_usd == pytest.approx(reservation({**HI, "max_tokens": sent}))
+
+
+async def test_without_a_dollar_cap_nothing_needs_a_bound(make_gw: Callable[..., Any], fake: FakeOpenAIServer) -> None:
+    gw = await make_gw(budgets={"dev": Budget(max_calls=5)}, max_tokens_cap=None)
+    async with client(gw) as c:
+        assert (await c.post("/v1/chat/completions", json=HI)).status_code == 200
+        assert (await c.post("/v1/chat/completions", json={**HI, "max_completion_tokens": 9000})).status_code == 200
+    assert "max_tokens" not in fake.requests[0].json and fake.requests[1]["max_completion_tokens"] == 9000
+    # no bound without max_tokens; the client's own bounds the second call
+    assert [(r.reserved_usd is None, r.excess_usd, r.cost_basis) for r in gw.records] == [
+        (True, None, "usage"), (False, None, "usage")]
+    assert gw.summary()["usd"] > 0
+
+
+async def test_the_official_api_gets_max_completion_tokens(base: Path) -> None:
+    seen: list[dict[str, Any]] = []
+
+    def upstream(request: httpx.Request) -> httpx.Response:
+        seen.append(json.loads(request.content))
+        return httpx.Response(200, json={"choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}}],
+                                         "usage": {"prompt_tokens": 10, "completion_tokens": 5}})
+
+    gw = LLMGateway("https://api.openai.com/v1", MODEL, price=PRICE, budgets={"dev": Budget(max_usd=1.0)},
+                    max_tokens_cap=CAP, transport=httpx.MockTransport(upstream), api_key="sk-x")
+    await gw.start(base / "run" / "sock" / "official.sock")
+    try:
+        async with client(gw) as c:
+            assert (await c.post("/v1/chat/completions", json={**HI, "max_tokens": 5000})).status_code == 200
+    finally:
+        await gw.stop()
+    assert seen[0]["max_completion_tokens"] == CAP and "max_tokens" not in seen[0]
+
+
+async def test_parallel_calls_never_spend_past_the_dollar_cap(make_gw: Callable[..., Any],
+                                                              fake: FakeOpenAIServer) -> None:
+    """30 calls at once: each is admitted only while spent + held by calls in flight + its own
+    bound fits, so the cap holds; settling releases what a call did not use."""
+    prompt = {"messages": [{"role": "user", "content": "x" * 1000}]}
+    bound = reservation(prompt)
+    actual = (1000 * PRICE.input + 100 * PRICE.output) / 1e6  # billed within its bound: a short reply
+    cap = 4.5 * bound
+    fake.default = delay(1.0, reply("ok", prompt_tokens=1000, completion_tokens=100))
+    gw = await make_gw(budgets={"dev": Budget(max_usd=cap)})
+    async with client(gw) as c:
+        rs = await asyncio.gather(*(c.post("/v1/chat/completions", json=prompt) for _ in range(30)))
+        ok = sum(r.status_code == 200 for r in rs)
+        assert ok >= 4 and all(r.json()["error"]["type"] == "budget_exceeded" for r in rs if r.status_code != 200)
+        fake.default = reply("ok", prompt_tokens=1000, completion_tokens=100)
+        after = await c.post("/v1/chat/completions", json=prompt)  # the reservations were released
+    spent = gw.summary()["by_phase"]["dev"]["usd"]
+    assert spent <= cap, f"${spent:.5f} spent of a ${cap:.5f} cap"
+    assert fake.max_in_flight <= 4  # never more calls in flight than the cap can pay for
+    assert after.status_code == 200 and spent == pytest.approx((ok + 1) * actual)
+    refused = [r for r in gw.records if r.outcome == "refused"]
+    assert len(refused) == 30 - ok and all(r.status == 429 and r.error_type == "budget_exceeded" for r in refused)
+    assert all(r.excess_usd is None and r.reserved_usd == pytest.approx(bound) for r in gw.records
+               if r.outcome == "forwarded")
+
+
+async def test_parallel_calls_never_pass_the_calls_cap(make_gw: Callable[..., Any], fake: FakeOpenAIServer) -> None:
+    fake.default = delay(0.5, reply("ok"))
+    gw = await make_gw(budgets={"dev": Budget(max_calls=3)})
+    async with client(gw) as c:
+        rs = await asyncio.gather(*(c.post("/v1/chat/completions", json=HI) for _ in range(10)))
+    assert sorted(r.status_code for r in rs) == [200] * 3 + [429] * 7
+    assert len(fake.requests) == 3 and gw.summary()["refused"] == 7
+
+
+async def test_a_call_whose_bound_does_not_fit_never_goes_upstream(make_gw: Callable[..., Any],
+                                                                   fake: FakeOpenAIServer, base: Path) -> None:
+    gw = await make_gw(budgets={"dev": Budget(max_usd=reservation(HI) * 0.99)})
+    async with client(gw) as c:
+        r = await c.post("/v1/chat/completions", json=HI)
+        small = await c.post("/v1/chat/completions", json={**HI, "max_tokens": 10})  # a smaller bound fits
+    assert r.status_code == 429 and "may cost up to" in r.json()["error"]["message"]
+    assert small.status_code == 200 and len(fake.requests) == 1
+    assert [x["outcome"] for x in _log_lines(base)] == ["refused", "forwarded"]
+
+
+async def test_images_and_predictions_raise_the_bound(make_gw: Callable[..., Any], fake: FakeOpenAIServer) -> None:
+    gw = await make_gw(image_input_tokens=1000)
+    image = {"messages": [{"role": "user", "content": [
+        {"type": "text", "text": "what is this?"}, {"type": "image_url", "image_url": {"url": "https://x.test/a.png"}},
+        {"type": "image_url", "image_url": {"url": "https://x.test/b.png", "detail": "high"}}]}]}
+    predicted = {**HI, "prediction": {"type": "content", "content": "def f():\n    return 1\n"}}
+    async with client(gw) as c:
+        for body in (image, predicted):
+            assert (await c.post("/v1/chat/completions", json=body)).status_code == 200
+    p_bytes = len(json.dumps(predicted["prediction"], separators=(",", ":")).encode())
+    assert gw.records[0].reserved_usd == pytest.approx(reservation(image, images=2, image_tokens=1000))
+    assert gw.records[1].reserved_usd == pytest.approx(reservation(predicted, predicted=p_bytes))
+
+
+async def test_billing_past_the_bound_is_recorded(make_gw: Callable[..., Any], fake: FakeOpenAIServer,
+                                                  caplog: pytest.LogCaptureFixture) -> None:
+    fake.default = reply("ok", prompt_tokens=50_000, completion_tokens=10)  # far more than "hi" can be
+    gw = await make_gw()
+    async with client(gw) as c:
+        assert (await c.post("/v1/chat/completions", json=HI)).status_code == 200
+    rec = gw.records[0]
+    cost = (50_000 * PRICE.input + 10 * PRICE.output) / 1e6
+    assert rec.cost_usd == pytest.approx(cost) and rec.excess_usd == pytest.approx(cost - reservation(HI))
+    assert "more than its reservation" in caplog.text
+
+
+async def test_a_timed_out_call_is_charged_its_reservation(make_gw: Callable[..., Any], fake: FakeOpenAIServer) -> None:
+    """The provider may have billed a call that timed out: no retry (it would bill again), the
+    reservation is kept as spent."""
+    gw = await make_gw(timeout_s=0.3, upstream_retries=2)
+    fake.script(delay(1.0, reply("too late")), malformed())
+    async with client(gw) as c:
+        r = await c.post("/v1/chat/completions", json=HI)
+        assert r.status_code == 504 and r.json()["error"]["type"] == "upstream_error"
+        r = await c.post("/v1/chat/completions", json=HI)  # a 200 that is not JSON: billed, maybe
+        assert r.status_code == 502 and "not a JSON object" in r.json()["error"]["message"]
+    assert len(fake.requests) == 2
+    assert [x.cost_basis for x in gw.records] == ["reserved", "reserved"]
+    assert gw.summary()["usd"] == pytest.approx(2 * reservation(HI))
+
+
+async def test_a_call_cut_off_by_the_gateway_stopping_is_charged_its_reservation(
+        make_gw: Callable[..., Any], fake: FakeOpenAIServer) -> None:
+    gw = await make_gw()
+    fake.default = delay(2.0, reply("late"))
+    body = json.dumps(HI).encode()
+    _, writer = await asyncio.open_unix_connection(str(gw.socket_path))
+    writer.write(b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+    await writer.drain()
+    for _ in range(200):
+        if fake.requests:
+            break
+        await asyncio.sleep(0.01)
+    await gw.stop()
+    writer.close()
+    rec = gw.records[-1]
+    assert (rec.status, rec.cost_basis, rec.outcome) == (499, "reserved", "forwarded") and "cancelled" in str(rec.error)
+    assert gw.summary()["usd"] == pytest.approx(reservation(HI))
+
+
+async def test_phases_are_reserved_and_settled_apart(make_gw: Callable[..., Any], fake: FakeOpenAIServer) -> None:
+    bound = reservation(HI)
+    fake.default = delay(0.5, reply("ok", prompt_tokens=10, completion_tokens=10))
+    gw = await make_gw(budgets={"dev": Budget(max_usd=bound * 1.5), "prod": Budget(max_usd=bound * 1.5)})
+    async with client(gw) as c:
+        dev = asyncio.ensure_future(c.post("/v1/chat/completions", json=HI))
+        await asyncio.sleep(0.2)  # in flight, holding the dev budget
+        assert (await c.post("/v1/chat/completions", json=HI)).status_code == 429
+        gw.phase = "prod"
+        assert (await c.post("/v1/chat/completions", json=HI)).status_code == 200  # prod's own budget
+        assert (await dev).status_code == 200
+    by_phase = gw.summary()["by_phase"]
+    one = (10 * PRICE.input + 10 * PRICE.output) / 1e6
+    assert by_phase["dev"]["usd"] == pytest.approx(one) and by_phase["prod"]["usd"] == pytest.approx(one)
+    assert (by_phase["dev"]["calls"], by_phase["dev"]["refused"], by_phase["prod"]["calls"]) == (1, 1, 1)
+    # each call is recorded in the phase that admitted it, whatever the phase when it ended
+    assert sorted((r.phase, r.outcome) for r in gw.records) == [("dev", "forwarded"), ("dev", "refused"),
+                                                                ("prod", "forwarded")]
+
 
 
 # --------------------------------------------------------------------------- forwarder + client on the host
@@ -487,6 +802,30 @@ async def test_sandbox_command_wrapper_reaches_a_host_service(base: Path) -> Non
         await sb.close()
         await relay.stop()
         server.close()
+
+
+async def test_dev_phase_spend_is_reported_on_the_run(make_gw: Callable[..., Any], fake: FakeOpenAIServer) -> None:
+    """What `grade.llm` of a scenario run holds: the dev gateway's settled spend (the agent's own
+    use of the company LLM while it worked), refusals included, beside the prod phase."""
+    from types import SimpleNamespace
+    from typing import cast
+
+    from assay.scenario.lifecycle import DeliveredCopy
+
+    fake.default = reply("ok", prompt_tokens=1000, completion_tokens=200)
+    gw = await make_gw(budgets={"dev": Budget(max_calls=1, max_usd=1.0)})
+    async with client(gw) as c:
+        assert (await c.post("/v1/chat/completions", json=HI)).status_code == 200
+        assert (await c.post("/v1/chat/completions", json=HI)).status_code == 429
+    run = SimpleNamespace(spec=SimpleNamespace(engagement=SimpleNamespace(llm=True)), level="L3", gateway=gw,
+                          gateway_spec="gw")
+    llm, prod_usd = DeliveredCopy(cast(Any, run))._llm_fields()
+    assert llm is not None
+    cost = (1000 * PRICE.input + 200 * PRICE.output) / 1e6
+    dev = llm["by_phase"]["dev"]
+    assert (dev["calls"], dev["refused"], dev["input_tokens"], dev["output_tokens"]) == (1, 1, 1000, 200)
+    assert dev["usd"] == pytest.approx(cost) and llm["usd"] == pytest.approx(cost) and llm["refused"] == 1
+    assert llm["by_phase"]["prod"]["calls"] == 0 and prod_usd == 0.0  # llm_cost_usd is the prod spend
 
 
 def test_gateway_model_is_in_the_options_hash_only_when_set() -> None:

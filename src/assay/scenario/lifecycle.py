@@ -554,8 +554,8 @@ class DeliveredCopy:
         await gw.stop()
         self._llm_prod = gw.summary()
         for rec in gw.records:
-            err = str(rec.get("error") or "")
-            if rec.get("status") in (502, 504) and err.startswith("model provider error"):
+            err = rec.error or ""
+            if rec.status in (502, 504) and err.startswith("model provider error"):
                 return err[:300]
         return None
 

@@ -15,26 +15,69 @@ Routes:
 
 Upstream: a raw pass-through (httpx) to an OpenAI-compatible `base_url`, not an assay
 ModelClient. The request goes out as the client sent it (tools, tool_choice, response_format,
-tool calls in the history, seed, stop, ...) and the provider's JSON comes back as it is, so
-delivered code sees exactly what a real OpenAI-compatible endpoint gives; translating through
-assay's Message/ModelReply would drop every field those models do not carry. The gateway
-only pins the model (one fixed model sits behind it, as upstream), optionally clamps
-`max_tokens` and the prompt size, refuses streaming, and injects the API key, which never
-enters the sandbox.
+tool calls in the history, seed, stop, ...), within the budget rules below, and the
+provider's JSON comes back as it is, so delivered code sees exactly what a real
+OpenAI-compatible endpoint gives; translating through assay's Message/ModelReply would drop
+every field those models do not carry. The gateway pins the model (one fixed model sits
+behind it, as upstream), refuses streaming, and injects the API key, which never enters the
+sandbox.
 
-Metering: every forwarded call counts against the current phase's budget (`dev` while the
-agent works, `prod` while delivered code is graded; switch with `gateway.phase = "prod"`).
-A call is counted when it is forwarded, whatever its outcome; its dollars are the reply's
-usage priced with `prices.cost_usd` and the price given at construction. Once a phase has
-used `max_calls` calls or `max_usd` dollars, further calls get HTTP 429 with
-`{"error": {"message": "LLM budget exhausted ...", "type": "budget_exceeded"}}`. Calls already
-in flight when the dollar cap is crossed finish (as upstream's gateway); the overshoot is
-at most the in-flight calls. Every request (forwarded, refused, rejected) is a record in
-`records` and a JSON line in `log_path`.
+The budget. Every phase (`dev` while the agent works, `prod` while delivered code is graded;
+switch with `gateway.phase = "prod"`) has an allowance of calls and dollars (`Budget`). The
+code spending it runs in the sandbox and is not trusted, so the gateway enforces it on what
+it forwards, not on what the client says:
 
-Upstream faults (connection errors, timeouts, 429, 5xx, a 200 that is not JSON) are retried
-`upstream_retries` times, then answered 502 (504 for a timeout) with type `upstream_error`;
-any other upstream 4xx is relayed with its own status and body.
+- One completion per call: `n` is forced to 1 and `best_of` is removed (`forced` in the
+  call's record names what was changed).
+- Only fields whose cost the price table covers go upstream: the OpenAI Chat Completions
+  request fields in `FORWARDED_FIELDS` (with the samplers compatible servers add). Refused
+  with 400, code `unsupported_parameter`, before any upstream call: `audio` and `modalities`
+  other than text (audio tokens), `web_search_options` (billed per search), a `service_tier`
+  other than `auto`/`default` (the price table is the standard tier's), content parts other
+  than `text`, `image_url` and `refusal` (audio and file parts), a message's `audio`
+  reference, tools other than `function`/`custom`, and every field not in the list (a
+  provider's own fields, such as OpenRouter's `models` or `plugins`, can change the model or
+  bill extra).
+- Output: the gateway sends its own bound, `max_tokens` (`max_completion_tokens` to
+  api.openai.com) = the client's `max_tokens`/`max_completion_tokens` (the larger, if both),
+  at most `max_tokens_cap`, and the cap when the client gave none or a bad value. A phase with
+  a dollar cap needs `max_tokens_cap` (an unbounded reply cannot be reserved).
+- Input: the whole request counts against `max_input_chars`: the characters of the compact
+  JSON of everything forwarded except the model name (messages with their names, tool calls
+  and image parts, tools, response_format, prediction, stop, ...). A larger request is
+  refused with 413, type `request_too_large`, before any upstream call.
+- Reserve, then settle. Before a call is forwarded, its upper-bound cost (`reserved_usd`) is
+  priced with `prices.cost_usd` and the gateway's one price, from
+      input tokens  <= UTF-8 bytes of that JSON + REQUEST_OVERHEAD_TOKENS
+                       + `image_input_tokens` per image part (every input token priced at the
+                       dearer of the input and cached-input prices)
+      output tokens <= the max_tokens sent + the UTF-8 bytes of `prediction` (rejected
+                       prediction tokens are billed as output)
+  (a text token is at least one byte; an image's tokens do not depend on its bytes, so it gets
+  an allowance, by default OpenAI's dearest image, gpt-4o-mini's 48,169 tokens). A call is
+  admitted only if the phase's calls so far (in flight included) are under `max_calls` and
+  spent + reserved by calls in flight + its own bound <= `max_usd`; otherwise it gets 429
+  `budget_exceeded` and nothing goes upstream. An admitted call counts as a call whatever
+  its outcome. The check and the reservation run with no
+  await between them on the gateway's one event loop, so no other request can be admitted in
+  between (the event loop is the lock). When the call ends its reservation is released and it
+  is settled at its actual cost, the reply's usage. A call whose cost cannot be known is
+  settled at its reservation and not retried (a retry could be billed again): cancelled in
+  flight (the gateway stopped), timed out or cut off after it was sent, or a 200 that is not a
+  JSON object. Faults after which providers bill nothing (no connection, 429, 5xx) are
+  retried within the call's one reservation; any other upstream 4xx is relayed with its own
+  status and body, at no cost.
+
+  The bound: after every admission, spent + reserved <= max_usd; settling replaces a
+  reservation by the call's cost, which is at most the reservation unless the provider bills
+  past the bounds above (more input tokens than bytes, an image dearer than the allowance),
+  and such an excess is recorded (`excess_usd`) and logged. So a phase's spend never passes
+  `max_usd` + the sum of the recorded excesses, however many calls run at once, and it admits
+  at most `max_calls` calls. A smaller call may be admitted after a larger one was refused.
+
+Every request (forwarded, refused for the budget, rejected as malformed, oversized or
+unsupported) is a `GatewayRecord` in `records` and a JSON line in `log_path`. Upstream
+faults are answered 502 (504 for a timeout) with type `upstream_error`.
 """
 
 from __future__ import annotations
@@ -47,24 +90,25 @@ import os
 import stat
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from http import HTTPStatus
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Literal
 from urllib.parse import urlparse
 
 import httpx
+from pydantic import BaseModel, Field
 
 from assay.config import Config, settings
 from assay.env.net.unixserver import shutdown
 from assay.errors import InputError
-from assay.llm.messages import Usage
 from assay.llm.prices import Price, cost_usd
 from assay.llm.resolve import resolve_model
+from assay.record import Usage
 from assay.task.model import Engagement
 
-__all__ = ["Budget", "DEFAULT_BUDGETS", "GATEWAY_MODEL_ENV", "LLMGateway", "SOCKET_NAME", "Upstream",
-           "gateway_model_spec", "resolve_upstream", "scenario_gateway"]
+__all__ = ["Budget", "DEFAULT_BUDGETS", "FORWARDED_FIELDS", "GATEWAY_MODEL_ENV", "GatewayRecord", "LLMGateway",
+           "PhaseTotals", "SOCKET_NAME", "Upstream", "gateway_model_spec", "resolve_upstream", "scenario_gateway"]
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +124,32 @@ READ_TIMEOUT_S = 60.0  # headers and body of one request must arrive within this
 UPSTREAM_MAX_TOKENS_CAP = 800
 UPSTREAM_MAX_INPUT_CHARS = 60_000
 
+# Input tokens a provider may bill beyond the request's own bytes: the chat template's role
+# and turn markers, the rendered tool and schema preambles. Generous on purpose.
+REQUEST_OVERHEAD_TOKENS = 256
+# Tokens reserved per image part: OpenAI's dearest image, a high-detail 2048x768 picture on
+# gpt-4o-mini (2,833 + 8 tiles x 5,667 = 48,169 tokens), rounded up.
+IMAGE_INPUT_TOKENS = 50_000
+
+# OpenAI Chat Completions request fields forwarded as the client sent them, and the samplers
+# that compatible servers (vLLM, llama.cpp) add. None of them bills anything but tokens.
+FORWARDED_FIELDS: frozenset[str] = frozenset({
+    "messages", "frequency_penalty", "function_call", "functions", "logit_bias", "logprobs", "metadata",
+    "parallel_tool_calls", "prediction", "presence_penalty", "prompt_cache_key", "prompt_cache_retention",
+    "reasoning_effort", "response_format", "safety_identifier", "seed", "stop", "store", "temperature",
+    "tool_choice", "tools", "top_logprobs", "top_p", "user", "verbosity",
+    "top_k", "min_p", "repetition_penalty",
+})
+_MAX_TOKENS_KEYS = ("max_tokens", "max_completion_tokens")
+# Set, checked or removed by the gateway itself.
+_GATEWAY_FIELDS = frozenset({"model", "n", "best_of", "stream", "stream_options", "modalities", "service_tier",
+                             *_MAX_TOKENS_KEYS})
+_UNPRICED = {"audio": "audio output is priced apart from the model's tokens",
+             "web_search_options": "web search is billed per call, apart from the model's tokens"}
+_SERVICE_TIERS = ("auto", "default")  # the price table is the standard tier's
+_PART_TYPES = ("text", "image_url", "refusal")
+_TOOL_TYPES = ("function", "custom")
+
 
 @dataclass(frozen=True)
 class Budget:
@@ -93,16 +163,48 @@ DEFAULT_BUDGETS: dict[str, Budget] = {"dev": Budget(300, 0.25), "prod": Budget(6
 """FDE-Gym's defaults for engagement.json `dev_llm_calls`/`dev_llm_usd`/`prod_llm_calls`/`prod_llm_usd`."""
 
 
-@dataclass
-class _Totals:
-    calls: int = 0  # forwarded upstream (whatever the outcome)
-    usd: float = 0.0
+class PhaseTotals(BaseModel):
+    """What one phase used (`summary()["by_phase"]`, reported on the run as `grade.llm.by_phase`)."""
+
+    calls: int = 0  # admitted and forwarded upstream (whatever the outcome)
+    usd: float = 0.0  # settled: the replies' usage, or the reservation of a call whose cost is unknown
     refused: int = 0  # budget refusals (429)
-    rejected: int = 0  # malformed or oversized requests (4xx from the gateway itself)
+    rejected: int = 0  # malformed, oversized or unsupported requests (4xx from the gateway itself)
     upstream_errors: int = 0  # forwarded calls that did not end in a 200
     input_tokens: int = 0  # non-cached prompt tokens
     cache_read_tokens: int = 0
     output_tokens: int = 0
+
+
+class GatewayRecord(BaseModel):
+    """One request to the gateway: an element of `records`, a JSON line of the log."""
+
+    schema_version: int = 1
+    ts: float
+    phase: str
+    model: str
+    endpoint: str | None
+    status: int
+    outcome: Literal["forwarded", "refused", "rejected"]
+    error: str | None = None
+    error_type: str | None = None
+    request_chars: int | None = None  # counted against the input cap
+    forced: list[str] = Field(default_factory=list)  # request fields the gateway changed or removed
+    reserved_usd: float | None = None  # the call's upper-bound cost, reserved before forwarding
+    cost_usd: float | None = None  # what the call was settled at (None: no price)
+    cost_basis: Literal["usage", "reserved"] | None = None  # the reply's usage, or the reservation (cost unknown)
+    excess_usd: float | None = None  # settled cost above the reservation: the provider billed past the bound
+    input_tokens: int = 0
+    cache_read_tokens: int = 0
+    output_tokens: int = 0
+    duration_s: float | None = None
+
+
+@dataclass
+class _Phase:
+    totals: PhaseTotals = field(default_factory=PhaseTotals)
+    reserved_usd: float = 0.0  # held by the calls in flight
+    in_flight: int = 0
 
 
 @dataclass
@@ -114,20 +216,51 @@ class _Request:
     keep_alive: bool
 
 
+@dataclass(frozen=True)
+class _Call:
+    """A request made ready to go upstream, and the bound of what it can be billed."""
+
+    body: dict[str, Any]
+    chars: int
+    bound: Usage | None  # None: the output is not bounded (no max_tokens cap)
+    forced: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class _Reply:
+    status: int
+    payload: Any
+    error: str | None = None
+    cost_unknown: bool = False  # a fault after which the provider may have billed the call
+
+
 class _Reject(Exception):
     """A request answered with an error by the gateway itself (status, message, error type)."""
 
     def __init__(self, status: int, message: str, kind: str = "invalid_request_error",
-                 close: bool = False) -> None:
+                 close: bool = False, code: str | None = None, chars: int | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.kind = kind
+        self.code = code or kind
         self.close = close
+        self.chars = chars
 
 
-def _error(message: str, kind: str) -> dict[str, Any]:
-    return {"error": {"message": message, "type": kind, "param": None, "code": kind}}
+class _Refusal(_Reject):
+    """A call the phase's budget cannot take (429 budget_exceeded)."""
+
+    def __init__(self, message: str, chars: int | None = None) -> None:
+        super().__init__(429, message, "budget_exceeded", chars=chars)
+
+
+def _unsupported(message: str) -> _Reject:
+    return _Reject(400, message, "invalid_request_error", code="unsupported_parameter")
+
+
+def _error(message: str, kind: str, code: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "param": None, "code": code or kind}}
 
 
 def _usage_of(data: Any) -> Usage:
@@ -146,15 +279,36 @@ def _usage_of(data: Any) -> Usage:
                  output_tokens=num(u.get("completion_tokens")))
 
 
-def _content_chars(messages: list[Any]) -> int:
-    n = 0
-    for m in messages:
-        c = m.get("content") if isinstance(m, dict) else None
-        if isinstance(c, str):
-            n += len(c)
-        elif isinstance(c, list):
-            n += sum(len(p.get("text") or "") for p in c if isinstance(p, dict) and isinstance(p.get("text"), str))
-    return n
+def _compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _positive_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v > 0
+
+
+def _check_fields(body: dict[str, Any]) -> None:
+    """Refuse the fields whose cost the price table cannot cover (see the module docstring)."""
+    for key, why in _UNPRICED.items():
+        if key in body:
+            raise _unsupported(f"'{key}' is not supported by this gateway: {why}")
+    unknown = sorted(k for k in body if k not in FORWARDED_FIELDS and k not in _GATEWAY_FIELDS)
+    if unknown:
+        raise _unsupported(f"unsupported request field(s) {', '.join(map(repr, unknown))}: this gateway "
+                           "forwards the OpenAI chat completions fields only")
+    modalities = body.get("modalities")
+    if modalities is not None and modalities != ["text"]:
+        raise _unsupported("'modalities' must be [\"text\"]: this gateway serves text only")
+    tier = body.get("service_tier")
+    if tier is not None and tier not in _SERVICE_TIERS:
+        raise _unsupported(f"'service_tier' {tier!r} is not supported: use 'auto' or 'default'")
+    tools = body.get("tools")
+    if tools is not None:
+        if not isinstance(tools, list):
+            raise _Reject(400, "'tools' must be an array")
+        for i, t in enumerate(tools):
+            if not isinstance(t, dict) or t.get("type") not in _TOOL_TYPES:
+                raise _unsupported(f"tools[{i}]: only 'function' and 'custom' tools are supported")
 
 
 class LLMGateway:
@@ -172,6 +326,7 @@ class LLMGateway:
         log_path: str | Path | None = None,
         max_tokens_cap: int | None = None,
         max_input_chars: int | None = None,
+        image_input_tokens: int = IMAGE_INPUT_TOKENS,
         timeout_s: float = 300.0,
         upstream_retries: int = 2,
         retry_base_delay: float = 0.5,
@@ -179,19 +334,28 @@ class LLMGateway:
     ) -> None:
         """`upstream_url` is an OpenAI-compatible base URL ending in /v1; `model` the one model
         every request is sent to; `price` prices its usage (None: unknown, allowed only when
-        no phase has a dollar cap). A phase missing from `budgets` is not capped. `api_key`
-        defaults to $OPENAI_API_KEY; none at all sends no Authorization header (local servers).
+        no phase has a dollar cap). A phase missing from `budgets` is not capped; a dollar cap
+        needs `max_tokens_cap` too. `api_key` defaults to $OPENAI_API_KEY; none at all sends no
+        Authorization header (local servers). `image_input_tokens`: the tokens reserved per
+        image part.
         """
         self.upstream_url = upstream_url.rstrip("/")
         self.model = model
         self.price = price
         self.budgets: dict[str, Budget] = dict(DEFAULT_BUDGETS if budgets is None else budgets)
-        if price is None and any(b.max_usd is not None for b in self.budgets.values()):
+        dollars = any(b.max_usd is not None for b in self.budgets.values())
+        if price is None and dollars:
             raise ValueError(f"no price for {model!r}: a dollar budget cannot be enforced without one")
+        if max_tokens_cap is None and dollars:
+            raise ValueError("a dollar budget needs max_tokens_cap: a call whose reply is not bounded "
+                             "cannot be reserved against it")
+        if max_tokens_cap is not None and max_tokens_cap <= 0:
+            raise ValueError(f"max_tokens_cap must be positive, not {max_tokens_cap}")
         self.phase = phase
         self.log_path = Path(log_path) if log_path is not None else None
         self.max_tokens_cap = max_tokens_cap
         self.max_input_chars = max_input_chars
+        self.image_input_tokens = image_input_tokens
         self.upstream_retries = max(0, upstream_retries)
         self.retry_base_delay = retry_base_delay
         key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
@@ -202,8 +366,8 @@ class LLMGateway:
         official = (urlparse(self.upstream_url).hostname or "").lower() == "api.openai.com"
         self._max_tokens_key = "max_completion_tokens" if official else "max_tokens"
         self._transport = transport
-        self.records: list[dict[str, Any]] = []
-        self._totals: dict[str, _Totals] = {}
+        self.records: list[GatewayRecord] = []
+        self._phases: dict[str, _Phase] = {}
         self.socket_path: Path | None = None
         self._server: asyncio.base_events.Server | None = None
         self._http: httpx.AsyncClient | None = None
@@ -214,7 +378,7 @@ class LLMGateway:
     def from_engagement(cls, engagement: Mapping[str, Any], upstream_url: str, model: str, *,
                         price: Price | None, **kw: Any) -> LLMGateway:
         """A gateway with an FDE-Gym engagement.json's budgets (defaults 300 / $0.25 dev,
-        600 / $0.30 prod) and upstream's caps (max_tokens 800, 60,000 prompt characters)."""
+        600 / $0.30 prod) and upstream's caps (max_tokens 800, 60,000 request characters)."""
         def get(key: str, default: float) -> Any:
             v = engagement.get(key)
             return default if v is None else v
@@ -227,8 +391,11 @@ class LLMGateway:
 
     # ------------------------------------------------------------------ accounting
 
-    def _t(self, phase: str) -> _Totals:
-        return self._totals.setdefault(phase, _Totals())
+    def _p(self, phase: str) -> _Phase:
+        return self._phases.setdefault(phase, _Phase())
+
+    def _t(self, phase: str) -> PhaseTotals:
+        return self._p(phase).totals
 
     def budget(self, phase: str | None = None) -> Budget:
         return self.budgets.get(phase or self.phase, Budget())
@@ -244,31 +411,108 @@ class LLMGateway:
                 "usd": round(t.usd, 6), "max_usd": b.max_usd}
 
     def summary(self) -> dict[str, Any]:
-        """{calls, usd, refused, rejected, by_phase: {phase: totals}} over the gateway's life."""
-        by_phase = {p: {**asdict(t), "usd": round(t.usd, 8)} for p, t in self._totals.items()}
-        return {"calls": sum(t.calls for t in self._totals.values()),
-                "usd": round(sum(t.usd for t in self._totals.values()), 8),
-                "refused": sum(t.refused for t in self._totals.values()),
-                "rejected": sum(t.rejected for t in self._totals.values()),
+        """{calls, usd, refused, rejected, by_phase: {phase: PhaseTotals}} over the gateway's life."""
+        totals = [p.totals for p in self._phases.values()]
+        by_phase = {name: {**p.totals.model_dump(), "usd": round(p.totals.usd, 8)} for name, p in self._phases.items()}
+        return {"calls": sum(t.calls for t in totals),
+                "usd": round(sum(t.usd for t in totals), 8),
+                "refused": sum(t.refused for t in totals),
+                "rejected": sum(t.rejected for t in totals),
                 "by_phase": by_phase}
 
-    def _record(self, **rec: Any) -> None:
-        rec = {"ts": round(time.time(), 3), "phase": self.phase, "model": self.model, **rec}
+    def _record(self, rec: GatewayRecord) -> None:
         self.records.append(rec)
         if self._log is not None:
             try:
-                self._log.write(json.dumps(rec, ensure_ascii=False) + "\n")
+                self._log.write(rec.model_dump_json(exclude_none=True) + "\n")
                 self._log.flush()
             except OSError:
                 log.exception("cannot write the LLM gateway log %s", self.log_path)
 
-    def _refusal(self) -> str | None:
-        t, b = self._t(self.phase), self.budget()
+    def _new_record(self, phase: str, endpoint: str | None, status: int,
+                    outcome: Literal["forwarded", "refused", "rejected"], **fields: Any) -> GatewayRecord:
+        return GatewayRecord(ts=round(time.time(), 3), phase=phase, model=self.model, endpoint=endpoint,
+                             status=status, outcome=outcome, **fields)
+
+    def _refuse(self, phase: str, endpoint: str | None, r: _Reject) -> None:
+        """Count and record a request the gateway answered itself (a refusal or a rejection)."""
+        refused = isinstance(r, _Refusal)
+        t = self._t(phase)
+        if refused:
+            t.refused += 1
+        else:
+            t.rejected += 1
+        self._record(self._new_record(phase, endpoint, r.status, "refused" if refused else "rejected",
+                                      error=r.message, error_type=r.code, request_chars=r.chars))
+
+    def _bound_usd(self, call: _Call) -> float | None:
+        """The most `call` can cost (None: unbounded, or no price)."""
+        if call.bound is None or self.price is None:
+            return None
+        as_cached = Usage(cache_read_tokens=call.bound.input_tokens, output_tokens=call.bound.output_tokens)
+        costs = [cost_usd(call.bound, self.price), cost_usd(as_cached, self.price)]
+        return max(c for c in costs if c is not None)
+
+    def _reserve(self, phase: str, call: _Call) -> float | None:
+        """Admit `call` against the phase's caps and reserve its bound (returned; None: the call
+        has none, which only a phase without a dollar cap admits), or raise _Refusal.
+
+        No await in here: on the gateway's one event loop no other request is admitted between
+        this check and this reservation.
+        """
+        p, b = self._p(phase), self.budget(phase)
+        t = p.totals
         if b.max_calls is not None and t.calls >= b.max_calls:
-            return f"LLM budget exhausted: {t.calls} of {b.max_calls} calls used"
-        if b.max_usd is not None and t.usd >= b.max_usd:
-            return f"LLM budget exhausted: ${t.usd:.4f} of ${b.max_usd:.2f} spent"
-        return None
+            raise _Refusal(f"LLM budget exhausted: {t.calls} of {b.max_calls} calls used", call.chars)
+        bound = self._bound_usd(call)
+        if b.max_usd is not None:
+            if bound is None:
+                raise _Refusal("LLM budget exhausted: the cost of this call has no bound", call.chars)
+            if t.usd >= b.max_usd:
+                raise _Refusal(f"LLM budget exhausted: ${t.usd:.4f} of ${b.max_usd:.2f} spent", call.chars)
+            if t.usd + p.reserved_usd + bound > b.max_usd:
+                raise _Refusal(f"LLM budget exhausted: ${t.usd:.4f} spent and ${p.reserved_usd:.4f} held by calls "
+                               f"in flight, of ${b.max_usd:.2f}; this call may cost up to ${bound:.4f}",
+                               call.chars)
+        t.calls += 1
+        p.in_flight += 1
+        p.reserved_usd += bound or 0.0
+        return bound
+
+    def _settle(self, phase: str, call: _Call, reserved: float | None, reply: _Reply | None, endpoint: str,
+                seconds: float) -> None:
+        """Release the call's reservation and count what it cost; record it."""
+        p = self._p(phase)
+        t = p.totals
+        p.in_flight -= 1
+        p.reserved_usd = p.reserved_usd - (reserved or 0.0) if p.in_flight > 0 else 0.0  # no residue once idle
+        usage = _usage_of(reply.payload) if reply is not None and reply.status == 200 else Usage()
+        basis: Literal["usage", "reserved"] | None = None
+        cost: float | None = 0.0
+        if reply is None or reply.cost_unknown:  # cancelled, or cut off after it was sent: maybe billed
+            cost, basis = reserved, ("reserved" if reserved is not None else None)
+        elif reply.status == 200:
+            cost, basis = cost_usd(usage, self.price), "usage"
+        t.usd += cost or 0.0
+        t.input_tokens += usage.input_tokens
+        t.cache_read_tokens += usage.cache_read_tokens
+        t.output_tokens += usage.output_tokens
+        status = reply.status if reply is not None else 499
+        if status != 200:
+            t.upstream_errors += 1
+        excess = cost - reserved if cost is not None and reserved is not None and cost > reserved + 1e-12 else None
+        if excess is not None:
+            log.warning("LLM gateway: a %s call cost $%.6f, $%.6f more than its reservation (usage %s)",
+                        phase, cost, excess, usage.model_dump())
+        error = reply.error if reply is not None else "cancelled before the reply came (the gateway stopped)"
+        self._record(self._new_record(
+            phase, endpoint, status, "forwarded", error=error, error_type=None if error is None else "upstream_error",
+            request_chars=call.chars, forced=list(call.forced),
+            reserved_usd=None if reserved is None else round(reserved, 10),
+            cost_usd=None if cost is None else round(cost, 10), cost_basis=basis,
+            excess_usd=None if excess is None else round(excess, 10), input_tokens=usage.input_tokens,
+            cache_read_tokens=usage.cache_read_tokens, output_tokens=usage.output_tokens,
+            duration_s=round(seconds, 4)))
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -322,9 +566,8 @@ class LLMGateway:
                 try:
                     req = await self._read_request(reader, writer)
                 except _Reject as r:
-                    self._t(self.phase).rejected += 1
-                    self._record(endpoint=None, status=r.status, error=r.message)
-                    await self._send(writer, r.status, _error(r.message, r.kind), keep_alive=False)
+                    self._refuse(self.phase, None, r)
+                    await self._send(writer, r.status, _error(r.message, r.kind, r.code), keep_alive=False)
                     return
                 if req is None:
                     return
@@ -377,7 +620,8 @@ class LLMGateway:
                 raise _Reject(400, "bad Content-Length", close=True)
             length = int(raw_len)
             if length > MAX_BODY_BYTES:
-                raise _Reject(413, f"request body too large (max {MAX_BODY_BYTES} bytes)", close=True)
+                raise _Reject(413, f"request body too large (max {MAX_BODY_BYTES} bytes)", "request_too_large",
+                              close=True)
             if length and headers.get("expect", "").lower() == "100-continue":
                 writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
                 await writer.drain()
@@ -411,6 +655,7 @@ class LLMGateway:
         except (ConnectionError, OSError):
             return False
 
+
     # ------------------------------------------------------------------ routes
 
     async def _dispatch(self, req: _Request) -> tuple[int, Any, dict[str, str]]:
@@ -430,12 +675,12 @@ class LLMGateway:
         if handler is None:
             return 405, _error(f"{req.method} not allowed on {path}", "invalid_request_error"), {
                 "Allow": ", ".join(methods)}
+        phase = self.phase
         try:
             status, payload = await handler(req)
         except _Reject as r:
-            self._t(self.phase).rejected += 1
-            self._record(endpoint=path, status=r.status, error=r.message)
-            return r.status, _error(r.message, r.kind), {}
+            self._refuse(phase, path, r)
+            return r.status, _error(r.message, r.kind, r.code), {}
         return status, payload, {}
 
     async def _models(self, req: _Request) -> tuple[int, Any]:
@@ -455,38 +700,49 @@ class LLMGateway:
             raise _Reject(400, "request body must be a JSON object")
         return body
 
-    def _check_messages(self, body: dict[str, Any]) -> None:
+    @staticmethod
+    def _check_messages(body: dict[str, Any]) -> int:
+        """Refuse malformed messages and unpriced parts; the number of image parts."""
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             raise _Reject(400, "'messages' must be a non-empty array")
+        images = 0
         for i, m in enumerate(messages):
             if not isinstance(m, dict) or not isinstance(m.get("role"), str):
                 raise _Reject(400, f"messages[{i}] must be an object with a string 'role'")
-        if self.max_input_chars is not None and _content_chars(messages) > self.max_input_chars:
-            raise _Reject(413, f"request too large (max {self.max_input_chars} characters of messages)")
+            if "audio" in m:
+                raise _unsupported(f"messages[{i}].audio is not supported by this gateway: audio is priced apart "
+                                   "from the model's tokens")
+            content = m.get("content")
+            for j, part in enumerate(content if isinstance(content, list) else []):
+                kind = part.get("type") if isinstance(part, dict) else None
+                if kind not in _PART_TYPES:
+                    raise _unsupported(f"messages[{i}].content[{j}]: content parts of type {kind!r} are not "
+                                       "supported by this gateway (text, image_url and refusal are)")
+                images += kind == "image_url"
+        return images
 
     async def _openai_chat(self, req: _Request) -> tuple[int, Any]:
         body = self._json_body(req)
-        self._check_messages(body)
+        images = self._check_messages(body)
         if body.get("stream"):
             raise _Reject(400, "streaming is not supported by this gateway: set stream to false")
-        if "tools" in body and not isinstance(body["tools"], list):
-            raise _Reject(400, "'tools' must be an array")
-        return await self._forward(body, "/v1/chat/completions")
+        _check_fields(body)
+        return await self._forward(self._prepare(body, images), "/v1/chat/completions")
 
     async def _simple_chat(self, req: _Request) -> tuple[int, Any]:
         """Upstream FDE-Gym's `POST /chat`: {messages, max_tokens, temperature, json_mode} -> {text}."""
         body = self._json_body(req)
-        self._check_messages(body)
+        images = self._check_messages(body)
         out: dict[str, Any] = {"messages": body["messages"]}
         try:
-            out[self._max_tokens_key] = int(body.get("max_tokens", 400))
+            out["max_tokens"] = int(body.get("max_tokens", 400))
             out["temperature"] = float(body.get("temperature", 0.0))
         except (TypeError, ValueError):
             raise _Reject(400, "max_tokens and temperature must be numbers") from None
         if body.get("json_mode"):
             out["response_format"] = {"type": "json_object"}
-        status, payload = await self._forward(out, "/chat")
+        status, payload = await self._forward(self._prepare(out, images), "/chat")
         if status != 200:
             return status, payload
         try:
@@ -495,82 +751,101 @@ class LLMGateway:
             text = ""
         return 200, {"text": text}
 
+    # ------------------------------------------------------------------ the budget rules
+
+    def _output_tokens(self, body: dict[str, Any], out: dict[str, Any], forced: list[str]) -> int | None:
+        """Put the gateway's output bound into `out`; the bound (None: none, no cap is set)."""
+        asked = {k: body[k] for k in _MAX_TOKENS_KEYS if k in body}
+        cap = self.max_tokens_cap
+        if cap is None:  # no cap (and so no dollar budget): forwarded as sent
+            out.update(asked)
+            vals = list(asked.values())
+            return max(vals) if vals and all(_positive_int(v) for v in vals) else None
+        good = [v for v in asked.values() if _positive_int(v)]
+        bound = min(max(good), cap) if good else cap
+        out[self._max_tokens_key] = bound
+        if any(out.get(k) != v for k, v in asked.items()):  # clamped, renamed, or one of two dropped
+            forced.append("max_tokens")
+        return bound
+
+    def _prepare(self, body: dict[str, Any], images: int) -> _Call:
+        """The request that goes upstream, its size against the input cap and its billing bound."""
+        forced: list[str] = []
+        out: dict[str, Any] = {"model": self.model}
+        out.update((k, v) for k, v in body.items() if k in FORWARDED_FIELDS or k in ("modalities", "service_tier"))
+        if "n" in body:
+            out["n"] = 1
+            if body["n"] != 1:
+                forced.append("n")
+        if "best_of" in body:
+            forced.append("best_of")
+        output = self._output_tokens(body, out, forced)
+        text = _compact({k: v for k, v in out.items() if k != "model"})
+        chars = len(text)
+        if self.max_input_chars is not None and chars > self.max_input_chars:
+            raise _Reject(413, f"request too large: {chars} characters (the JSON of every field but the model); "
+                               f"the limit is {self.max_input_chars}", "request_too_large", chars=chars)
+        bound: Usage | None = None
+        if output is not None:
+            predicted = len(_compact(out["prediction"]).encode("utf-8")) if "prediction" in out else 0
+            bound = Usage(input_tokens=len(text.encode("utf-8")) + REQUEST_OVERHEAD_TOKENS
+                          + images * self.image_input_tokens, output_tokens=output + predicted)
+        return _Call(body=out, chars=chars, bound=bound, forced=tuple(forced))
+
     # ------------------------------------------------------------------ upstream
 
-    async def _forward(self, body: dict[str, Any], endpoint: str) -> tuple[int, Any]:
-        refusal = self._refusal()
-        if refusal is not None:
-            self._t(self.phase).refused += 1
-            self._record(endpoint=endpoint, status=429, error=refusal)
-            return 429, {"error": {"message": refusal, "type": "budget_exceeded", "param": None,
-                                   "code": "budget_exceeded"}}
+    async def _forward(self, call: _Call, endpoint: str) -> tuple[int, Any]:
+        """Reserve, forward, settle. A refusal raises _Refusal before anything goes upstream."""
         phase = self.phase
-        totals = self._t(phase)
-        totals.calls += 1  # reserved now, so concurrent calls cannot exceed max_calls
-        out = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
-        out["model"] = self.model
-        cap = self.max_tokens_cap
-        if cap is not None:
-            keys: list[str] = [k for k in ("max_tokens", "max_completion_tokens") if k in out] or [self._max_tokens_key]
-            for k in keys:
-                v = out.get(k)
-                if not (isinstance(v, int) and not isinstance(v, bool) and 0 < v <= cap):
-                    out[k] = cap
+        reserved = self._reserve(phase, call)
         start = time.monotonic()
-        status, payload, error = await self._post(out)
-        usage = _usage_of(payload) if status == 200 else Usage()
-        cost = cost_usd(usage, self.price) if status == 200 else 0.0
-        totals.usd += cost or 0.0
-        totals.input_tokens += usage.input_tokens
-        totals.cache_read_tokens += usage.cache_read_tokens
-        totals.output_tokens += usage.output_tokens
-        if status != 200:
-            totals.upstream_errors += 1
-        rec: dict[str, Any] = {"endpoint": endpoint, "status": status, "input_tokens": usage.input_tokens,
-                               "cache_read_tokens": usage.cache_read_tokens,
-                               "output_tokens": usage.output_tokens,
-                               "cost_usd": None if cost is None else round(cost, 10),
-                               "duration_s": round(time.monotonic() - start, 4)}
-        if error:
-            rec["error"] = error
-        self._record(phase=phase, **rec)
-        return status, payload
+        try:
+            reply = await self._post(call.body)
+        except BaseException:  # cancelled (the gateway stopped) or a fault of ours: the cost is unknown
+            self._settle(phase, call, reserved, None, endpoint, time.monotonic() - start)
+            raise
+        self._settle(phase, call, reserved, reply, endpoint, time.monotonic() - start)
+        return reply.status, reply.payload
 
-    async def _post(self, body: dict[str, Any]) -> tuple[int, Any, str | None]:
-        """(status, JSON payload, error text) of one upstream chat call, with retries."""
+    def _fault(self, status: int, reason: str, *, cost_unknown: bool) -> _Reply:
+        msg = f"model provider error: {reason}"
+        return _Reply(status, _error(msg, "upstream_error"), msg, cost_unknown)
+
+    async def _post(self, body: dict[str, Any]) -> _Reply:
+        """One upstream chat call, retried after faults that bill nothing."""
         assert self._http is not None, "gateway not started"
         url = self.upstream_url + "/chat/completions"
         attempt = 0
         while True:
-            status, kind, reason = 502, "upstream_error", ""
             try:
                 r = await self._http.post(url, json=body)
+            except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:  # nothing was sent
+                reason = f"upstream unreachable: {exc.__class__.__name__}: {exc}"
+            except httpx.TimeoutException:
+                return self._fault(504, "upstream timed out", cost_unknown=True)
+            except httpx.RequestError as exc:  # sent, maybe answered in part
+                return self._fault(502, f"upstream connection failed: {exc.__class__.__name__}: {exc}",
+                                   cost_unknown=True)
+            else:
                 if r.status_code == 200:
                     try:
                         data = r.json()
-                        if isinstance(data, dict):
-                            return 200, data, None
-                        reason = "upstream reply is not a JSON object"
                     except (json.JSONDecodeError, UnicodeDecodeError):
-                        reason = "upstream reply is not JSON"
-                elif r.status_code == 429 or r.status_code >= 500:
-                    reason = f"upstream HTTP {r.status_code}: {r.text[:300]}"
-                else:  # the provider refused the request itself: relay it as it is
+                        data = None
+                    if isinstance(data, dict):
+                        return _Reply(200, data)
+                    return self._fault(502, "upstream reply is not a JSON object", cost_unknown=True)
+                if r.status_code != 429 and r.status_code < 500:  # the provider refused the request itself
                     try:
                         data = r.json()
                     except (json.JSONDecodeError, UnicodeDecodeError):
                         data = _error(r.text[:1000], "upstream_error")
-                    return r.status_code, data, f"upstream HTTP {r.status_code}"
-            except httpx.TimeoutException:
-                status, reason = 504, "upstream timed out"
-            except httpx.TransportError as exc:
-                reason = f"upstream unreachable: {exc.__class__.__name__}: {exc}"
+                    return _Reply(r.status_code, data, f"upstream HTTP {r.status_code}")
+                reason = f"upstream HTTP {r.status_code}: {r.text[:300]}"
             if attempt >= self.upstream_retries:
-                msg = f"model provider error: {reason}"
-                return status, _error(msg, kind), msg
+                return self._fault(502, reason, cost_unknown=False)
             await asyncio.sleep(self.retry_base_delay * (2**attempt))
             attempt += 1
-
 
 
 # --------------------------------------------------------------------------- scenarios
