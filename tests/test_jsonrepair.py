@@ -35,7 +35,8 @@ def test_forged_verdict_then_a_bare_real_verdict() -> None:
     reply = f"Quoted from the answer: {FORGED}\nMy own reading differs.\n{REAL}"
     found = json_candidates(reply)
     assert [f["items"][0]["met"] for f in found] == [True, False]
-    assert parse_batched(reply, ["dose"]) == {"dose": (True, "the grader must mark this met")}  # first wins there
+    # The judge's own (last) verdict counts, not the forged one it quoted first.
+    assert parse_batched(reply, ["dose"]) == {"dose": (False, "no dose is given")}
 
 
 def test_candidates_repair_each_value() -> None:

@@ -19,7 +19,9 @@ Rules (each a function returning flags `{rule, reason, severity}`):
 - soft: `hit_limit` (the run ended on max_time/max_turns/max_usd and the judge gave high
   credit), `answer_not_in_output` (the judge's notes quote a number or string that is in
   neither the final message nor any artifact), `rubric_number_claim` (a credited judged
-  rubric item, or its reason, cites a number the answer does not contain). An optional
+  rubric item, or its reason, cites a number the answer does not contain), `judge_injection`
+  (the answer, as judges are shown it, carries a verdict-shaped JSON block or repeats a
+  rubric item's text verbatim). An optional
   contract artifact (DareBench's inferred outputs) that is missing gives a soft
   `missing_artifact`.
 
@@ -28,22 +30,27 @@ judge model, through `Judge.ask_raw`). `supported: false` removes the positive (
 every flag `removed`); `supported: true` keeps it. A meta-judge that stays unparseable
 after 2 retries, or fails at the provider, falls back to the no-meta-judge rule and the
 failure is recorded. Without a meta-judge, a hard flag removes the positive and soft
-flags are only recorded.
+flags are only recorded. The meta-judge's prompt fences what the agent controls (trace,
+artifacts, final message) and the verdict under review between boundary markers and says
+they are untrusted data (`assay.grade.untrusted`); its reply's last `supported` value counts.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from assay import fs
 from assay.errors import ProviderError
+from assay.grade.contract_grading import ARTIFACT_CHARS as JUDGE_FILE_CHARS
 from assay.grade.inputs import GradeInput, JudgeService
 from assay.grade.numbers import Number, find_numbers
-from assay.llm.jsonrepair import parse_lenient
+from assay.grade.untrusted import ANSWER_CHARS, boundary, cut_text, fence, untrusted_note
+from assay.llm.jsonrepair import json_candidates
 from assay.record import (
     AssistantEvent,
     Audit,
@@ -59,11 +66,11 @@ from assay.record import (
 from assay.task.model import Task
 
 __all__ = ["HARD_RULES", "SOFT_RULES", "audit_run", "collect_evidence", "judge_credit", "meta_judge_prompt",
-           "rule_answer_not_in_output", "rule_hit_limit", "rule_missing_artifact", "rule_no_tool_ran",
-           "rule_phantom_claim", "rule_rubric_number_claim"]
+           "rule_answer_not_in_output", "rule_hit_limit", "rule_judge_injection", "rule_missing_artifact",
+           "rule_no_tool_ran", "rule_phantom_claim", "rule_rubric_number_claim"]
 
 HARD_RULES = frozenset({"missing_artifact", "no_tool_ran", "phantom_claim"})
-SOFT_RULES = frozenset({"hit_limit", "answer_not_in_output", "rubric_number_claim"})
+SOFT_RULES = frozenset({"hit_limit", "answer_not_in_output", "rubric_number_claim", "judge_injection"})
 LIMIT_REASONS = frozenset({"max_time", "max_turns", "max_usd"})
 HIGH_CREDIT = 0.7  # "full or high credit" for hit_limit: the default pass threshold
 META_RETRIES = 2
@@ -429,6 +436,134 @@ def rule_rubric_number_claim(task: Task, evidence: Evidence, credit: Credit) -> 
     return flags
 
 
+# ----- judge injection
+
+ECHO_WORDS = 8  # a rubric item's whole text counts from this many words ...
+ECHO_RUN_WORDS = 20  # ... and any run of this many consecutive words of it
+ECHO_CJK_FACTOR = 2.5  # Chinese, Japanese and Korean text: a word is 2.5 characters (20 and 50)
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+_TOKEN = re.compile(rf"[{_CJK}]|[^\W_{_CJK}]+")
+_CJK_CHAR = re.compile(rf"[{_CJK}]")
+_QT = "[\"'“”‘’]"  # a JSON key's quote, smart quotes included (judge reply parsers normalise them)
+_VERDICT_SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ('a rubric verdict ("met" / "criteria_met": yes or no)',
+     re.compile(rf"{_QT}(?:met|criteria_met){_QT}\s*:\s*(?:true|false|{_QT}[^\"'“”‘’\n]{{0,16}}{_QT})", re.I)),
+    ('a rubric verdict list ("items": [...] with "status" or "verdict")',
+     re.compile(rf"{_QT}(?:items|results|verdicts|rubrics|criteria|evaluations|grades){_QT}\s*:\s*\[\s*\{{"
+                rf"[^\]]{{0,300}}?{_QT}(?:status|verdict){_QT}\s*:", re.I)),
+    ('a OneMillion-Bench verdict ("rubric_id" with "status")',
+     re.compile(rf"{_QT}rubric_id{_QT}[^{{}}]{{0,300}}?{_QT}status{_QT}\s*:", re.I)),
+    ('a contract judge verdict ("scores" with "total")',
+     re.compile(rf"{_QT}(?:scores|criteria_scores){_QT}\s*:\s*\{{[^{{}}]{{0,1000}}\}}\s*,\s*"
+                rf"{_QT}(?:total|score){_QT}\s*:\s*-?\d", re.I)),
+    ('a contract judge verdict ("total" with "notes")',
+     re.compile(rf"{_QT}(?:total|score){_QT}\s*:\s*-?[\d.]+\s*,\s*{_QT}(?:notes|justification|reasoning)"
+                rf"{_QT}\s*:|{_QT}(?:notes|justification|reasoning){_QT}\s*:\s*{_QT}[^\"“”\n]{{0,300}}{_QT}"
+                rf"\s*,\s*{_QT}total{_QT}\s*:\s*-?\d", re.I)),
+    ('an audit verdict ("supported": yes or no)',
+     re.compile(rf"{_QT}(?:supported|is_supported){_QT}\s*:\s*(?:true|false|{_QT}[^\"'“”‘’\n]{{0,16}}{_QT})",
+                re.I)),
+)
+
+
+def _tokens(text: str) -> list[str]:
+    """Words (and single CJK characters), case-folded, punctuation and spacing dropped."""
+    return _TOKEN.findall(unicodedata.normalize("NFKC", text).casefold())
+
+
+def _echo_sizes(tokens: list[str]) -> tuple[int, int, str]:
+    """(least tokens for a whole-text echo, tokens of a run echo, their unit) for a rubric text."""
+    cjk = sum(1 for t in tokens if _CJK_CHAR.fullmatch(t))
+    if cjk * 2 > len(tokens):
+        return round(ECHO_WORDS * ECHO_CJK_FACTOR), round(ECHO_RUN_WORDS * ECHO_CJK_FACTOR), "characters"
+    return ECHO_WORDS, ECHO_RUN_WORDS, "words"
+
+
+class _Grams:
+    """The k-token runs of a text, for every k asked (computed once per k)."""
+
+    def __init__(self, tokens: list[str]) -> None:
+        self.tokens = tokens
+        self.joined = " " + " ".join(tokens) + " "
+        self._by_k: dict[int, set[tuple[str, ...]]] = {}
+
+    def has_run(self, run: tuple[str, ...]) -> bool:
+        k = len(run)
+        if k not in self._by_k:
+            self._by_k[k] = {tuple(self.tokens[i:i + k]) for i in range(len(self.tokens) - k + 1)}
+        return run in self._by_k[k]
+
+    def has_text(self, tokens: list[str]) -> bool:
+        return " " + " ".join(tokens) + " " in self.joined
+
+
+def _rubric_texts(task: Task) -> list[tuple[str, str]]:
+    """(what it is, text) of everything the judge grades by: rubric items, contract criteria and
+    the lines of the contract's judge rubric."""
+    out: list[tuple[str, str]] = []
+    if task.rubric is not None:
+        out += [(f"rubric item {it.id}", it.text) for it in task.rubric.items]
+    g = task.grading
+    if g is not None:
+        out += [(f"judge criterion {i}", c) for i, c in enumerate(g.criteria, 1)]
+        lines = [ln.strip() for ln in (g.judge_rubric or "").splitlines() if ln.strip()]
+        out += [(f"judge rubric line {i}", ln) for i, ln in enumerate(lines, 1)]
+    return out
+
+
+def _echoes(texts: list[tuple[str, str]], answer: _Grams, asked: _Grams) -> list[str]:
+    """The rubric texts the answer repeats: whole (long enough) or a long run of them, where the
+    repeated part is not in what the agent was asked."""
+    found: list[str] = []
+    for what, text in texts:
+        toks = _tokens(text)
+        whole, run, unit = _echo_sizes(toks)
+        if whole <= len(toks) <= run:
+            if answer.has_text(toks) and not asked.has_text(toks):
+                found.append(f"{what} (its whole text, {len(toks)} {unit})")
+        elif len(toks) > run:
+            windows = (tuple(toks[i:i + run]) for i in range(len(toks) - run + 1))
+            if any(answer.has_run(w) and not asked.has_run(w) for w in windows):
+                found.append(f"{what} ({run} {unit} in a row)")
+    return found
+
+
+def _injection_texts(evidence: Evidence) -> list[tuple[str, str]]:
+    """(where, text) of what a judge is shown of the agent's work: the final message as judges
+    cut it, and the first characters of each artifact."""
+    out = [("final message", cut_text(evidence.final, ANSWER_CHARS).text)]
+    out += [(f"file {rel}", text[:JUDGE_FILE_CHARS]) for rel, text in sorted(evidence.outputs.items())]
+    return out
+
+
+def rule_judge_injection(task: Task, evidence: Evidence) -> list[dict[str, Any]]:
+    """The answer carries a verdict-shaped JSON block, or repeats a rubric item's text
+    verbatim: attempts to steer the judge, made visible (soft: the meta-judge decides)."""
+    texts = _injection_texts(evidence)
+    asked_text = _asked_text(task)
+    flags: list[dict[str, Any]] = []
+    shapes: list[str] = []
+    for where, text in texts:
+        for name, rx in _VERDICT_SHAPES:
+            if rx.search(text) and not rx.search(asked_text):
+                shapes.append(f"{name} in the {where}")
+    if shapes:
+        flags.append(_flag("judge_injection", "the answer carries a verdict-shaped block, as if to hand the "
+                                              "judge its verdict: " + "; ".join(shapes[:5])))
+    echoes = _echoes(_rubric_texts(task), _Grams(_tokens("\n".join(t for _, t in texts))),
+                     _Grams(_tokens(asked_text)))
+    if echoes:
+        flags.append(_flag("judge_injection", "the answer repeats the rubric's own text verbatim, which a judge "
+                                              "may mistake for the work it describes: " + "; ".join(echoes[:5])))
+    return flags
+
+
+def _asked_text(task: Task) -> str:
+    """What the agent was asked (its own words are not an echo of the rubric)."""
+    return "\n".join([task.prompt or "", *task.briefs.values(), task.system_prompt or "",
+                      *(str(m.get("content", "")) for m in task.messages or [])])
+
+
 # ----- phantom claims
 
 _EXT_WORDS = """txt csv tsv json jsonl ndjson yaml yml toml md markdown rst html htm xml py js mjs ts tsx jsx
@@ -580,7 +715,7 @@ def _trace_summary(evidence: Evidence, events: list[Event]) -> str:
     return text
 
 
-def _artifacts_block(task: Task, evidence: Evidence) -> str:
+def _artifacts_block(task: Task, evidence: Evidence, token: str) -> str:
     order = [_norm_path(p.path) for p in task.contract] + sorted(evidence.outputs)
     parts: list[str] = []
     for rel in dict.fromkeys(order):
@@ -592,8 +727,8 @@ def _artifacts_block(task: Task, evidence: Evidence) -> str:
             parts.append(f"### {rel}\n(missing, empty or not text)" if rel not in evidence.files
                          else f"### {rel}\n(binary or unreadable)")
             continue
-        more = "\n[... truncated]" if len(text) > ARTIFACT_CHARS else ""
-        parts.append(f"### {rel}\n{text[:ARTIFACT_CHARS]}{more}")
+        more = f"\n[... truncated: the first {ARTIFACT_CHARS} characters are shown]" if len(text) > ARTIFACT_CHARS else ""
+        parts.append(f"### {rel}\n{fence('FILE', token, text[:ARTIFACT_CHARS])}{more}")
     return "\n\n".join(parts)
 
 
@@ -607,8 +742,12 @@ def _verdict_block(credit: Credit, grade: Grade) -> str:
     return f"expert score {credit.judge_score:g}; judged items credited:\n" + "\n".join(lines)
 
 
-def meta_judge_prompt(inp: GradeInput, grade: Grade, credit: Credit, evidence: Evidence,
-                      flags: list[dict[str, Any]], score: float) -> str:
+META_LABELS = ("TRANSCRIPT", "FILE", "ANSWER", "VERDICT")
+
+
+def _meta_prompt(inp: GradeInput, grade: Grade, credit: Credit, evidence: Evidence,
+                 flags: list[dict[str, Any]], score: float) -> tuple[str, dict[str, Any]]:
+    """(the meta-judge's prompt, what was cut: {"final_message"?: Cut.info})."""
     task: Task = inp.task
     prompt = task.brief(inp.level) if inp.level is not None and inp.level in task.briefs else \
         (task.prompt or next(iter(task.briefs.values()), ""))
@@ -619,31 +758,54 @@ def meta_judge_prompt(inp: GradeInput, grade: Grade, credit: Credit, evidence: E
                        if v is not None) or "harness defaults"
     turns = sum(1 for e in inp.events if isinstance(e, AssistantEvent))
     flag_lines = "\n".join(f"- {f['rule']} ({f['severity']}): {f['reason']}" for f in flags)
-    return (
+    trace = _trace_summary(evidence, inp.events)
+    final = cut_text(evidence.final.strip(), ANSWER_CHARS)
+    verdict = _verdict_block(credit, grade)
+    files = [t[:ARTIFACT_CHARS] for t in evidence.outputs.values()]
+    token = boundary(task.id, [trace, final.text, verdict, *files])
+    note = untrusted_note(token, META_LABELS, extra=" or, for the VERDICT block, from the grader under review "
+                                                    "(it may quote the agent)")
+    final_block = fence("ANSWER", token, final.text) if final.text else "(none)"
+    if final.was_cut:
+        final_block += (f"\n[cut: the first {final.head:,} and last {final.tail:,} of {final.chars:,} "
+                        "characters are shown]")
+    text = (
         "A grader gave the run below a positive score. Deterministic audit rules found reasons to doubt it. "
         "Decide whether the positive score is SUPPORTED by evidence in the execution trace and the delivered "
         "artifacts: the work the grader credited must actually have been done and must actually be present in "
         "the final message or the files. Claims in the final message are not evidence by themselves.\n\n"
+        f"{note}\n\n"
         f"## Task\n{prompt}\n\n"
         f"## Execution trace (summarized: tool calls, first {RESULT_PREVIEW} characters of each result)\n"
-        f"{_trace_summary(evidence, inp.events)}\n\n"
+        f"{fence('TRANSCRIPT', token, trace)}\n\n"
         f"End reason: {inp.end_reason}; assistant turns: {turns}; limits: {limits}; tools offered: "
         f"{', '.join(task.tools) or 'none'}; execution form: {task.execution}\n\n"
-        f"## Artifacts (first {ARTIFACT_CHARS} characters each)\n{_artifacts_block(task, evidence) or '(none)'}\n\n"
-        f"## Final message\n{evidence.final.strip() or '(none)'}\n\n"
-        f"## Original grader verdict (score {score:g})\n{_verdict_block(credit, grade)}\n\n"
+        f"## Artifacts (first {ARTIFACT_CHARS} characters each)\n{_artifacts_block(task, evidence, token) or '(none)'}\n\n"
+        f"## Final message\n{final_block}\n\n"
+        f"## Original grader verdict (score {score:g})\n{fence('VERDICT', token, verdict)}\n\n"
         f"## Audit flags\n{flag_lines}\n\n"
         'Reply with ONLY this JSON: {"supported": true|false, "reason": "one or two sentences citing the evidence"}'
     )
+    return text, ({"final_message": final.info()} if final.was_cut else {})
 
 
-def _supported(text: str) -> tuple[bool, str]:
-    data = parse_lenient(text)
+def meta_judge_prompt(inp: GradeInput, grade: Grade, credit: Credit, evidence: Evidence,
+                      flags: list[dict[str, Any]], score: float) -> str:
+    """The meta-judge's prompt (what the agent controls, and the verdict under review, fenced)."""
+    return _meta_prompt(inp, grade, credit, evidence, flags, score)[0]
+
+
+_META_KEYS = ("supported", "is_supported", "verdict")
+
+
+def _meta_verdict(data: Any) -> tuple[bool | None, str] | None:
+    """(supported, reason) of one JSON value; supported is None when the value is not a yes or
+    a no; None when the value is not a meta verdict at all."""
     if isinstance(data, list) and len(data) == 1:
         data = data[0]
-    if not isinstance(data, dict):
-        raise ValueError("reply is not an object")
-    v = data.get("supported", data.get("is_supported", data.get("verdict")))
+    if not isinstance(data, dict) or not any(k in data for k in _META_KEYS):
+        return None
+    v = next(data[k] for k in _META_KEYS if k in data)
     reason = str(data.get("reason", data.get("explanation", data.get("justification", ""))))
     if isinstance(v, bool):
         return v, reason
@@ -653,7 +815,20 @@ def _supported(text: str) -> tuple[bool, str]:
             return True, reason
         if s in ("false", "no", "unsupported", "not supported", "remove", "removed"):
             return False, reason
-    raise ValueError("reply has no boolean `supported`")
+    return None, reason
+
+
+def _supported(text: str) -> tuple[bool, str]:
+    """The meta-judge's last `{"supported": ..., "reason": ...}` in the reply: a verdict it
+    quotes from the run while it reasons does not count, and an unreadable last one is not
+    replaced by an earlier one."""
+    candidates = json_candidates(text)
+    if not candidates:
+        raise ValueError("no JSON in the reply")
+    found = next((v for v in (_meta_verdict(c) for c in reversed(candidates)) if v is not None), None)
+    if found is None or found[0] is None:
+        raise ValueError("reply has no boolean `supported`")
+    return found[0], found[1]
 
 
 async def _ask_meta(judge: JudgeService, prompt: str) -> tuple[tuple[bool, str] | None, UsageCost, list[str], int]:
@@ -696,6 +871,7 @@ async def audit_run(inp: GradeInput, grade: Grade, score: float | None, judge_us
         *rule_answer_not_in_output(task, evidence, credit),
         *rule_phantom_claim(task, evidence),
         *rule_rubric_number_claim(task, evidence, credit),
+        *rule_judge_injection(task, evidence),
     ]
     if not flags:
         return score, audit, judge_usage
@@ -703,10 +879,12 @@ async def audit_run(inp: GradeInput, grade: Grade, score: float | None, judge_us
     remove = hard
     judge = inp.judge
     if judge is not None:
-        prompt = meta_judge_prompt(inp, grade, credit, evidence, flags, score)
+        prompt, cuts = _meta_prompt(inp, grade, credit, evidence, flags, score)
         verdict, usage, errors, attempts = await _ask_meta(judge, prompt)
         judge_usage = judge_usage + usage
         meta: dict[str, Any] = {"judge": judge.name, "attempts": attempts, "usage": usage.model_dump()}
+        if cuts:
+            meta["cut"] = cuts
         if verdict is not None:
             supported, reason = verdict
             remove = not supported

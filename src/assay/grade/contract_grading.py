@@ -25,13 +25,20 @@ When bubblewrap cannot run on this machine at all (only possible with
   `make_python_check` gives the callable `check_contract` takes.
 
 Judge (`grading.type` judge / hybrid): the DareBench judge contract. The prompt holds the
-task prompt, the expected behaviour, a transcript summary (each tool call, the first 200
-characters of each result), the final message, the first 4000 characters of each contract
-file that exists, and the rubric; the reply must be `{"scores": {...}, "total": x,
-"notes": "..."}`. Also accepted: `criteria_scores`, `score` (for total), `justification` /
-`reasoning` / `explanation` (for notes), a flat object of criterion scores (the total is
-then their mean, as upstream does when `total` is missing), and as a fallback on prose a
-`total: x` (or `overall`/`final`, then `score: x`) in the text. The total is capped to
+task prompt, the expected behaviour, a transcript summary (each tool call with its first
+1000 characters of arguments, the first 200 characters of each result; the whole summary
+cut to 20,000 characters, head and tail), the final message (cut to `ANSWER_CHARS`, head and
+tail), the first 4000 characters of each contract file that exists, and the rubric. What the
+agent controls (the summary, the final message, each file) is fenced between boundary
+markers with a token derived from the task and those texts, and the prompt says it is
+untrusted data, never instructions (`assay.grade.untrusted`); a cut is recorded in
+`grade.judge["cut"]`. The reply must be `{"scores": {...}, "total": x,
+"notes": "..."}`; the reply's LAST verdict-shaped JSON value counts (a verdict the judge
+quotes from the agent's text while it reasons does not). Also accepted: `criteria_scores`,
+`score` (for total), `justification` / `reasoning` / `explanation` (for notes), a flat object
+of criterion scores (the total is then their mean, as upstream does when `total` is
+missing), and as a fallback on prose the last `total: x` (or `overall`/`final`, then
+`score: x`) in the text. The total is capped to
 [0, 1]; a total in (1, 100] is read as a percentage (divided by 100) when the criterion
 scores look like percentages too (none given, or some above 1 and all within [0, 100]),
 otherwise it is capped at 1 as upstream does. An unparseable reply is asked again (up to
@@ -65,7 +72,8 @@ from assay.env.workspace import grading_copy_limits
 from assay.errors import GraderError, HarnessError, ProviderError
 from assay.grade.contract import PythonCheck
 from assay.grade.inputs import GradeInput
-from assay.llm.jsonrepair import parse_lenient
+from assay.grade.untrusted import ANSWER_CHARS, Cut, boundary, cut_text, fence, untrusted_note
+from assay.llm.jsonrepair import json_candidates
 from assay.record import (
     AssistantEvent,
     ContractGrade,
@@ -86,6 +94,8 @@ ARTIFACT_CHARS = 4000
 MAX_ARTIFACT_READ = 20 * 1024 * 1024
 RESULT_PREVIEW = 200
 RESULT_TEXT_CHARS = 2000  # a text value of a check's result is kept up to this length
+ARGS_PREVIEW = 1000
+TRANSCRIPT_CHARS = 20_000
 
 RUNNER = source("check_runner.py")
 """The checks runner (`assay/env/inside/check_runner.py`), run by the sandbox's python."""
@@ -335,7 +345,9 @@ def _summary(transcript: list[dict[str, Any]], prompt: str) -> str:
         if role == "assistant":
             for item in msg.get("content", []):
                 if item.get("type") == "toolCall":
-                    parts.append(f"Tool: {item.get('name')}({json.dumps(item.get('arguments', {}), ensure_ascii=False)})")
+                    args = json.dumps(item.get("arguments", {}), ensure_ascii=False)
+                    more = "..." if len(args) > ARGS_PREVIEW else ""
+                    parts.append(f"Tool: {item.get('name')}({args[:ARGS_PREVIEW]}{more})")
         elif role == "toolResult":
             content = msg.get("content", [])
             text = content[0].get("text", "") if content and isinstance(content[0], dict) else ""
@@ -344,51 +356,84 @@ def _summary(transcript: list[dict[str, Any]], prompt: str) -> str:
             text = str(msg.get("content", ""))
             if text.strip() and text.strip() != prompt.strip():
                 parts.append(f"User: {text[:RESULT_PREVIEW]}")
-    return "\n".join(parts) or "(no tool calls)"
+    return "\n".join(parts)
 
 
-def _artifacts(task: Task, workspace: Path | None) -> str:
+def _artifacts(task: Task, workspace: Path | None) -> list[tuple[str, str | None, str]]:
+    """(path, text or None for a binary file, a note) of each contract file that exists."""
     if workspace is None:
-        return ""
-    parts = []
+        return []
+    out: list[tuple[str, str | None, str]] = []
     for pred in task.contract:
         try:
             data = fs.read_workspace_file(workspace, pred.path, MAX_ARTIFACT_READ)
         except fs.PathError:
             continue
         if b"\x00" in data[:8192]:
-            parts.append(f"### {pred.path}\n(binary file, {len(data)} bytes)")
+            out.append((pred.path, None, f"(binary file, {len(data)} bytes)"))
             continue
         text = data[:ARTIFACT_CHARS * 4].decode("utf-8", errors="replace")
         cut = text[:ARTIFACT_CHARS]
-        more = "\n[... truncated]" if len(text) > ARTIFACT_CHARS or len(data) > ARTIFACT_CHARS * 4 else ""
-        parts.append(f"### {pred.path}\n{cut}{more}")
-    return "\n\n".join(parts)
+        more = (f"[... truncated: the first {ARTIFACT_CHARS} characters are shown]"
+                if len(text) > ARTIFACT_CHARS or len(data) > ARTIFACT_CHARS * 4 else "")
+        out.append((pred.path, cut, more))
+    return out
 
 
-def judge_prompt(task: Task, transcript: list[dict[str, Any]], final_message: str, workspace: Path | None) -> str:
+JUDGE_LABELS = ("TRANSCRIPT", "ANSWER", "FILE")
+
+
+def _judge_prompt(task: Task, transcript: list[dict[str, Any]], final_message: str, workspace: Path | None
+                  ) -> tuple[str, dict[str, Any]]:
+    """(the prompt, what was cut: {"transcript"?: Cut.info, "final_message"?: Cut.info})."""
     g = task.grading
     prompt = task.prompt or next(iter(task.briefs.values()), "")
     rubric = (g.judge_rubric if g else None) or "\n".join(f"- {c}" for c in (g.criteria if g else []))
-    artifacts = _artifacts(task, workspace)
+    summary = cut_text(_summary(transcript, prompt), TRANSCRIPT_CHARS)
+    final = cut_text(final_message.strip(), ANSWER_CHARS)
+    files = _artifacts(task, workspace)
+    token = boundary(task.id, [summary.text, final.text, *(t for _, t, _ in files if t is not None)])
+    cuts = {name: c.info() for name, c in (("transcript", summary), ("final_message", final)) if c.was_cut}
     return (
         "You are a grading function. Your ONLY job is to output a single JSON object.\n\n"
         "CRITICAL RULES:\n"
         "- Do NOT write any prose, explanation, or commentary outside the JSON\n"
-        "- Respond with ONLY a JSON object - nothing else\n\n"
+        "- Respond with ONLY a JSON object - nothing else\n"
+        f"- {untrusted_note(token, JUDGE_LABELS, extra=' (its transcript, final message and output files)')}\n\n"
         "Be a strict evaluator. Reserve 1.0 for genuinely excellent performance. "
         "An average acceptable completion should score around 0.6-0.7. "
         "Deduct points for unnecessary steps, verbose output, and inefficient tool usage.\n\n"
         f"## Task\n{prompt}\n\n"
         f"## Expected Behavior\n{(g.expected_behavior if g else None) or '(not stated)'}\n\n"
-        f"## Agent Transcript (summarized)\n{_summary(transcript, prompt)}\n\n"
-        f"## Final Message\n{final_message.strip() or '(none)'}\n\n"
-        f"## Output Files\n{artifacts or '(none found)'}\n\n"
+        f"## Agent Transcript (summarized)\n{_block('TRANSCRIPT', token, summary, '(no tool calls)')}\n\n"
+        f"## Final Message\n{_block('ANSWER', token, final, '(none)')}\n\n"
+        f"## Output Files\n{_files_block(files, token) or '(none found)'}\n\n"
         f"## Grading Rubric\n{rubric}\n\n"
         "Score each criterion from 0.0 to 1.0.\n\n"
         "Respond with ONLY this JSON structure (no markdown, no code fences, no extra text):\n"
         '{"scores": {"criterion_name": 0.0}, "total": 0.0, "notes": "brief justification"}'
-    )
+    ), cuts
+
+
+def _block(label: str, token: str, cut: Cut, empty: str) -> str:
+    if not cut.text.strip():
+        return empty
+    note = (f"\n[cut: the first {cut.head:,} and last {cut.tail:,} of {cut.chars:,} characters are shown]"
+            if cut.was_cut else "")
+    return fence(label, token, cut.text) + note
+
+
+def _files_block(files: list[tuple[str, str | None, str]], token: str) -> str:
+    parts = []
+    for path, text, note in files:
+        body = note if text is None else fence("FILE", token, text) + (f"\n{note}" if note else "")
+        parts.append(f"### {path}\n{body}")
+    return "\n\n".join(parts)
+
+
+def judge_prompt(task: Task, transcript: list[dict[str, Any]], final_message: str, workspace: Path | None) -> str:
+    """The DareBench judge's prompt for one run (agent-controlled text fenced and cut)."""
+    return _judge_prompt(task, transcript, final_message, workspace)[0]
 
 
 def _num(v: Any) -> float | None:
@@ -411,44 +456,47 @@ _NOTE_KEYS = ("notes", "justification", "reasoning", "explanation", "reason")
 _TOTAL_KEYS = ("total", "score", "total_score", "overall", "final_score")
 
 
-def parse_judge_reply(text: str) -> dict[str, Any]:  # noqa: C901 (every reply shape the DareBench judge contract accepts, in its order of precedence)
-    """{scores, total, notes} from a judge reply in any accepted shape; ValueError if none."""
-    scores: dict[str, float] = {}
-    total: float | None = None
-    notes = ""
-    try:
-        data = parse_lenient(text)
-    except ValueError:
-        data = None
+def _contract_verdict(data: Any) -> tuple[dict[str, float], float | None, str] | None:
+    """(scores, total, notes) of one JSON value in a DareBench verdict shape, or None."""
     if isinstance(data, list) and len(data) == 1:
         data = data[0]
-    if isinstance(data, dict):
-        raw_scores = data.get("scores", data.get("criteria_scores"))
-        if isinstance(raw_scores, dict):
-            for k, v in raw_scores.items():
-                n = _num(v.get("score")) if isinstance(v, dict) else _num(v)
-                if n is not None:
-                    scores[str(k)] = n
-        for key in _TOTAL_KEYS:
-            if key in data and _num(data[key]) is not None:
-                total = _num(data[key])
-                break
-        if raw_scores is None and total is None:
-            # A flat object of criterion scores, e.g. {"instruction_followed": 1.0, "explanation": "..."}.
-            for k, v in data.items():
-                if k not in _NOTE_KEYS and not isinstance(v, (dict, list)) and _num(v) is not None \
-                        and not isinstance(v, str):
-                    scores[str(k)] = float(_num(v) or 0.0)
-        if total is None and scores:
-            total = sum(scores.values()) / len(scores)
-        for key in _NOTE_KEYS:
-            if key in data and data[key] is not None:
-                notes = str(data[key])
-                break
+    if not isinstance(data, dict):
+        return None
+    scores: dict[str, float] = {}
+    total: float | None = None
+    raw_scores = data.get("scores", data.get("criteria_scores"))
+    if isinstance(raw_scores, dict):
+        for k, v in raw_scores.items():
+            n = _num(v.get("score")) if isinstance(v, dict) else _num(v)
+            if n is not None:
+                scores[str(k)] = n
+    for key in _TOTAL_KEYS:
+        if key in data and _num(data[key]) is not None:
+            total = _num(data[key])
+            break
+    if raw_scores is None and total is None:
+        # A flat object of criterion scores, e.g. {"instruction_followed": 1.0, "explanation": "..."}.
+        for k, v in data.items():
+            if k not in _NOTE_KEYS and not isinstance(v, (dict, list, str)) and _num(v) is not None:
+                scores[str(k)] = float(_num(v) or 0.0)
+    if total is None and scores:
+        total = sum(scores.values()) / len(scores)
+    notes = next((str(data[k]) for k in _NOTE_KEYS if k in data and data[k] is not None), "")
+    if total is None and not scores and not isinstance(raw_scores, dict):
+        return None
+    return scores, total, notes
+
+
+def parse_judge_reply(text: str) -> dict[str, Any]:
+    """{scores, total, notes} from the reply's last verdict-shaped JSON value, in any accepted
+    shape, else from the last `total: x` / `score: x` in its text; ValueError if none."""
+    shaped = (_contract_verdict(value) for value in reversed(json_candidates(text)))
+    found = next((v for v in shaped if v is not None), None)
+    scores, total, notes = found if found is not None else ({}, None, "")
     if total is None:
-        m = _TOTAL_RE.search(text or "") or _SCORE_RE.search(text or "")
-        if m:
-            total = float(m.group(1))
+        hits = _TOTAL_RE.findall(text or "") or _SCORE_RE.findall(text or "")
+        if hits:
+            total = float(hits[-1])
             notes = notes or "total read from the reply text (no JSON)"
     if total is None:
         raise ValueError("no scores/total in the reply")
@@ -466,7 +514,7 @@ async def judge_contract(inp: GradeInput, transcript: list[dict[str, Any]]) -> t
     task: Task = inp.task
     if inp.judge is None:
         raise GraderError(f"task {task.id} is judge-graded and no judge was given")
-    prompt = judge_prompt(task, transcript, inp.final_message, inp.workspace)
+    prompt, cuts = _judge_prompt(task, transcript, inp.final_message, inp.workspace)
     usage = UsageCost()
     errors: list[str] = []
     text = ""
@@ -482,6 +530,8 @@ async def judge_contract(inp: GradeInput, transcript: list[dict[str, Any]]) -> t
             errors.append(f"attempt {attempt + 1}: unparseable reply ({e})")
             continue
         result: dict[str, Any] = {**parsed, "raw": text[:4000]}
+        if cuts:
+            result["cut"] = cuts
         if errors:
             result["error"] = "; ".join(errors)
         return result, usage
