@@ -10,12 +10,14 @@ import shutil
 import stat
 import sys
 import tempfile
+import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from assay.people import server as server_module
 from assay.people.ledger import Ledger
 from assay.people.routing import LexicalRouter
 from assay.people.server import (
@@ -174,6 +176,112 @@ async def test_stop_removes_socket(base: Path) -> None:
     await srv.stop()
 
 
+# --------------------------------------------------------------------------- bounds
+
+
+async def test_connections_past_the_cap_are_told_the_service_is_busy(base: Path) -> None:
+    srv = StakeholderServer(make_world(base), base / "run" / "cap" / "ask.sock", max_connections=2)
+    await srv.start()
+    try:
+        held = [await asyncio.open_unix_connection(str(srv.socket_path)) for _ in range(2)]
+        reader, writer = await asyncio.open_unix_connection(str(srv.socket_path))
+        data = await asyncio.wait_for(reader.read(), 5)  # one line, then closed
+        writer.close()
+        reply = json.loads(data)
+        assert reply["ok"] is False and reply["busy"] is True and "busy" in reply["error"]
+        assert srv.conns.refused == 1
+        for _, w in held:
+            w.close()
+        for _ in range(100):
+            if srv.conns.open == 0:
+                break
+            await asyncio.sleep(0.01)
+        assert (await request(srv.socket_path, {"op": "who"}))["ok"]
+    finally:
+        await srv.stop()
+
+
+ABSURD: dict[str, tuple[bytes, str]] = {
+    "digits_5000_hours": (b'{"op": "wait", "hours": ' + b"9" * 5000 + b"}\n", "too many digits"),
+    "digits_5000_day": (b'{"op": "pilot", "day": ' + b"7" * 5000 + b"}\n", "too many digits"),
+    "deep_list": (b"[" * 100_000 + b"]" * 100_000 + b"\n", "nested too deeply"),
+    "deep_object": (b'{"op": ' * 30_000 + b"1" + b"}" * 30_000 + b"\n", "nested too deeply"),
+    "nan": (b'{"op": "wait", "hours": NaN}\n', "NaN"),
+    "infinity": (b'{"op": "wait", "hours": -Infinity}\n', "Infinity"),
+    "hours_overflow": (b'{"op": "wait", "hours": ' + b"9" * 4000 + b"}\n", "out of range"),
+    "long_op": (b'{"op": "' + b"x" * 100_000 + b'"}\n', "unknown op 'xxxx"),
+    "deep_op": (b'{"op": ' + b"[" * 900 + b"]" * 900 + b"}\n", "unknown op <list>"),
+}
+
+
+@pytest.mark.parametrize("name", list(ABSURD))
+async def test_absurd_input_is_a_clean_refusal(server: StakeholderServer, name: str,
+                                               caplog: pytest.LogCaptureFixture) -> None:
+    line, error = ABSURD[name]
+    r = await request(server.socket_path, line)
+    assert r["ok"] is False and r["error"].startswith("bad request: ") and error in r["error"], r
+    assert len(r["error"]) < 200
+    assert not [x for x in caplog.records if x.exc_info], "a traceback was logged"
+    assert server.world.ledger.entries == []
+    assert (await request(server.socket_path, {"op": "who"}))["ok"]
+
+
+async def test_a_client_that_sends_nothing_is_closed_after_the_read_timeout(
+        server: StakeholderServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(server_module, "READ_TIMEOUT_S", 0.3)
+    reader, writer = await asyncio.open_unix_connection(str(server.socket_path))
+    writer.write(b'{"op": "wh')  # half a line, then silence
+    await writer.drain()
+    assert await asyncio.wait_for(reader.read(), 5) == b""
+    writer.close()
+    assert server.timeouts == 1 and server.conns.open == 0
+
+
+async def test_a_question_over_the_cap_is_refused_and_not_recorded(server: StakeholderServer) -> None:
+    r = await request(server.socket_path, {"op": "ask", "to": "alice", "question": "x" * (100 * 1024)})
+    assert r["ok"] is False and "question too long" in r["error"]
+    assert server.world.ledger.entries == []
+
+
+@pytest.mark.parametrize("payload", [
+    b'{"op": "ask", "to": "alice", "question": "refund threshold \\ud800 x"}\n',  # a JSON lone surrogate
+    b'{"op": "ask", "to": "alice", "question": "refund threshold \xff\xfe"}\n',  # bytes that are not UTF-8
+])
+async def test_text_that_is_not_unicode_is_answered_and_recorded_escaped(server: StakeholderServer,
+                                                                          payload: bytes) -> None:
+    r = await request(server.socket_path, payload)
+    assert r["ok"] is True and "500 EUR cap" in r["text"], r
+    q = server.world.ledger.entries[-1]["question"]
+    assert q.startswith("refund threshold \\ud") and q.encode("utf-8")
+    assert server.world.ledger.verify() == []
+
+
+async def test_slow_requests_run_on_the_servers_own_threads(base: Path) -> None:
+    """A model-backed router's calls never occupy the event loop's default executor, which the
+    services of every other run share."""
+    names: list[str] = []
+
+    class Blocking(LexicalRouter):
+        blocking = True
+
+        def match(self, *args: Any, **kw: Any) -> Any:
+            names.append(threading.current_thread().name)
+            return super().match(*args, **kw)
+
+    spec = load_npcs(FIXTURE, PARAMS)
+    world = StakeholderWorld(spec, Blocking(), ledger=Ledger.for_workspace(base / "ws", base / "run"))
+    srv = StakeholderServer(world, base / "run" / "slow" / "ask.sock")
+    await srv.start()
+    try:
+        qs = [{"op": "ask", "to": "alice", "question": f"What is the refund threshold? #{i}"} for i in range(6)]
+        replies = await asyncio.gather(*(request(srv.socket_path, q) for q in qs))
+        assert all(r["ok"] for r in replies)
+        assert names and all(n.startswith("ask") for n in names), names
+        assert len(set(names)) <= 2
+    finally:
+        await srv.stop()
+
+
 # --------------------------------------------------------------------------- client scripts (host)
 
 
@@ -211,6 +319,37 @@ async def test_ask_cli_on_host(server: StakeholderServer) -> None:
     assert code == 2 and "usage: pilot" in err
     code, out, err = await run_script(ASK_SCRIPT, ["--who"], sock.parent / "missing.sock")
     assert code == 1 and "cannot be reached" in err
+
+
+async def test_ask_retries_a_busy_service(tmp_path: Path) -> None:
+    """Two busy refusals, then an answer: bin/ask prints the answer (it waits, then asks again)."""
+    seen: list[bytes] = []
+
+    async def flaky(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        seen.append(await reader.readline())
+        busy = len(seen) <= 2
+        reply = {"ok": False, "busy": True, "error": "busy"} if busy else {"ok": True, "text": "hello there"}
+        writer.write((json.dumps(reply) + "\n").encode())
+        await writer.drain()
+        writer.close()
+
+    sock = tmp_path / "ask.sock"
+    srv = await asyncio.start_unix_server(flaky, path=str(sock))
+    try:
+        code, out, err = await run_script(ASK_SCRIPT, ["alice", "hi"], sock)
+        assert code == 0 and out.strip() == "hello there", err
+        assert len(seen) == 3
+    finally:
+        srv.close()
+
+
+async def test_ask_with_an_argument_that_is_not_utf8(server: StakeholderServer) -> None:
+    env = {"PATH": "/usr/bin:/bin", "ASSAY_ASK_SOCKET": str(server.socket_path), "LC_ALL": "C.UTF-8"}
+    p = await asyncio.create_subprocess_exec(sys.executable, "-c", ASK_SCRIPT, "alice", b"refund threshold \xff?",
+                                             env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await p.communicate()
+    assert p.returncode == 0 and b"500 EUR cap" in out, err
+    assert server.world.ledger.entries[-1]["question"] == "refund threshold \\udcff?"
 
 
 def test_install_clients(tmp_path: Path) -> None:

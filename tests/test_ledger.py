@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from assay.people.ledger import Ledger, canonical, line_mac
+from assay.people import ledger as ledger_module
+from assay.people.ledger import MAX_PROBLEMS, Ledger, canonical, line_mac
+from assay.record import safe_text
 
 
 def rec(i: int, to: str = "alice") -> dict:
@@ -159,3 +161,92 @@ def test_symlinked_log_dir_is_not_followed(tmp_path: Path) -> None:
 def test_short_key_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         Ledger(tmp_path / "a.jsonl", key=b"short")
+
+
+# --------------------------------------------------------------------------- text that is not valid Unicode
+
+
+def test_safe_text_escapes_lone_surrogates() -> None:
+    assert safe_text("plain ünïcode 😀") == "plain ünïcode 😀"
+    assert safe_text("a \ud800 b \udcff") == "a \\ud800 b \\udcff"
+    assert safe_text("a \ud800 b").encode("utf-8")  # valid UTF-8 now
+
+
+def test_a_lone_surrogate_is_recorded_escaped(tmp_path: Path) -> None:
+    seen: list[dict] = []
+    led = Ledger.for_workspace(tmp_path / "ws", tmp_path / "run", on_append=seen.append)
+    raw = dict(rec(1), question="label \ud800 x", topics=["t\udfff"])
+    line = led.append(raw)
+    assert line["question"] == "label \\ud800 x" and line["topics"] == ["t\\udfff"]
+    assert seen == [line] and led.entries == [line]
+    text = led.log_path.read_bytes().decode("utf-8")  # the log is valid UTF-8
+    assert json.loads(text)["question"] == "label \\ud800 x"
+    assert canonical(raw) == canonical(line)  # one signed form, whichever copy is signed
+    assert line["mac"] == line_mac(led.key, "", raw)
+    assert led.verify() == []
+    assert raw["question"] == "label \ud800 x"  # the caller's record is left alone
+
+
+def test_a_forged_line_with_a_surrogate_escape_is_reported(filled: Ledger) -> None:
+    ls = lines(filled)
+    ls.append('{"to": "alice", "question": "\\ud800", "mac": "00"}')
+    ls.append('{"to": "alice", "question": "x", "mac": "\\u00e9\\ud800"}')  # a mac that is not ASCII
+    write(filled, ls)
+    problems = filled.verify()
+    assert any(p.startswith("line 6: bad mac") for p in problems), problems
+    assert any(p.startswith("line 7: bad mac") for p in problems), problems
+
+
+@pytest.mark.parametrize("line", [
+    "[" * 100_000 + "]" * 100_000,
+    '{"to": "alice", "n_asked": ' + "9" * 5000 + ', "mac": "00"}',
+    '{"mac": "00", "to": ' + "[" * 900 + "]" * 900 + "}",
+])
+def test_absurd_lines_are_reported_not_raised(filled: Ledger, line: str) -> None:
+    write(filled, [*lines(filled), line])
+    problems = filled.verify()
+    assert any(p.startswith("line 6:") for p in problems), problems
+
+
+# --------------------------------------------------------------------------- what verify reads
+
+
+def test_a_log_replaced_by_a_link_is_not_followed(filled: Ledger, tmp_path: Path) -> None:
+    secret = tmp_path / "secret.jsonl"
+    secret.write_text('{"to": "root-only content", "mac": "00"}\n')
+    filled.log_path.unlink()
+    filled.log_path.symlink_to(secret)
+    problems = filled.verify()
+    assert problems and problems[0].startswith("question log ask.jsonl cannot be read"), problems
+    assert "root-only" not in " ".join(problems)
+
+
+def test_a_log_replaced_by_a_fifo_does_not_block(filled: Ledger) -> None:
+    filled.log_path.unlink()
+    os.mkfifo(filled.log_path)
+    problems = filled.verify()  # would block forever on a blocking open
+    assert problems and "cannot be read" in problems[0] and "FIFO" in problems[0]
+
+
+def test_a_log_dir_replaced_by_a_link_is_not_followed(filled: Ledger, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "ask.jsonl").write_text("\n".join(lines(filled)) + "\n")
+    logs = filled.log_path.parent
+    logs.rename(tmp_path / "old-logs")
+    logs.symlink_to(elsewhere)
+    problems = filled.verify()
+    assert problems and "cannot be read" in problems[0], problems
+
+
+def test_an_oversized_log_is_refused(filled: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ledger_module, "MAX_LOG_BYTES", 100)
+    problems = filled.verify()
+    assert problems and "over the limit" in problems[0], problems
+
+
+def test_problems_are_capped(filled: Ledger) -> None:
+    write(filled, [*lines(filled), *(f"garbage {i}" for i in range(5000))])
+    problems = filled.verify()
+    assert len(problems) == MAX_PROBLEMS + 1
+    assert problems[-1].startswith("... and ") and "more problem(s)" in problems[-1]

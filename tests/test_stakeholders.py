@@ -11,7 +11,7 @@ import pytest
 
 from assay.people.ledger import Ledger
 from assay.people.routing import LexicalRouter, RegexRouter, Router
-from assay.people.world import AskError, StakeholderWorld, parse_duration
+from assay.people.world import MAX_EVENTS, MAX_QUESTION_CHARS, AskError, StakeholderWorld, parse_duration
 from assay.task.people import NpcSpec, fill_placeholders, load_npcs
 
 FIXTURE = Path(__file__).parent / "fixtures" / "npcs" / "npcs.json"
@@ -504,3 +504,67 @@ def test_lexical_router_world_paraphrase(tmp_path: Path) -> None:
     w = make(tmp_path, router=LexicalRouter())
     assert "500 EUR cap" in w.ask("alice", "Who came up with the ceiling on money-back payouts?")
     assert "carrier collects at 4pm" in w.ask("bob", "Why are parcels from up north arriving behind schedule?")
+
+
+# --------------------------------------------------------------------------- bounds
+
+
+def test_a_question_over_the_length_cap_is_refused_and_not_recorded(tmp_path: Path) -> None:
+    w = make(tmp_path)
+    assert "500 EUR cap" in w.ask("alice", "refund threshold? " + "x" * (MAX_QUESTION_CHARS - 20))
+    with pytest.raises(AskError, match=r"question too long \(4,001 characters; at most 4,000\)"):
+        w.ask("alice", "x" * (MAX_QUESTION_CHARS + 1))
+    assert len(w.ledger.entries) == 1 and w.asked["alice"] == 1
+
+
+def test_the_event_cap_refuses_before_anything_changes(tmp_path: Path) -> None:
+    days: list[int] = []
+
+    def runner(day: int) -> dict[str, Any]:
+        days.append(day)
+        return {"feedback": "ok"}
+
+    w = make(tmp_path, pilot_runner=runner, max_events=3)
+    w.ask("alice", "What is the refund threshold?")
+    w.wait("1d")  # the board message arrives
+    w.ask("dave", "legal limit?")
+    state = (dict(w.asked), w.sim_minutes, set(w.facts), w.total_left, w.pilots)
+    for call in (lambda: w.ask("alice", "hello"), lambda: w.wait("2h"), w.read_inbox, w.pilot):
+        with pytest.raises(AskError, match=r"message log is full \(3 events\)"):
+            call()
+    assert (dict(w.asked), w.sim_minutes, set(w.facts), w.total_left, w.pilots) == state
+    assert len(w.ledger.entries) == 3 and days == []
+    assert "Alice Chen" in w.who() and w.now()  # reading the directory and the clock records nothing
+    with pytest.raises(AskError, match="unknown stakeholder"):
+        w.ask("zoe", "hi")
+
+
+def test_default_event_cap() -> None:
+    assert MAX_EVENTS * MAX_QUESTION_CHARS <= 2_000_000  # what one run can put in the store, in characters
+
+
+def test_a_nan_wait_is_refused(tmp_path: Path) -> None:
+    w = make(tmp_path)
+    with pytest.raises(AskError, match="not a number"):
+        w.wait(float("nan"))
+    assert w.ledger.entries == []
+    assert "It is now" in w.wait(float("inf"))  # capped at the longest wait
+    assert w.sim_minutes == 14 * 24 * 60
+
+
+def test_long_ids_and_durations_are_quoted_short(tmp_path: Path) -> None:
+    w = make(tmp_path)
+    with pytest.raises(AskError) as e:
+        w.ask("z" * 100_000, "hi")
+    assert len(str(e.value)) < 200
+    with pytest.raises(AskError) as e:
+        w.wait("9" * 100_000 + "h")
+    assert len(str(e.value)) < 200
+
+
+def test_a_question_that_is_not_valid_unicode_is_answered_and_recorded_escaped(tmp_path: Path) -> None:
+    w = make(tmp_path, router=LexicalRouter())
+    reply = w.ask("alice", "What is the refund threshold? \ud800 \udcff")
+    assert "500 EUR cap" in reply
+    assert last(w)["question"] == "What is the refund threshold? \\ud800 \\udcff"
+    assert w.ledger.verify() == []

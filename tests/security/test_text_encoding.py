@@ -109,8 +109,7 @@ def test_report_formats_survive_bad_text() -> None:
         r = cli("run", str(task), "--agent", f"script:{wd / 's.jsonl'}", cwd=wd, timeout=120)
         _no_traceback(r, "assay run")
         out = Path(wd)
-        r = cli("report", "--json", str(out / "r.json"), "--csv", str(out / "r.csv"), "--html", str(out / "r.html"),
-                cwd=wd, timeout=120)
+        r = cli("report", "--json", str(out / "r.json"), "--csv", str(out / "r.csv"), "--html", str(out / "r.html"), cwd=wd, timeout=120)
         _no_traceback(r, "assay report")
         assert r.returncode == 0, r.tail()
         assert json.loads((out / "r.json").read_text())["runs"], "no runs in the report"

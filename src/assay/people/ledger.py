@@ -4,7 +4,8 @@ Every stakeholder event (a message, a wait, an inbox read, a pilot day) is one J
 `{ts, at, to, question, topics, facts, n_asked, cost, mac}` appended to `logs/ask.jsonl` in
 the workspace, where the agent can read its own log as upstream's can. Each line's `mac` is
 
-    HMAC-SHA256(key, previous mac + json.dumps(line without mac, sort_keys=True, ensure_ascii=False))
+    HMAC-SHA256(key, previous mac + canonical(line)),
+    canonical(line) = json.dumps(line without mac, sort_keys=True, ensure_ascii=False), escaped
 
 (the first line chains from the empty string). The key, the line count and the last mac
 never enter the workspace: they live in this object (which also keeps every entry in
@@ -13,17 +14,28 @@ replaced atomically after every append), so a ledger can be re-opened by another
 
 `verify()` re-reads the workspace log and reports every integrity problem as a message:
 lines missing, added, edited, reordered, not JSON or with a bad mac, and a count or last-mac
-mismatch with the ledger. Any message is an integrity incident for the run.
+mismatch with the ledger. Any message is an integrity incident for the run. The log is read
+without following a link and without blocking on a FIFO (the agent owns the workspace and can
+put anything at that path), at most `MAX_LOG_BYTES` of it, and at most `MAX_PROBLEMS`
+messages are reported (then one line with the count of the rest), so a planted log can
+neither exhaust the harness nor flood the run's record.
+
+Text that is not valid Unicode (a lone surrogate, from a JSON `\\ud800` escape or from bytes
+that were not UTF-8) is stored escaped: each lone surrogate becomes the six characters
+`\\udXXX` (`assay.record.safe_text`). `canonical()` applies that escape to every string of a line, so
+the signed form, the line written to the log and the trusted copy are one text, valid UTF-8,
+and a forged line carrying a surrogate is reported like any other forgery instead of crashing
+the HMAC's encoding.
 """
 
 from __future__ import annotations
 
 import contextlib
-import copy
 import hashlib
 import hmac
 import json
 import os
+import re
 import secrets
 import threading
 from collections.abc import Callable
@@ -32,26 +44,39 @@ from typing import Any
 
 from assay import fs
 
-__all__ = ["LOG_RELPATH", "Ledger", "canonical", "line_mac"]
+__all__ = ["LOG_RELPATH", "MAX_LOG_BYTES", "MAX_PROBLEMS", "Ledger", "canonical", "line_mac"]
 
 LOG_RELPATH = "logs/ask.jsonl"
 MAX_LOG_BYTES = 64 * 1024 * 1024
-"""A question log larger than this is not read (an agent may have grown it); that is reported."""
+MAX_PROBLEMS = 50
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def canonical(rec: dict[str, Any]) -> str:
-    """The signed form of a line: its JSON with sorted keys, without the mac."""
-    return json.dumps({k: v for k, v in rec.items() if k != "mac"}, ensure_ascii=False, sort_keys=True)
+    """The signed form of a line: its JSON with sorted keys, without the mac, every string escaped
+    as `assay.record.safe_text` does (in JSON text a lone surrogate stands only inside a string, where its
+    escape's backslash is written as `\\\\`)."""
+    text = json.dumps({k: v for k, v in rec.items() if k != "mac"}, ensure_ascii=False, sort_keys=True)
+    return _LONE_SURROGATE.sub(lambda m: f"\\\\u{ord(m.group()):04x}", text)
 
 
 def line_mac(key: bytes, prev_mac: str, rec: dict[str, Any]) -> str:
-    return hmac.new(key, (prev_mac + canonical(rec)).encode("utf-8"), hashlib.sha256).hexdigest()
+    return _mac(key, prev_mac, canonical(rec))
+
+
+def _mac(key: bytes, prev_mac: str, signed: str) -> str:
+    return hmac.new(key, (prev_mac + signed).encode("utf-8"), hashlib.sha256).hexdigest()
 
 
 def _describe(rec: dict[str, Any]) -> str:
-    q = str(rec.get("question", ""))
-    q = q if len(q) <= 40 else q[:37] + "..."
-    return f"to={rec.get('to')!r} at={rec.get('at')!r} question={q!r}"
+    def short(v: Any) -> str:  # agent-written lines may hold anything: never a long or deep repr
+        if v is None or isinstance(v, bool | int | float):
+            return repr(v)[:40]
+        if not isinstance(v, str):
+            return f"<{type(v).__name__}>"
+        return repr(v if len(v) <= 40 else v[:37] + "...")
+    return f"to={short(rec.get('to'))} at={short(rec.get('at'))} question={short(rec.get('question', ''))}"
 
 
 class Ledger:
@@ -104,15 +129,15 @@ class Ledger:
     def append(self, rec: dict[str, Any]) -> dict[str, Any]:
         """Sign and append one event; returns the line as written (mac included)."""
         with self._lock:
-            body = {k: v for k, v in rec.items() if k != "mac"}
-            mac = line_mac(self.key, self.last_mac, body)
-            line = dict(body, mac=mac)
+            signed = canonical(rec)
+            mac = _mac(self.key, self.last_mac, signed)
+            line = dict(json.loads(signed), mac=mac)  # the escaped form, a copy of the caller's record
             text = json.dumps(line, ensure_ascii=False, sort_keys=True)
             fd = self._open_append()
             if fd >= 0:
                 with os.fdopen(fd, "a", encoding="utf-8") as f:
                     f.write(text + "\n")
-            self.entries.append(copy.deepcopy(line))
+            self.entries.append(json.loads(text))
             self.count += 1
             self.last_mac = mac
             if self.head_path is not None:
@@ -149,63 +174,54 @@ class Ledger:
 
     # ------------------------------------------------------------------ checking
 
-    def verify(self, workspace_log_path: str | Path | None = None) -> list[str]:  # noqa: C901 (one branch per kind of tampering the ledger reports)
-        """Integrity problems of the workspace log against this ledger; [] when intact."""
+    def verify(self, workspace_log_path: str | Path | None = None) -> list[str]:
+        """Integrity problems of the workspace log against this ledger; [] when intact (at most
+        `MAX_PROBLEMS` messages, then one that counts the rest)."""
         path = Path(workspace_log_path) if workspace_log_path is not None else self.log_path
         with self._lock:
             entries = list(self.entries)
             count, last = self.count, self.last_mac
-        problems: list[str] = []
-        # The log lives in the agent's workspace: read without following a link or blocking
-        # on a FIFO; a log that is not a plain file is itself the integrity problem.
+        lines = self._read_log(path, count)
+        if isinstance(lines, str):
+            return [lines]
+        if lines is None:
+            return [f"question log {path.name} was removed ({count} signed lines missing)"] if count else []
+        problems = self._check(lines, entries, count, last)
+        if len(problems) > MAX_PROBLEMS:
+            problems = [*problems[:MAX_PROBLEMS], f"... and {len(problems) - MAX_PROBLEMS} more problem(s)"]
+        return problems
+
+    def _read_log(self, path: Path, count: int) -> list[str] | str | None:
+        """The log's lines; None when there is no log; a message when it cannot be trusted. The
+        log lives in the agent's workspace: never read through a link, never blocking on a FIFO
+        or device, at most MAX_LOG_BYTES; a log that is not a plain file is itself the problem."""
         root, rel = (self.root, "/".join(self._rel)) if path == self.log_path else (path.parent, path.name)
         try:
             kind = fs.entry_kind(root, rel)
-            raw = fs.read_workspace_file(root, rel, MAX_LOG_BYTES).decode("utf-8", errors="replace") \
-                if kind == "file" else ""
-        except fs.PathError as exc:
-            return [f"question log {path.name} cannot be read safely: {exc}"]
-        if kind not in (None, "file"):
-            return [f"question log {path.name} was replaced by a {'link' if kind == 'link' else kind} "
-                    f"({count} signed lines not verifiable)"]
-        lines = raw.splitlines()
-        if kind is None and count:
-            return [f"question log {path.name} was removed ({count} signed lines missing)"]
+            if kind is None:
+                return None
+            if kind != "file":
+                return (f"question log {path.name} was replaced by a {kind} "
+                        f"({count} signed lines not verifiable)")
+            data = fs.read_workspace_file(root, rel, MAX_LOG_BYTES)
+        except (OSError, fs.PathError) as exc:
+            return f"question log {path.name} cannot be read safely: {exc}"
+        return data.decode("utf-8", errors="replace").splitlines()
+
+    def _check(self, lines: list[str], entries: list[dict[str, Any]], count: int, last: str) -> list[str]:
+        problems: list[str] = []
         by_mac = {e["mac"]: i for i, e in enumerate(entries)}
         seen: list[int] = []
         prev = ""
         for n, text in enumerate(lines, 1):
-            if not text.strip():
-                problems.append(f"line {n}: blank line added to the question log")
-                continue
             try:
-                rec = json.loads(text)
-            except json.JSONDecodeError:
-                problems.append(f"line {n}: not JSON (edited or added)")
-                continue
-            if not isinstance(rec, dict):
-                problems.append(f"line {n}: not a JSON object (edited or added)")
-                continue
-            mac = rec.get("mac")
-            if not isinstance(mac, str):
-                problems.append(f"line {n}: no mac: a line the stakeholder service did not write")
-                continue
-            ok = hmac.compare_digest(mac, line_mac(self.key, prev, rec))
-            k = by_mac.get(mac)
-            if k is not None:
-                seen.append(k)
-                if canonical(entries[k]) != canonical(rec):
-                    changed = sorted(f for f in set(entries[k]) | set(rec)
-                                     if f != "mac" and entries[k].get(f) != rec.get(f))
-                    problems.append(f"line {n}: edited (entry {k + 1}, {_describe(entries[k])}; "
-                                    f"changed: {', '.join(changed)})")
-                elif not ok:
-                    expected = seen[-2] + 1 if len(seen) >= 2 else 0
-                    problems.append(f"line {n}: out of place: it is entry {k + 1} of the ledger, "
-                                    f"expected entry {expected + 1} (lines reordered or removed)")
-            elif not ok:
-                problems.append(f"line {n}: bad mac: forged or edited line ({_describe(rec)})")
-            prev = mac
+                problem, mac = self._check_line(n, text, prev, entries, by_mac, seen)
+            except (ValueError, RecursionError, TypeError):  # too deep to compare or sign, a number past the digit limit
+                problem, mac = f"line {n}: not a line the stakeholder service wrote (unreadable JSON)", None
+            if problem:
+                problems.append(problem)
+            if mac is not None:
+                prev = mac
         if entries:
             present = set(seen)
             for k, e in enumerate(entries):
@@ -220,6 +236,36 @@ class Ledger:
         if prev != last and not (not lines and not last):
             problems.append("last mac mismatch: the question log does not end where the ledger does")
         return problems
+
+    def _check_line(self, n: int, text: str, prev: str, entries: list[dict[str, Any]],
+                    by_mac: dict[str, int], seen: list[int]) -> tuple[str | None, str | None]:
+        """(the problem of line n or None, its mac when it has one, for the next line's chain)."""
+        if not text.strip():
+            return f"line {n}: blank line added to the question log", None
+        try:
+            rec = json.loads(text)
+        except json.JSONDecodeError:
+            return f"line {n}: not JSON (edited or added)", None
+        if not isinstance(rec, dict):
+            return f"line {n}: not a JSON object (edited or added)", None
+        mac = rec.get("mac")
+        if not isinstance(mac, str):
+            return f"line {n}: no mac: a line the stakeholder service did not write", None
+        signed = canonical(rec)
+        ok = mac.isascii() and hmac.compare_digest(mac, _mac(self.key, prev, signed))
+        k = by_mac.get(mac)
+        if k is None:
+            return (None if ok else f"line {n}: bad mac: forged or edited line ({_describe(rec)})"), mac
+        seen.append(k)
+        if canonical(entries[k]) != signed:
+            changed = sorted(f for f in set(entries[k]) | set(rec) if f != "mac" and entries[k].get(f) != rec.get(f))
+            return (f"line {n}: edited (entry {k + 1}, {_describe(entries[k])}; "
+                    f"changed: {', '.join(changed)})"), mac
+        if not ok:
+            expected = seen[-2] + 1 if len(seen) >= 2 else 0
+            return (f"line {n}: out of place: it is entry {k + 1} of the ledger, "
+                    f"expected entry {expected + 1} (lines reordered or removed)"), mac
+        return None, mac
 
     def close(self) -> None:
         with contextlib.suppress(OSError):

@@ -13,11 +13,21 @@ discovery record (questions asked, facts obtained, contact cost, ...) from that 
 
 The world is synchronous and thread-safe (one lock); the Unix-socket server
 (`assay.people.server`) drives it.
+
+What one run can put on record is bounded, because the ledger's lines also become the run's
+transcript, kept in the store beside every other run's: a question is at most
+`MAX_QUESTION_CHARS` characters (a longer one is refused and not recorded), and a run's
+ledger takes at most `max_events` events (`MAX_EVENTS`); past that, every request that would
+be recorded (a message, a wait, an inbox read with new mail, a pilot day) is refused, with a
+message saying so, before it changes anything. Text that is not valid Unicode is escaped on
+the way in (`assay.record.safe_text`), so routers, replies and the ledger see
+valid text.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 import threading
 import time
@@ -26,7 +36,7 @@ from typing import Any
 
 from assay.people.ledger import Ledger
 from assay.people.routing import Router
-from assay.record import Discovery
+from assay.record import Discovery, safe_text
 from assay.task.people import (
     DEFAULT_GONE_LABEL,
     DEFAULT_OUT_OF_PATIENCE,
@@ -38,9 +48,11 @@ from assay.task.people import (
     PilotSpec,
 )
 
-__all__ = ["AskError", "StakeholderWorld", "parse_duration"]
+__all__ = ["MAX_EVENTS", "MAX_QUESTION_CHARS", "AskError", "StakeholderWorld", "parse_duration"]
 
 MAX_WAIT_HOURS = 24.0 * 14
+MAX_QUESTION_CHARS = 4000
+MAX_EVENTS = 500
 OVERFLOW_EN = ("That's what I can give you right now, I'm being pulled into something. "
                "Come back to me on the rest.")
 OVERFLOW_ZH = "先说这些，我这边有人找，别的回头再聊。"
@@ -55,9 +67,11 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([mhd])\s*$", re.I)
 
 def parse_duration(spec: str) -> float:
     """'90m' | '6h' | '2d' -> hours."""
-    m = _DURATION.match(str(spec))
+    text = str(spec)
+    m = _DURATION.match(text) if len(text) <= 40 else None
     if not m:
-        raise AskError(f"bad duration {spec!r}: use e.g. 90m, 6h or 2d")
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        raise AskError(f"bad duration {shown!r}: use e.g. 90m, 6h or 2d")
     n, unit = float(m.group(1)), m.group(2).lower()
     return n / 60.0 if unit == "m" else n * 24.0 if unit == "d" else n
 
@@ -86,8 +100,9 @@ class StakeholderWorld:
     def __init__(self, spec: NpcSpec, router: Router, *, seed: int = 0, ledger: Ledger,
                  clock_start: str | dt.datetime | None = None,
                  pilot_runner: Callable[[int], dict[str, Any]] | None = None,
-                 wall_clock: Callable[[], float] = time.time) -> None:
+                 wall_clock: Callable[[], float] = time.time, max_events: int = MAX_EVENTS) -> None:
         self.spec = spec
+        self.max_events = max_events
         self.router = router
         self.seed = seed
         self.ledger = ledger
@@ -138,8 +153,11 @@ class StakeholderWorld:
         if self.spec.clock is None:
             raise AskError("this engagement keeps no calendar")
         hours = float(duration) if isinstance(duration, int | float) else parse_duration(duration)
+        if math.isnan(hours):
+            raise AskError("bad duration: not a number")
         hours = max(0.0, min(hours, MAX_WAIT_HOURS))
         with self._lock:
+            self._room()
             self.sim_minutes += hours * 60
             cost = round(self.spec.clock.wait_cost_per_day * hours / 24.0, 4)
             self._log("wait", f"waited {hours:.0f} h", [], [], 0, cost)
@@ -187,11 +205,16 @@ class StakeholderWorld:
     # ------------------------------------------------------------------ asking
 
     def ask(self, person_id: str, question: str) -> str:
+        question = safe_text(str(question))
+        if len(question) > MAX_QUESTION_CHARS:
+            raise AskError(f"question too long ({len(question):,} characters; at most {MAX_QUESTION_CHARS:,}): "
+                           "ask one specific thing at a time")
         with self._lock:
             npc = self.people.get(person_id)
             if npc is None:
-                raise AskError(f"unknown stakeholder {person_id!r}; run `ask --who`")
-            question = str(question)
+                shown = person_id if len(person_id) <= 40 else person_id[:37] + "..."
+                raise AskError(f"unknown stakeholder {shown!r}; run `ask --who`")
+            self._room()
             at = self.stamp()
             prefix = f"[{at}] " if at else ""
             if self._gone(npc):
@@ -332,6 +355,7 @@ class StakeholderWorld:
             arrived = self._arrived()
             new = [m for m in arrived if m.id not in self._inbox_seen]
             if new:
+                self._room()
                 self._inbox_seen.update(m.id for m in new)
                 facts = [f for m in new for f in m.facts]
                 self._log("inbox", f"read {len(new)} message(s)", [m.id for m in new], facts, 0, 0.0)
@@ -349,6 +373,7 @@ class StakeholderWorld:
         if runner is None:
             raise AskError("no trial environment for this engagement")
         with self._lock:
+            self._room()
             self.pilots += 1
             n = self.pilots
         if n > self.pilot_spec.max_runs:
@@ -367,6 +392,13 @@ class StakeholderWorld:
         return self.pilots + 1
 
     # ------------------------------------------------------------------ records
+
+    def _room(self) -> None:
+        """Refuse (AskError) an event the ledger has no room for; called, under the lock, before
+        the event changes anything."""
+        if self.ledger.count >= self.max_events:
+            raise AskError(f"this engagement's message log is full ({self.max_events} events): "
+                           "nobody at the customer takes further messages, waits or trial days")
 
     def _log(self, to: str, question: str, topics: list[str], facts: list[str], n_asked: int,
              cost: float, **extra: Any) -> None:

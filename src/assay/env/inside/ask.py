@@ -5,7 +5,9 @@ Installed into each scenario workspace (`bin/ask`, and `bin/pilot` when the scen
 pilot, the same file with `MODE` set), run by the sandbox's python. Both speak the JSON-lines
 protocol of `assay.people.server` over the Unix socket `/run/assay/ask.sock` (override with
 `ASSAY_ASK_SOCKET`). The command line is upstream FDE-Gym's. Bad arguments print the usage
-and exit 2; a refusal from the service is printed to stderr with exit 1.
+and exit 2; a refusal from the service is printed to stderr with exit 1. A service that is
+busy (a run may hold only so many connections at once) is asked again for about ten seconds
+before its refusal is printed.
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import json
 import os
 import socket
 import sys
+import time
 from typing import Any, NoReturn
 
 MODE = "ask"  # "pilot" in bin/pilot
@@ -46,13 +49,19 @@ PILOT_USAGE = "usage: pilot [DAY]"
 SOCKET = os.environ.get("ASSAY_ASK_SOCKET") or "/run/assay/ask.sock"
 
 
-def call(req: dict[str, Any], timeout: float = 1800) -> str:
-    """Send one request, return the reply's text (exit 1 when the service refuses or is away)."""
+BUSY_RETRIES = 20  # a busy service (too many connections open at once) is asked again ...
+BUSY_PAUSE_S = 0.5  # ... after this pause, for about ten seconds in all
+
+
+def exchange(req: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """One request, one reply object (exit 1 when the service is away or its reply unreadable)."""
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(timeout)
     try:
         s.connect(SOCKET)
-        s.sendall((json.dumps(req, ensure_ascii=False) + "\n").encode("utf-8"))
+        # ASCII on the wire: text that is not valid UTF-8 (a non-UTF-8 argument) travels as
+        # JSON escapes, which the service records escaped.
+        s.sendall((json.dumps(req) + "\n").encode("ascii"))
         s.shutdown(socket.SHUT_WR)
         chunks = []
         while True:
@@ -68,8 +77,21 @@ def call(req: dict[str, Any], timeout: float = 1800) -> str:
     try:
         r = json.loads(b"".join(chunks).decode("utf-8").splitlines()[0])
     except (ValueError, IndexError):
+        r = None
+    if not isinstance(r, dict):
         sys.stderr.write("the stakeholder service sent an unreadable reply\n")
         sys.exit(1)
+    return r
+
+
+def call(req: dict[str, Any], timeout: float = 1800) -> str:
+    """Send one request, return the reply's text (exit 1 when the service refuses or is away)."""
+    r = exchange(req, timeout)
+    for _ in range(BUSY_RETRIES):
+        if not r.get("busy"):
+            break
+        time.sleep(BUSY_PAUSE_S)
+        r = exchange(req, timeout)
     if not r.get("ok"):
         sys.stderr.write(str(r.get("error") or "request refused") + "\n")
         sys.exit(1)
