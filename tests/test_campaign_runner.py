@@ -205,6 +205,17 @@ async def test_surrogates_in_an_answer_written_to_answer_path(tmp_path: Path, ho
     assert stored is not None and stored.final_message == "42 \\udcff"
 
 
+async def test_surrogates_in_a_final_message_reach_the_checks(tmp_path: Path, home: tuple[Path, Store]) -> None:
+    """The task's checks get the final message (final_message.txt beside them): a lone
+    surrogate in it must not void the run (starts a sandbox where bubblewrap runs)."""
+    folder = write_task(tmp_path / "s" / "checked", {
+        "prompt": "Say 42.", "grading": {"type": "automated", "checks": "checks.py"}},
+        {"checks.py": "def grade(workspace, final_message):\n    return {'said_42': '42' in final_message}\n"})
+    rec = await run_one(discover([folder])[0], FakeFactory("fake", finish("42 \udcff")), home[1])
+    assert (rec.status, rec.end_reason, rec.void_reason) == ("done", "finished", None)
+    assert rec.score == 1.0 and rec.final_message == "42 \\udcff"
+
+
 async def test_a_workspace_that_cannot_be_built_voids_the_run(tmp_path: Path, home: tuple[Path, Store]) -> None:
     """`workspace_files` writing a file where the task's workspace/ has a folder: the copy
     refuses (PathError); the run must be void (harness_error), not an exception out of
