@@ -209,6 +209,7 @@ class _Run:
 
     async def grade(self) -> None:
         task, out = self.planned.task, self.outcome
+        out.final_message = safe_text(out.final_message)  # graded, written and stored as the record keeps it
         if self.workspace is not None and task.answer_path and not task.tools:
             await asyncio.to_thread(fs.write_file, self.workspace, task.answer_path, out.final_message,
                                     owner=self.sandbox.uid if self.sandbox else None)
