@@ -278,7 +278,7 @@ async def execute_run(planned: PlannedRun, ctx: RunContext, attempt: int = 1) ->
         run.outcome.end_reason = "interrupted"
         run.void_reason = "interrupted"
         raise
-    except (HarnessError, InputError, OSError) as e:
+    except (HarnessError, InputError, OSError, fs.PathError) as e:
         run.outcome.end_reason = "harness_error"
         run.void_reason = f"{type(e).__name__}: {e}"
         run.transcript.error("harness", run.void_reason)
