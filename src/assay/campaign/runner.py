@@ -218,6 +218,7 @@ class _Run:
 
     async def grade(self) -> None:
         task, out = self.planned.task, self.outcome
+        out.final_message = safe_text(out.final_message)  # graded, written and stored as the record keeps it
         if self.workspace is not None and task.answer_path and not task.tools:
             await asyncio.to_thread(fs.write_file, self.workspace, task.answer_path, out.final_message,
                                     owner=self.sandbox.uid if self.sandbox else None)
@@ -303,7 +304,7 @@ async def execute_run(planned: PlannedRun, ctx: RunContext, attempt: int = 1) ->
         run.outcome.end_reason = "interrupted"
         run.void_reason = "interrupted"
         raise
-    except (HarnessError, InputError, OSError) as e:
+    except (HarnessError, InputError, OSError, fs.PathError) as e:
         run.outcome.end_reason = "harness_error"
         run.void_reason = f"{type(e).__name__}: {e}"
         run.transcript.error("harness", run.void_reason)
