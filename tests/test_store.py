@@ -22,6 +22,7 @@ import pytest
 from sqlalchemy import create_engine, inspect, text
 
 from assay.config import store_url as default_store_url
+from assay.errors import InputError
 from assay.record import Event, Grade, RunKey, RunRecord, event_from_wire
 from assay.store import Store, open_store
 from assay.store.models import Base
@@ -338,7 +339,7 @@ def test_prefix_lookup(store: Store) -> None:
     assert store.get_run("abcdef123456") == a
     assert store.get_run("abcde") is None  # too short for a prefix
     assert store.get_run("zzzzzzz") is None
-    with pytest.raises(ValueError, match="ambiguous"):
+    with pytest.raises(InputError, match="ambiguous"):
         store.get_run("abcdef")
     assert store.get_run("a_c%ef") == c  # LIKE wildcards are escaped
     assert store.get_run("aXcYef") is None

@@ -201,7 +201,7 @@ class Ledger:
             if kind is None:
                 return None
             if kind != "file":
-                return (f"question log {path.name} was replaced by a {kind} "
+                return (f"question log {path.name} cannot be read safely: it was replaced by a {kind} "
                         f"({count} signed lines not verifiable)")
             data = fs.read_workspace_file(root, rel, MAX_LOG_BYTES)
         except (OSError, fs.PathError) as exc:
