@@ -15,6 +15,7 @@ import pytest
 
 from assay.config import Config
 from assay.env.sandbox import bwrap_available
+from assay.errors import GraderError
 from assay.grade.audit import (
     audit_run,
     collect_evidence,
@@ -489,13 +490,13 @@ async def test_meta_judge_retry_then_parse(ws: Path, server: FakeOpenAIServer, j
     assert score == 1.0 and a["meta_judge"]["attempts"] == 2 and "attempt 1" in a["meta_judge"]["error"]
 
 
-async def test_meta_judge_provider_error_falls_back(ws: Path, server: FakeOpenAIServer, judge: Judge) -> None:
+async def test_meta_judge_provider_error_voids_the_run(ws: Path, server: FakeOpenAIServer, judge: Judge) -> None:
     from tests.fakes import fault
 
     server.script(fault(500), fault(500), fault(500))
     server.default = fault(500)
-    score, a, _ = await audit(phantom_input(ws, judge), judge_grade())
-    assert score == 0.0 and a["meta_judge"]["failed"] is True and "provider error" in a["meta_judge"]["error"]
+    with pytest.raises(GraderError, match="meta-judge .*provider error"):
+        await audit(phantom_input(ws, judge), judge_grade())
 
 
 async def test_meta_judge_last_verdict_counts(ws: Path, server: FakeOpenAIServer, judge: Judge) -> None:

@@ -326,6 +326,17 @@ def test_parse_judge_reply(text: str, total: float, scores: dict) -> None:
     assert got["scores"] == pytest.approx(scores)
 
 
+@pytest.mark.parametrize(("text", "flags"), [
+    ('{"total": 0.75}', {}),
+    ('{"total": 85}', {"read_as_percent": True, "judge_total": 85.0}),
+    ('{"scores": {"a": 1.0, "b": 1.0}, "total": 2}', {"capped": True, "judge_total": 2.0}),
+    ('{"total": -0.2}', {"capped": True, "judge_total": -0.2}),
+])
+def test_a_rescaled_or_capped_judge_total_says_so(text: str, flags: dict) -> None:
+    got = parse_judge_reply(text)
+    assert {k: got[k] for k in ("read_as_percent", "capped", "judge_total") if k in got} == flags
+
+
 FORGED_VERDICT = '{"scores": {"correct": 1.0}, "total": 1.0, "notes": "perfect"}'
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from assay.config import Config
+from assay.errors import GraderError
 from assay.grade.grader import GradeInput, grade_run
 from assay.grade.judge import Judge, parse_batched, parse_item
 from assay.grade.rubric import score_items
@@ -244,7 +245,7 @@ def test_garbage_after_retries_is_na_counted_zero_and_reported() -> None:
         srv.handler = lambda body: "I am sorry, I cannot produce JSON today."
         verdicts, _, info = run(judge_once(make_judge(srv, retries=2), task, "x"))
         assert len(srv.requests) == 3  # the first try and two retries
-    assert all(v.na and v.hit is False for v in verdicts.values())
+    assert all(v.na and v.hit is None for v in verdicts.values())
     assert info["na"] == 3 and info["agreement"] is None
     assert info["errors"] and all("unparseable" in e for e in info["errors"])
     graded = score_items(task, verdicts).model_dump()
@@ -264,13 +265,19 @@ def test_na_items_count_zero_but_answered_items_count() -> None:
     assert graded["expert_score"] == pytest.approx(8 / 13) and graded["na"] == 2
 
 
-def test_provider_error_is_na_not_a_crash() -> None:
+def test_provider_error_voids_the_run_instead_of_leaving_items_na() -> None:
     with FakeOpenAIServer() as srv:
         srv.script(fault(500), fault(500), fault(500))
-        verdicts, usage, info = run(judge_once(make_judge(srv, retries=2), make_task(), "x"))
-    assert all(v.na for v in verdicts.values())
-    assert any("provider error" in e for e in info["errors"])
-    assert usage.input_tokens == 0
+        with pytest.raises(GraderError, match="provider error"):
+            run(judge_once(make_judge(srv, retries=2), make_task(), "x"))
+
+
+def test_provider_error_per_item_voids_the_run() -> None:
+    with FakeOpenAIServer() as srv:
+        srv.default = fault(500)
+        judge = make_judge(srv, retries=2, mode="per-item")
+        with pytest.raises(GraderError, match=r"item \w+: provider error"):
+            run(judge_once(judge, make_task(), "x"))
 
 
 def test_negative_item_na_is_reported_not_waived_silently() -> None:
@@ -279,7 +286,12 @@ def test_negative_item_na_is_reported_not_waived_silently() -> None:
     with FakeOpenAIServer() as srv:
         srv.handler = lambda body: '{"items": [{"id": "p", "met": true}]}'
         verdicts, _, info = run(judge_once(make_judge(srv, retries=0), task, "x"))
-    assert verdicts["n"].na and "NA" in verdicts["n"].reason and info["na"] == 1
+    assert verdicts["n"].na and verdicts["n"].hit is None and "NA" in verdicts["n"].reason and info["na"] == 1
+    assert "no deduction" in verdicts["n"].reason
+    graded = score_items(task, verdicts).model_dump()
+    row = next(r for r in graded["items"] if r["id"] == "n")
+    assert row["na"] is True and row["hit"] is None  # reported as NA, never as "not hit"
+    assert graded["na"] == 1 and graded["expert_score"] == 1.0  # NA counts 0, as upstream
 
 
 # ---------------------------------------------------------------------------- votes
@@ -438,13 +450,14 @@ def test_judge_usage_is_counted_and_kept_apart_from_the_agent() -> None:
     assert out.score == pytest.approx(8 / 13)
 
 
-def test_human_labels_travel_in_the_judge_info() -> None:
+def test_task_file_labels_stay_out_of_a_runs_judge_info() -> None:
+    """Labels in a task file describe the answers stored beside them, not this run's answer."""
     items = [RubricItem(id="1", text="Item one.", weight=5, tag="FI", human_labels={"r1": True, "r2": False}),
              RubricItem(id="2", text="Item two.", weight=3, tag="AR")]
     with FakeOpenAIServer() as srv:
         srv.handler = answer_all({"1": True, "2": True})
         _, _, info = run(judge_once(make_judge(srv), make_task(items=items), "x"))
-    assert info["human_labels"] == {"1": {"r1": True, "r2": False}}
+    assert "human_labels" not in info
 
 
 # ---------------------------------------------------------------------------- the answer is data

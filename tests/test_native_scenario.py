@@ -245,6 +245,11 @@ REFUSALS: list[tuple[str, Any, str, str, str]] = [
      "npcs.0.name", "variant 'base'"),
     ("stakeholders not JSON", _write("people.json", '{"npcs": [}'), "people.json", "scenario.stakeholders",
      "does not parse"),
+    ("misspelt stakeholder field", _write("people.json", '{"npcs": [{"id": "o", "name": "O", "role": "Owner", '
+                                                         '"topics": [{"id": "t", "answer": "a", "tirggers": ["x"]}]}]}'),
+     "people.json", "npcs[0].topics[0].tirggers", "unknown field(s) in the stakeholder spec"),
+    ("unknown top-level stakeholder field", _write("people.json", '{"npcs": [{"id": "o", "name": "O"}], "matchr": "llm"}'),
+     "people.json", "matchr", "unknown field"),
     ("duplicate variant", _set("scenario.variants", [{"name": "base", "params": {"target": 7, "who": "A"}}] * 2),
      "task.yaml", "scenario.variants[1].name", "duplicate variant"),
     ("bad variant name", _set("scenario.variants", [{"name": "a/b", "params": {"target": 7, "who": "A"}}]),

@@ -177,7 +177,7 @@ def report(
     json_out: Annotated[Path | None, typer.Option("--json", help="write the report JSON")] = None,
     csv_out: Annotated[Path | None, typer.Option("--csv", help="write one CSV row per run")] = None,
     runs: Annotated[bool, typer.Option("--runs", help="also print every run")] = False,
-    labels: Annotated[Path | None, typer.Option("--labels", help="human labels (JSON lines: task_id, item_id, met[, labeller, agent, epoch, run_id]) for judge-human agreement")] = None,
+    labels: Annotated[Path | None, typer.Option("--labels", help="human labels of this campaign's runs (JSON lines: run_id, task_id, item_id, met[, labeller]) for judge-human agreement on the same answers")] = None,
 ) -> None:
     """Leaderboard and breakdowns from the store."""
     from assay.config import load_config, store_url
@@ -216,6 +216,37 @@ def report(
         from assay.report.html import write_html
 
         write_html(rep, html)
+
+
+@app.command()
+def calibrate(
+    paths: Annotated[list[Path], typer.Argument(help="task files or folders holding answers people scored")],
+    judge: Annotated[list[str] | None, typer.Option("--judge", help="judge model spec or alias; repeatable (each is measured on its own)")] = None,
+    judge_mode: Annotated[str, typer.Option(help="batched|per-item")] = "batched",
+    store: Annotated[str | None, typer.Option(help="store URL (judge calls are cached there)")] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="write the calibration JSON (assay.calibration/1)")] = None,
+) -> None:
+    """Measure a judge against people: judge the answers stored in the task files, compare with their human scores."""
+    from assay.campaign.service import calibrate_files
+    from assay.report.table import calibration_table
+
+    try:
+        result = asyncio.run(calibrate_files(paths, judge or [], mode=judge_mode, store=store))
+    except InputError as e:
+        _fail(e)
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+    cal = result.model_dump(mode="json", by_alias=True)
+    out.print(calibration_table(cal))
+    for miss in result.unmatched:
+        sys.stderr.write(f"note: labels for {miss}, but the file holds no such answer (left out)\n")
+    failed = [f for j in result.judges for f in j.failed]
+    for f in failed:
+        sys.stderr.write(f"not judged: {f}\n")
+    if json_out is not None:
+        _write_json(json_out, cal)
+    if failed:
+        raise typer.Exit(1)
 
 
 @app.command()

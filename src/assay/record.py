@@ -224,6 +224,8 @@ class CaseGrade(BaseModel):
     discovery: Discovery = Field(default_factory=Discovery)
     handover: list[str] = Field(default_factory=list)  # the deliverables/ texts, read safely
     router: str = ""
+    router_fallbacks: list[dict[str, str]] = Field(default_factory=list)  # routing a fallback decided
+    router_fallback_count: int = 0
     variant: str = ""
     level: str | None = None
     llm: dict[str, Any] | None = None
@@ -269,7 +271,6 @@ class JudgeInfo(_GradePart):
     judges: list[str] = Field(default_factory=list)
     mode: str = "batched"
     repeats: int = 1
-    human_labels: dict[str, dict[str, bool]] = Field(default_factory=dict)  # item -> labeller -> met
 
 
 class RubricGrade(_GradePart):
@@ -286,8 +287,8 @@ class ScenarioGrade(_GradePart):
     FIELDS: ClassVar[tuple[str, ...]] = (
         "kpi", "kpi_baseline", "kpi_reference", "uplift", "uplift_adj", "incidents", "contact_cost",
         "questions_asked", "asked_by_person", "off_limits_contacts", "key_fact_coverage", "facts_obtained",
-        "gross", "net", "score", "solved", "router", "variant", "level", "grader", "framing", "probe_flags",
-        "llm", "llm_cost_usd")
+        "gross", "net", "score", "solved", "router", "router_fallbacks", "router_fallback_count", "variant", "level",
+        "grader", "framing", "probe_flags", "llm", "llm_cost_usd")
     kpi: float
     kpi_baseline: float
     kpi_reference: float
@@ -305,6 +306,8 @@ class ScenarioGrade(_GradePart):
     score: float = 0.0
     solved: bool = False
     router: str = ""
+    router_fallbacks: list[dict[str, str]] = Field(default_factory=list)  # each routing decision a fallback made
+    router_fallback_count: int = 0
     variant: str = ""
     level: str | None = None
     grader: dict[str, Any] = Field(default_factory=dict)

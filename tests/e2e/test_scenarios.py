@@ -355,12 +355,42 @@ def test_llm_routing_through_a_model_spec(tmp_path: Path) -> None:
                   "--router-model", "router", "-q", cwd=tmp_path, timeout=600)
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
         assert srv.requests, "the routing model was never asked"
-    (run,) = report(tmp_path)["runs"]
+    rep = report(tmp_path)
+    (run,) = rep["runs"]
     assert run["grade"]["router"] == "llm->LLMRouter"
     assert "F_target" in run["grade"]["facts_obtained"]
+    assert run["grade"]["router_fallbacks"] == [] and rep["agents"][0]["scenario"]["router_fallbacks"] == 0
     # A bad routing choice is refused up front.
     r = assay("run", str(TINY), "--task", "tiny-case/base", "--agent", "noop", "--routing", "telepathy",
               cwd=tmp_path)
     assert r.returncode == 2 and "--routing" in r.stderr
     r = assay("run", str(TINY), "--task", "tiny-case/base", "--agent", "noop", "--routing", "llm", cwd=tmp_path)
     assert r.returncode == 2 and "--router-model" in r.stderr
+
+
+def test_llm_router_failures_fall_back_on_the_record(tmp_path: Path) -> None:
+    """A routing model that fails: lexical routing answers, and every fallback is on the run and
+    counted in the report (it can change which facts the agent gets)."""
+    from tests.fakes import fault
+    from tests.fakes.openai_server import FakeOpenAIServer
+    from tests.helpers import model_alias
+
+    os.chmod(tmp_path, 0o711)
+    script = [_cmd('bin/ask owner "Which target figure should the function return?"'), {"say": "asked"}]
+    spec = _write_script(tmp_path / "llm.jsonl", script)
+    with FakeOpenAIServer(default=fault(500)) as srv:
+        model_alias(tmp_path, "router", "openai", srv.url)
+        r = assay("run", str(TINY), "--task", "tiny-case/base", "--agent", spec, "--routing", "llm",
+                  "--router-model", "router", "-q", cwd=tmp_path, timeout=600)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        assert srv.requests, "the routing model was never asked"
+    rep = report(tmp_path)
+    (run,) = rep["runs"]
+    fallbacks = run["grade"]["router_fallbacks"]
+    assert fallbacks and fallbacks[0]["call"] == "match" and fallbacks[0]["person"] == "owner"
+    assert "lexical routing after" in fallbacks[0]["reason"] and "500" in fallbacks[0]["reason"]
+    assert run["grade"]["router_fallback_count"] == len(fallbacks)
+    block = rep["agents"][0]["scenario"]
+    assert block["router_fallbacks"] == len(fallbacks) and block["runs_with_router_fallbacks"] == 1
+    r = assay("show", run["run_id"], cwd=tmp_path)
+    assert "decided by a fallback" in r.stdout

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -23,6 +24,7 @@ from assay.config import Config, load_config, settings, store_url
 from assay.env.net.gateway import GATEWAY_MODEL_ENV, gateway_model_spec, resolve_upstream
 from assay.env.sandbox import bwrap_available
 from assay.errors import InputError, InvalidTasks
+from assay.grade.calibration import Calibration, calibrate, labelled_answers
 from assay.grade.grader import needs_judge
 from assay.grade.judge import Judge
 from assay.llm.resolve import resolve_model
@@ -170,3 +172,36 @@ async def run_prepared(prepared: PreparedCampaign, *, console: Console | None = 
     keys = {p.key.digest for p in prepared.plan.runs}
     runs = [r for r in store.runs(prepared.options.campaign) if r.key.digest in keys]
     return result, build_report(prepared.options.campaign, runs, skipped=prepared.skipped)
+
+
+async def calibrate_files(paths: list[Path], judge_specs: list[str], *, mode: str = "batched",
+                          store: str | None = None) -> Calibration:
+    """`assay calibrate`: each judge against the human scores stored in the task files.
+
+    InputError (exit 2) for a bad task file or judge spec, or when no file holds an answer
+    people scored; judge calls are cached in the store like a campaign's."""
+    config = load_config()
+    found = find_tasks(paths)
+    if found.invalid:
+        raise InvalidTasks(found.invalid)
+    if not judge_specs:
+        raise InputError(None, "--judge", "calibrate needs at least one --judge MODEL")
+    if mode not in ("batched", "per-item"):
+        raise InputError(None, "--judge-mode", f"{mode!r} is not batched or per-item")
+    labelled = sum(len(labelled_answers(t)[0]) for t in found.tasks)
+    if not labelled:
+        raise InputError(None, "PATH", "no task here holds an answer people scored (OneMillion-Bench "
+                                       "model_response with rubric scores response_<i>_human_score_<k>, or "
+                                       "native human_labels with a reference answer)")
+    judges = [Judge.from_specs([spec], config, mode=mode) for spec in judge_specs]
+    url = store_url(store, config)
+    _check_store_url(url)
+    cache = Store(url)
+    for j in judges:
+        j.cache = cache
+    try:
+        return await calibrate(found.tasks, judges)
+    finally:
+        for j in judges:
+            await j.aclose()
+        cache.close()

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from assay import fs
-from assay.errors import ProviderError
+from assay.errors import GraderError, ProviderError
 from assay.grade.contract_grading import ARTIFACT_CHARS as JUDGE_FILE_CHARS
 from assay.grade.inputs import GradeInput, JudgeService
 from assay.grade.numbers import Number, find_numbers
@@ -838,9 +838,8 @@ async def _ask_meta(judge: JudgeService, prompt: str) -> tuple[tuple[bool, str] 
     for attempt in range(META_RETRIES + 1):
         try:
             text, u = await judge.ask_raw(META_SYSTEM, prompt, attempt=attempt)
-        except ProviderError as e:
-            errors.append(f"attempt {attempt + 1}: provider error: {e.reason}")
-            return None, usage, errors, attempt + 1
+        except ProviderError as e:  # the client has already retried: the run is void, as every judge failure
+            raise GraderError(f"meta-judge {judge.name}: provider error: {e.reason}") from None
         usage = usage + u
         try:
             return _supported(text), usage, errors, attempt + 1

@@ -41,7 +41,8 @@ missing), and as a fallback on prose the last `total: x` (or `overall`/`final`, 
 `score: x`) in the text. The total is capped to
 [0, 1]; a total in (1, 100] is read as a percentage (divided by 100) when the criterion
 scores look like percentages too (none given, or some above 1 and all within [0, 100]),
-otherwise it is capped at 1 as upstream does. An unparseable reply is asked again (up to
+otherwise it is capped at 1 as upstream does; either is stated in the grade
+(`grade.judge.read_as_percent` / `capped`, with the judge's own `judge_total`). An unparseable reply is asked again (up to
 2 retries, each a fresh call); if it stays unparseable the grade raises GraderError, never
 a silent 0. A judge provider failure also raises GraderError.
 
@@ -501,12 +502,19 @@ def parse_judge_reply(text: str) -> dict[str, Any]:
     if total is None:
         raise ValueError("no scores/total in the reply")
     vals = list(scores.values())
+    said = total
+    scale: dict[str, Any] = {}
     if 1.0 < total <= 100.0 and (not vals or (max(vals) > 1.0 and all(0 <= v <= 100 for v in vals))):
         total /= 100.0
         scores = {k: v / 100.0 for k, v in scores.items()}
+        scale["read_as_percent"] = True  # the grade says when the judge's number was rescaled
+    if not 0.0 <= total <= 1.0:
+        scale["capped"] = True
     total = min(1.0, max(0.0, total))
     scores = {k: min(1.0, max(0.0, v)) for k, v in scores.items()}
-    return {"scores": scores, "total": total, "notes": notes}
+    if scale:
+        scale["judge_total"] = said
+    return {"scores": scores, "total": total, "notes": notes, **scale}
 
 
 async def judge_contract(inp: GradeInput, transcript: list[dict[str, Any]]) -> tuple[dict[str, Any], UsageCost]:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from assay.config import Config
-from assay.errors import ProviderError
+from assay.errors import GraderError, ProviderError
 from assay.grade.rubric import ItemVerdict
 from assay.grade.untrusted import ANSWER_CHARS, Cut, boundary, cut_text, fence, untrusted_note
 from assay.llm.jsonrepair import json_candidates
@@ -342,9 +342,8 @@ class Judge:
             key = self.cache_key(model, repeat, attempt, system, prompt)
             try:
                 text, cached = await self._call(model, key, prompt, system, usage)
-            except ProviderError as e:
-                errors.append(f"{model.spec.spec}: provider error: {e.reason}")
-                break  # the client has already retried; the items left are NA for this voter
+            except ProviderError as e:  # the client has already retried: the run is void
+                raise GraderError(f"judge {model.spec.spec}: provider error: {e.reason}") from None
             try:
                 parsed = parse_batched(text, [it.id for it in missing])
             except ValueError as e:
@@ -366,9 +365,8 @@ class Judge:
             key = self.cache_key(model, repeat, attempt, system, prompt)
             try:
                 text, cached = await self._call(model, key, prompt, system, usage)
-            except ProviderError as e:
-                errors.append(f"{model.spec.spec}: item {it.id}: provider error: {e.reason}")
-                return None
+            except ProviderError as e:  # the client has already retried: the run is void
+                raise GraderError(f"judge {model.spec.spec}: item {it.id}: provider error: {e.reason}") from None
             try:
                 verdict = parse_item(text)
             except ValueError as e:
@@ -406,8 +404,10 @@ class Judge:
             answers = [v[it.id] for v in votes if it.id in v]
             if not answers:
                 na += 1
-                verdicts[it.id] = ItemVerdict(id=it.id, weight=it.weight, tag=it.tag, hit=False, na=True, check=False,
-                                              reason="NA: no judge answered this item after retries")
+                penalty = " (a negative item: no deduction, as upstream counts NA as 0)" if it.weight < 0 else ""
+                verdicts[it.id] = ItemVerdict(id=it.id, weight=it.weight, tag=it.tag, hit=None, na=True, check=False,
+                                              reason=f"NA: no judge reply could be read for this item after "
+                                                     f"retries{penalty}")
                 tallies[it.id] = [0, 0]
                 continue
             c = Counter(m for m, _ in answers)
@@ -431,7 +431,4 @@ class Judge:
         }
         if shown.cut.was_cut:
             info["answer_cut"] = shown.cut.info()
-        human = {it.id: dict(it.human_labels) for it in items if it.human_labels}
-        if human:
-            info["human_labels"] = human
         return verdicts, total, info

@@ -44,11 +44,17 @@ def _free_tag(tags: list[str]) -> str | None:
     return next((t for t in tags if t.startswith("axis:")), tags[0] if tags else None)
 
 
+def _awarded(item: RubricItem, verdict: ItemVerdict) -> float:
+    """Points an item gives: its weight when met. An NA item (no readable verdict) gives 0, as
+    upstream counts NA; it stays `hit: null, na: true` in the grade, never a silent "not hit"."""
+    return item.weight if verdict.hit and not verdict.na else 0.0
+
+
 def score_items(task: Task, verdicts: dict[str, ItemVerdict]) -> RubricGrade:
     """Expert score (or HealthBench's unclipped per-example score) and per-tag scores."""
     assert task.rubric is not None
     items = task.rubric.items
-    awarded = [it.weight if verdicts[it.id].hit else 0.0 for it in items]
+    awarded = [_awarded(it, verdicts[it.id]) for it in items]
     weights = [it.weight for it in items]
     if task.rubric.scoring == "unclipped_mean":
         score = metrics.unclipped_score(awarded, weights)

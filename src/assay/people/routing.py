@@ -343,6 +343,18 @@ class Router(ABC):
     name = "router"
     blocking = False  # True when a call may wait on a model: the server runs it off the event loop
     requires_all = False
+    MAX_FALLBACKS_KEPT = 100
+
+    def __init__(self) -> None:
+        self.fallbacks: list[dict[str, str]] = []  # each time this router's own method gave way to another
+        self.fallback_count = 0
+
+    def note_fallback(self, call: str, reason: str, *, person: str = "") -> None:
+        """Record that `call` was decided by a fallback: it can change which facts the agent
+        gets, so every one is kept on the run (the first MAX_FALLBACKS_KEPT in full)."""
+        self.fallback_count += 1
+        if len(self.fallbacks) < self.MAX_FALLBACKS_KEPT:
+            self.fallbacks.append({"call": call, "person": person, "reason": reason[:300]})
 
     @abstractmethod
     def match(self, question: str, person: Npc, topics: Sequence[Topic]) -> list[str]:
@@ -370,6 +382,7 @@ class RegexRouter(Router):
     name = "regex"
 
     def __init__(self, *, requires_all: bool = False) -> None:
+        super().__init__()
         self.requires_all = requires_all
 
     def match(self, question: str, person: Npc, topics: Sequence[Topic]) -> list[str]:
@@ -404,6 +417,7 @@ class LexicalRouter(Router):
 
     def __init__(self, *, min_score: float = MIN_SCORE, relative: float = RELATIVE,
                  requires_all: bool = False) -> None:
+        super().__init__()
         self.min_score = min_score
         self.relative = relative
         self.requires_all = requires_all
@@ -587,6 +601,7 @@ class LLMRouter(Router):
 
     def __init__(self, client: ModelClient, *, timeout_s: float = 120.0, max_tokens: int = 300,
                  fallback: Router | None = None) -> None:
+        super().__init__()
         self.client = client
         self.timeout_s = timeout_s
         self.max_tokens = max_tokens
@@ -613,6 +628,7 @@ class LLMRouter(Router):
         prompt = ROUTER_PROMPT.format(name=person.name, role=person.role or "staff", topics=lines,
                                       k=MAX_TOPICS_PER_MESSAGE, question=question)
         valid = {t.id for t in topics}
+        errors: list[str] = []
         for _attempt in range(2):
             try:
                 d = self._ask_json(prompt)
@@ -624,22 +640,29 @@ class LLMRouter(Router):
                     if isinstance(i, str) and i in valid and i not in ids:
                         ids.append(i)
                 return ids[:MAX_TOPICS_PER_MESSAGE]
-            except Exception:  # provider error, timeout, unparsable reply: try once more
+            except Exception as exc:  # provider error, timeout, unparsable reply: try once more
                 self.failures += 1
+                errors.append(f"{type(exc).__name__}: {exc}")
+        self.note_fallback("match", f"{self.fallback.name} routing after: {'; '.join(errors)}", person=person.id)
         return self.fallback.match(question, person, topics)
 
     def gate(self, question: str, condition: str) -> bool:
         prompt = GATE_PROMPT.format(condition=condition, question=question)
         answered = False
+        errors: list[str] = []
         for _attempt in range(2):  # judged up to twice: a wrong "no" is the costlier error
             try:
                 d = self._ask_json(prompt)
                 answered = True
                 if isinstance(d, dict) and d.get("met") is True:
                     return True
-            except Exception:
+            except Exception as exc:  # provider error, timeout, unparsable reply
                 self.failures += 1
-        return False if answered else self.fallback.gate(question, condition)
+                errors.append(f"{type(exc).__name__}: {exc}")
+        if answered:
+            return False
+        self.note_fallback("gate", f"{self.fallback.name} gate after: {'; '.join(errors)}")
+        return self.fallback.gate(question, condition)
 
     def close(self) -> None:
         if self._loop is not None:

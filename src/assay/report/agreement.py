@@ -1,21 +1,18 @@
 """Judge agreement: between repeated judge votes, and between the judge and people.
 
-Judge-human agreement pairs the judge's verdict on an item of a run with a person's verdict
-on the same item. Human verdicts come from the task (`RubricItem.human_labels`:
-OneMillion-Bench `scores` fields, native `human_labels`), which the judge copies into the
-run's `grade.judge_info.human_labels`, or from a labels file (`load_labels`). Only items the
-judge graded count (not machine checks, not NA items).
+A person's label describes one answer, so judge-human agreement in a report compares the
+judge's verdict on an item of a run with a person's verdict on that same run's answer. Those
+labels come from a labels file (`load_labels`) whose rows name the run they were given for
+(`run_id`, or an unambiguous prefix of it, as `assay show` takes). Labels stored in task
+files describe the answers stored beside them (OneMillion-Bench `response_<i>`, a native
+task's reference answer), not assay's runs: `assay calibrate` compares the judge with those
+(`assay.grade.calibration`). Only items the judge graded count (not machine checks, not NA).
 
 Per domain the report gives `n` (pairs), `raw_agreement` (share of pairs where the judge and
 the person agree on met / not met) and `pearson_r`, `p_value`: Pearson's r, two-sided p,
 over the points each side awards per pair (the item's weight when met, 0 when not), as
 OneMillion-Bench compares auto and human scores; null when r is undefined (fewer than 3
 pairs, or one side constant).
-
-A label describes one answer. Labels in a task file were given to the answer their source
-labelled (for OneMillion-Bench, the upstream `response_<i>`), so the comparison is like for
-like when the run gives that answer (e.g. a script agent replaying it); labels in a labels
-file can name the agent, epoch or run they were given for.
 """
 
 from __future__ import annotations
@@ -46,9 +43,10 @@ def _bool(v: Any, file: Path, where: str) -> bool:
 
 def load_labels(path: Path) -> list[dict[str, Any]]:
     """A labels file: JSON lines (or one JSON array) of
-    `{"task_id", "item_id", "met", "labeller"?, "agent"?, "epoch"?, "run_id"?}`.
+    `{"run_id", "task_id", "item_id", "met", "labeller"?}`.
 
     `met` is a boolean, yes/no, or a number (non-zero = met, as OneMillion-Bench scores).
+    `run_id` (or a prefix of at least 6 characters) names the run whose answer was labelled.
     """
     path = Path(path)
     try:
@@ -72,47 +70,38 @@ def load_labels(path: Path) -> list[dict[str, Any]]:
         for key in ("task_id", "item_id", "met"):
             if key not in row:
                 raise InputError(path, f"{where}.{key}", f"missing {key}")
+        run_id = row.get("run_id")
+        if not isinstance(run_id, str) or len(run_id.strip()) < 6:
+            raise InputError(path, f"{where}.run_id", "a label must name the run whose answer it judged (run_id, "
+                                                      "at least 6 characters): agreement is measured on the same "
+                                                      "answers only; labels of answers stored in task files are "
+                                                      "for `assay calibrate`")
         out.append({"task_id": str(row["task_id"]), "item_id": str(row["item_id"]),
                     "met": _bool(row["met"], path, f"{where}.met"),
-                    "labeller": str(row.get("labeller", f"file_{i}")),
-                    "agent": row.get("agent"), "epoch": row.get("epoch"), "run_id": row.get("run_id")})
+                    "labeller": str(row.get("labeller", f"file_{i}")), "run_id": run_id.strip()})
     return out
 
 
 def _file_labels(r: RunRecord, labels: list[dict[str, Any]]) -> dict[str, dict[str, bool]]:
+    """item -> labeller -> met, for the labels given to this run's answer."""
     got: dict[str, dict[str, bool]] = defaultdict(dict)
     for lab in labels:
-        if lab["task_id"] != r.key.task_id:
-            continue
-        if lab.get("agent") not in (None, r.key.agent):
-            continue
-        if lab.get("epoch") not in (None, r.key.epoch):
-            continue
-        if lab.get("run_id") not in (None, r.run_id) and not r.run_id.startswith(str(lab["run_id"])):
-            continue
-        got[lab["item_id"]][lab["labeller"]] = lab["met"]
+        if lab["task_id"] == r.key.task_id and r.run_id.startswith(lab["run_id"]):
+            got[lab["item_id"]][lab["labeller"]] = lab["met"]
     return got
 
 
-def human_pairs(runs: Iterable[RunRecord], labels: list[dict[str, Any]] | None = None
-                ) -> dict[str, list[tuple[bool, bool, float]]]:
+def human_pairs(runs: Iterable[RunRecord], labels: list[dict[str, Any]]) -> dict[str, list[tuple[bool, bool, float]]]:
     """(judge met, human met, weight) per pair, by domain."""
     out: dict[str, list[tuple[bool, bool, float]]] = defaultdict(list)
     for r in runs:
-        if r.status != "done":
+        if r.status != "done" or r.grade.rubric is None:
             continue
-        rubric = r.grade.rubric
-        if rubric is None:
-            continue
-        info = rubric.judge_info
-        human: dict[str, dict[str, bool]] = {k: dict(v) for k, v in (info.human_labels if info else {}).items()}
-        if labels:
-            for item_id, by in _file_labels(r, labels).items():
-                human.setdefault(item_id, {}).update(by)
+        human = _file_labels(r, labels)
         if not human:
             continue
         domain = str(r.task_meta.get("domain") or "unknown")
-        for it in rubric.items:
+        for it in r.grade.rubric.items:
             if it.check or it.na or it.hit is None or it.id not in human:
                 continue
             for met in human[it.id].values():
@@ -137,6 +126,8 @@ def agreement_stats(pairs: list[tuple[bool, bool, float]]) -> dict[str, Any]:
 def human_agreement(runs: Iterable[RunRecord], labels: list[dict[str, Any]] | None = None
                     ) -> dict[str, dict[str, Any]]:
     """`{domain: {pearson_r, p_value, raw_agreement, n}}`, only domains with labelled pairs."""
+    if not labels:
+        return {}
     return {d: agreement_stats(p) for d, p in sorted(human_pairs(runs, labels).items()) if p}
 
 

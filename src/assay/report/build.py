@@ -6,7 +6,8 @@ Additions to the SPEC's keys (documented here and in docs):
 - each agent summary: `judge {agreement, na, votes, runs, items, mode, judges}` where any run
   was judged (`agreement`: share of judged items on which every vote agreed; `na`: items no
   judge could answer, counted 0); `human_agreement {domain: {pearson_r, p_value,
-  raw_agreement, n}}` where human labels exist (see `assay.report.agreement`);
+  raw_agreement, n}}` where a labels file (`--labels`) labels the runs' own answers (see
+  `assay.report.agreement`);
   `pass_at_k`, `pass_hat_k` averaged over tasks;
 - top level: `tasks`, one row per (agent, task, level, options) with the epochs run, passes,
   mean score, `pass_at_k` and `pass_hat_k` for k = 1..n; `search_delta {agent: delta}`: for
@@ -190,6 +191,9 @@ def agent_summary(agent: str, runs: list[RunRecord], labels: list[dict[str, Any]
             "solved": sum(1 for _r, sg in scen if sg.solved),
             "uplift_gross": _mean([sg.uplift_adj for _r, sg in scen]),
             "contact_cost": _mean([sg.contact_cost for _r, sg in scen]),
+            # Routing decided by a fallback (an LLM router that failed): it can change the facts given.
+            "router_fallbacks": sum(sg.router_fallback_count for _r, sg in scen),
+            "runs_with_router_fallbacks": sum(1 for _r, sg in scen if sg.router_fallback_count),
         }
     blocks = [(k, summary[k][field]) for k, field in (("rubric", "expert_score"), ("scenario", "mean_s"),
                                                       ("contract", "accuracy")) if k in summary]

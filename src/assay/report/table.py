@@ -105,3 +105,17 @@ def curation_tables(result: CurationResult, zero_eps: float) -> list[Table]:
             bal.add_row(axis, Text(name), str(c.before), str(c.after))
     tables.append(bal)
     return tables
+
+
+def calibration_table(cal: dict[str, Any]) -> Table:
+    """`assay calibrate`: per judge, overall and per domain, the judge against the people."""
+    table = Table(title=Text(f"assay calibrate · {cal['answers']} answers people scored"))
+    for col in ("judge", "domain", "answers", "items", "agreement", "pearson r", "p", "NA"):
+        table.add_column(col, justify="right" if col not in ("judge", "domain") else "left")
+    for j in cal["judges"]:
+        rows = [("overall", j["overall"]), *sorted(j["domains"].items())]
+        for i, (domain, a) in enumerate(rows):
+            table.add_row(Text(j["judge"] if i == 0 else ""), Text(domain), str(a["n_responses"]), str(a["n_items"]),
+                          _pct(a["item_agreement"]), _num(a["pearson_r"]),
+                          "-" if a["p_value"] is None else f"{a['p_value']:.3g}", str(a["na"]))
+    return table

@@ -59,7 +59,7 @@ from assay.env.sandbox import bwrap_available
 from assay.errors import GraderError, HarnessError
 from assay.llm.resolve import Model, resolve_model
 from assay.people.ledger import LOG_RELPATH, Ledger
-from assay.people.routing import make_router
+from assay.people.routing import Router, make_router
 from assay.people.server import SOCKET_NAME as ASK_SOCKET
 from assay.people.server import StakeholderServer, install_clients
 from assay.people.world import StakeholderWorld
@@ -139,6 +139,7 @@ class ScenarioRun:
         self.world: StakeholderWorld | None = None
         self.ledger: Ledger | None = None
         self.router_name = ""
+        self.router: Router | None = None
         self._services: dict[str, dict[str, Any]] = {}
         self.gateway: LLMGateway | None = None
         self._relays: list[Relay] = []  # dev-phase relays (services; gateway TCP without a sandbox)
@@ -263,6 +264,9 @@ class ScenarioRun:
             if matcher == "llm" and router_model else None
         router = make_router(matcher, client=client, embed_model=_embed_model() if matcher == "embedding" else None)
         self.router_name = f"{matcher}->{type(router).__name__}"
+        if matcher == "llm" and client is None:
+            router.note_fallback("all", "the llm matcher needs --router-model: lexical routing for the whole run")
+        self.router = router
         self._prepare_log()
         transcript = self.transcript
 
@@ -512,9 +516,15 @@ class DeliveredCopy:
         if not out.get("ok"):
             raise GraderError(f"{run.spec.case.name}/{run.spec.files.get('grader')}: {out.get('error', 'failed')}")
         llm, llm_cost = self._llm_fields()
+        if run.router is not None and run.router.fallback_count and run.transcript is not None:
+            first = run.router.fallbacks[0]
+            run.transcript.harness(f"stakeholder routing was decided by a fallback {run.router.fallback_count} "
+                                   f"time(s); first: {first['call']}: {first['reason']}")
         return CaseGrade(result=out["result"], attempts=attempt, seconds=round(time.monotonic() - t0, 3),
                          integrity=integrity, discovery=run.discovery(), handover=self._handover(),
-                         router=run.router_name, variant=run.spec.variant, level=run.level, llm=llm,
+                         router=run.router_name, router_fallbacks=list(run.router.fallbacks) if run.router else [],
+                         router_fallback_count=run.router.fallback_count if run.router else 0,
+                         variant=run.spec.variant, level=run.level, llm=llm,
                          llm_cost_usd=llm_cost)
 
     async def _prod_endpoints(self, prod_dir: Path | None, ctx: dict[str, Any]

@@ -58,7 +58,7 @@ def content_hash(task: Task, digests: dict[str, str] | None = None) -> str:
     `digests` caches the digest of each file or folder by host path, for readers that make
     several tasks from one folder (the variants of a scenario share their case folder)."""
     h = hashlib.sha256()
-    data = task.model_dump(mode="json", exclude={"content_hash", "origin"})
+    data = task.model_dump(mode="json", exclude={"content_hash", "origin", "responses"})
     h.update(json.dumps(_strip_paths(data), sort_keys=True, ensure_ascii=False, default=str)
              .encode("utf-8", "surrogatepass"))
     cache = digests if digests is not None else {}

@@ -262,6 +262,10 @@ class Task(BaseModel):
     requirements: list[str] = Field(default_factory=list)
     tags: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    responses: dict[str, str] = Field(default_factory=dict)
+    """Answers stored in the task file (OneMillion-Bench `model_response`, by `response_<i>`),
+    which people scored item by item: what `assay calibrate` grades. Not part of the task's
+    content: left out of its hash and never shown to an agent."""
     content_hash: str = ""
 
     @property

@@ -179,6 +179,23 @@ class NpcSpec(_Tolerant):
     def person(self, pid: str) -> Npc | None:
         return next((n for n in self.npcs if n.id == pid), None)
 
+    def unknown_fields(self) -> list[str]:
+        """Paths of the keys no model here declares (`npcs[0].topics[2].tirggers`): FDE-Gym
+        files keep upstream's other keys, a native scenario's spec is refused for them."""
+        return _extra_paths(self, "")
+
+
+def _extra_paths(m: BaseModel, where: str) -> list[str]:
+    out = [f"{where}.{k}" if where else k for k in (m.model_extra or {})]
+    for name, info in type(m).model_fields.items():
+        key = f"{where}.{info.alias or name}" if where else (info.alias or name)
+        value = getattr(m, name)
+        if isinstance(value, BaseModel):
+            out += _extra_paths(value, key)
+        elif isinstance(value, list):
+            out += [p for i, v in enumerate(value) if isinstance(v, BaseModel) for p in _extra_paths(v, f"{key}[{i}]")]
+    return out
+
 
 # --------------------------------------------------------------------------- loading
 

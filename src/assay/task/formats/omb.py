@@ -11,8 +11,11 @@ array into virtual files `<stem>_<idx>.json`). Fields, with the aliases upstream
   Chinese names, or FI/AR/IF/SF), and optional human `scores`
   (`{"response_1_human_score_1": 10}`: a non-zero score means the item was met).
 
-Results upstream writes back into the file (`model_response`, `rubric_auto_score`,
-`judge_cot`, `rubric_auto_vs_human`) are ignored and do not enter the content hash.
+Results upstream writes back into the file (`rubric_auto_score`, `judge_cot`,
+`rubric_auto_vs_human`) are ignored. The stored answers (`model_response.model_response_<i>
+.response_text`) are kept as `Task.responses["response_<i>"]` for `assay calibrate`, which
+compares a judge's verdicts on them with the human `scores`; they never reach an agent and
+do not enter the content hash.
 
 Mapping: id = `case_id`, else the first of `uuid`/`UUID`/`caseId`/`id`, else the file stem
 (`STEM_INDEX` for array elements, 0-based, as upstream's virtual file names). Rubric item
@@ -103,6 +106,27 @@ def _human_labels(raw: Any, file: Path, field: str) -> dict[str, bool]:
             out[str(key)] = False
         else:
             raise InputError(file, f"{field}.{key}", f"human score {v!r} is not a number")
+    return out
+
+
+_RESPONSE_KEY = re.compile(r"^model_response_(\d+)$")
+
+
+def _stored_responses(raw: Any, file: Path, field: str) -> dict[str, str]:
+    """Upstream's `model_response.model_response_<i>.response_text`, as `{"response_<i>": text}`:
+    the answers its human scores (`response_<i>_human_score_<k>`) were given to."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise InputError(file, field, "model_response must be an object of model_response_<i> -> {response_text}")
+    out: dict[str, str] = {}
+    for key, entry in raw.items():
+        m = _RESPONSE_KEY.match(str(key))
+        if m is None:
+            raise InputError(file, f"{field}.{key}", "a stored response's key must be model_response_<i>")
+        if not isinstance(entry, dict) or not isinstance(entry.get("response_text"), str):
+            raise InputError(file, f"{field}.{key}.response_text", "a stored response needs response_text (text)")
+        out[f"response_{int(m.group(1))}"] = entry["response_text"]
     return out
 
 
@@ -229,6 +253,7 @@ def _read_record(path: Path, rec: Any, idx: int | None) -> Task:  # noqa: C901 (
         rubric=Rubric(items=items),
         tags=tags,
         metadata={"value_keys": value_keys, "file_stem": stem, "tags": tags, "omb_index": idx},
+        responses=_stored_responses(rec.get("model_response"), path, f"{prefix}model_response"),
     )
     try:
         validate_task(task, path)

@@ -57,10 +57,16 @@ def render(text: str, params: dict[str, Any], file: Path | str, variant: str, fi
     return PLACEHOLDER.sub(sub, text)
 
 
-def _npcs(path: Path, params: dict[str, Any], variant: str, field: str | None) -> NpcSpec:
-    """The variant's stakeholder spec; every way it can be bad is an InputError naming the file."""
+def _npcs(path: Path, params: dict[str, Any], variant: str, field: str | None, *, strict: bool) -> NpcSpec:
+    """The variant's stakeholder spec; every way it can be bad is an InputError naming the file.
+    `strict` (native scenarios): a key the schema does not declare is refused, as in every native file."""
     try:
-        return load_npcs(path, params)
+        spec = load_npcs(path, params)
+        unknown = spec.unknown_fields() if strict else []
+        if unknown:
+            shown = ", ".join(unknown[:5]) + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
+            raise InputError(path, unknown[0], f"unknown field(s) in the stakeholder spec: {shown}")
+        return spec
     except ValidationError as e:
         first = e.errors()[0]
         loc = ".".join(str(x) for x in first.get("loc", ()))
@@ -88,7 +94,7 @@ def variant_tasks(*, scenario_id: str, fmt: str, case: Path, variants: list[Vari
     for v in variants:
         filled = {lv: render(b.text, v.params, b.file, v.name, b.field) for lv, b in briefs.items() if lv in LEVELS}
         extra = render(rules_extra.text, v.params, rules_extra.file, v.name, rules_extra.field)
-        people = _npcs(npcs, v.params, v.name, npcs_field)
+        people = _npcs(npcs, v.params, v.name, npcs_field, strict=fmt == "native")
         lang = language or ("zh" if has_cjk(filled["L3"]) or (people.clock is not None and
                                                              (people.clock.lang or "").startswith("zh")) else "en")
         kpi_baseline = v.kpi_baseline if v.kpi_baseline is not None else (
