@@ -60,6 +60,21 @@ class PathError(ValueError):
     """A path the harness refuses to touch; the message says what and why."""
 
 
+@contextlib.contextmanager
+def _subdir(dir_fd: int, name: str) -> Iterator[int | None]:
+    """The folder `name` under `dir_fd`, opened without following a link (None when it is a
+    link now, or vanished: a tree being walked can change under the walker); closed after."""
+    try:
+        sub = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+    except OSError:
+        yield None
+        return
+    try:
+        yield sub
+    finally:
+        os.close(sub)
+
+
 class QuotaError(PathError):
     """A write refused for want of room: the workspace's disk quota or a file-size limit."""
 
@@ -412,14 +427,9 @@ def list_files(workspace: Path, rel: str = ".", max_entries: int = 2000, max_dep
                 if depth + 1 >= max_depth:
                     too_deep = True
                     continue
-                try:
-                    sub = os.open(e.name, _DIR_FLAGS, dir_fd=dfd)
-                except OSError:
-                    continue  # vanished or replaced meanwhile: list what is there
-                try:
-                    walk(sub, path + "/", depth + 1)
-                finally:
-                    os.close(sub)
+                with _subdir(dfd, e.name) as sub:
+                    if sub is not None:  # else vanished or replaced meanwhile: list what is there
+                        walk(sub, path + "/", depth + 1)
                 if truncated:
                     return
             else:
@@ -555,15 +565,12 @@ def _digest_dir(h: Any, dir_fd: int, prefix: str) -> None:
         rel = f"{prefix}/{e.name}" if prefix else e.name
         st = e.stat(follow_symlinks=False)
         if stat.S_ISDIR(st.st_mode):
-            try:
-                sub = os.open(e.name, _DIR_FLAGS, dir_fd=dir_fd)
-            except OSError:
-                h.update(f"gone:{rel}\0".encode("utf-8", "surrogateescape"))
-                continue
-            try:
-                _digest_dir(h, sub, rel)
-            finally:
-                os.close(sub)
+            with _subdir(dir_fd, e.name) as sub:
+                if sub is None:
+                    h.update(f"gone:{rel}\0".encode("utf-8", "surrogateescape"))
+                else:  # the folder is an entry itself: an empty one counts
+                    h.update(f"dir:{rel}\0".encode("utf-8", "surrogateescape"))
+                    _digest_dir(h, sub, rel)
         else:
             _digest_entry(h, dir_fd, e.name, rel, st)
 
@@ -840,14 +847,9 @@ def remove_unsafe(root: str | Path) -> list[tuple[str, str]]:
             elif stat.S_ISDIR(st.st_mode):
                 if depth >= 256:
                     continue
-                try:
-                    sub = os.open(e.name, _DIR_FLAGS, dir_fd=dfd)
-                except OSError:
-                    continue
-                try:
-                    walk(sub, rel + "/", depth + 1)
-                finally:
-                    os.close(sub)
+                with _subdir(dfd, e.name) as sub:
+                    if sub is not None:
+                        walk(sub, rel + "/", depth + 1)
             elif not stat.S_ISREG(st.st_mode):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(e.name, dir_fd=dfd)
@@ -901,14 +903,9 @@ def read_tree(workspace: Path, rel: str, *, max_file_bytes: int, max_files: int 
             if stat.S_ISDIR(st.st_mode):
                 if skip is not None and skip(e.name) or depth + 1 >= max_depth:
                     continue
-                try:
-                    sub = os.open(e.name, _DIR_FLAGS, dir_fd=dfd)
-                except OSError:
-                    continue
-                try:
-                    walk(sub, path + "/", depth + 1)
-                finally:
-                    os.close(sub)
+                with _subdir(dfd, e.name) as sub:
+                    if sub is not None:
+                        walk(sub, path + "/", depth + 1)
             elif stat.S_ISREG(st.st_mode) and (partial or st.st_size <= max_file_bytes):
                 try:
                     ffd, fst = open_regular_at(dfd, e.name)

@@ -54,6 +54,20 @@ class AgentOutcome:
     error: str | None = None
     model: str | None = None
 
+    def stop_at_limit(self, env: AgentEnv) -> bool:
+        """Whether a run limit (turns, minutes, dollars) is reached before the next turn; if so,
+        `end_reason` says which. Every agent checks its limits here, in this order."""
+        limits = env.limits
+        if self.turns >= limits.max_turns:
+            self.end_reason = "max_turns"
+        elif env.elapsed_minutes() >= limits.max_minutes:
+            self.end_reason = "max_time"
+        elif self.cost_usd is not None and self.cost_usd >= limits.max_usd:
+            self.end_reason = "max_usd"
+        else:
+            return False
+        return True
+
 
 class Agent(ABC):
     """An agent spec resolved for one task: `run` does the work inside `env`."""

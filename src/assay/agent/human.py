@@ -54,13 +54,9 @@ class HumanAgent(Agent):
         self.ready.set()
         try:
             while True:
-                if out.turns >= env.limits.max_turns:
-                    out.end_reason = "max_turns"
+                if out.stop_at_limit(env):
                     break
                 left = env.limits.max_minutes * 60 - env.elapsed_minutes() * 60
-                if left <= 0:
-                    out.end_reason = "max_time"
-                    break
                 try:
                     action = await asyncio.wait_for(self.queue.get(), timeout=left)
                 except TimeoutError:

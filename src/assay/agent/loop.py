@@ -85,14 +85,7 @@ class ModelAgent(Agent):
         usage = Usage()
         try:
             while True:
-                if out.turns >= env.limits.max_turns:
-                    out.end_reason = "max_turns"
-                    break
-                if env.elapsed_minutes() >= env.limits.max_minutes:
-                    out.end_reason = "max_time"
-                    break
-                if out.cost_usd is not None and out.cost_usd >= env.limits.max_usd:
-                    out.end_reason = "max_usd"
+                if out.stop_at_limit(env):
                     break
                 cut = trim_context(messages, max(budget, 1024))
                 if cut:

@@ -118,11 +118,7 @@ class ScriptAgent(Agent):
         out = AgentOutcome(end_reason="finished")
         env.transcript.user(env.prompt)
         for i, line in enumerate(self.lines):
-            if out.turns >= env.limits.max_turns:
-                out.end_reason = "max_turns"
-                break
-            if env.elapsed_minutes() >= env.limits.max_minutes:
-                out.end_reason = "max_time"
+            if out.stop_at_limit(env):  # a script spends nothing: turns and minutes stop it
                 break
             out.turns += 1
             if line.say is not None:

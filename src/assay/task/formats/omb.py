@@ -130,6 +130,19 @@ def _stored_responses(raw: Any, file: Path, field: str) -> dict[str, str]:
     return out
 
 
+def _first_text(rec: dict[str, Any], keys: tuple[str, ...], file: Path, prefix: str, what: str) -> str | None:
+    """The first of `keys` holding non-blank text (upstream's aliases, in its order)."""
+    for key in keys:
+        v = rec.get(key)
+        if v is None:
+            continue
+        if not isinstance(v, str):
+            raise InputError(file, f"{prefix}{key}", f"{what} must be a string")
+        if v.strip():
+            return v
+    return None
+
+
 def _domain(path: Path, tags: list[str]) -> str | None:
     for parent in path.parents:
         if parent.name in DOMAIN_DIRS:
@@ -171,27 +184,8 @@ def _read_record(path: Path, rec: Any, idx: int | None) -> Task:  # noqa: C901 (
         raise InputError(path, f"{prefix}{rkey}", "rubrics must be a list")
 
     # Upstream: `prompt`, else `Prompt`, else `question` (the first that is non-empty).
-    prompt: str | None = None
-    for key in ("prompt", "Prompt", "question"):
-        v = rec.get(key)
-        if v is None:
-            continue
-        if not isinstance(v, str):
-            raise InputError(path, f"{prefix}{key}", "the prompt must be a string")
-        if v.strip():
-            prompt = v
-            break
-
-    system_prompt = None
-    for key in ("system_prompt", "System_Prompt"):
-        v = rec.get(key)
-        if v is None:
-            continue
-        if not isinstance(v, str):
-            raise InputError(path, f"{prefix}{key}", "the system prompt must be a string")
-        if v.strip():
-            system_prompt = v
-            break
+    prompt = _first_text(rec, ("prompt", "Prompt", "question"), path, prefix, "the prompt")
+    system_prompt = _first_text(rec, ("system_prompt", "System_Prompt"), path, prefix, "the system prompt")
 
     raw_tags = rec.get("tags")
     if raw_tags is None:
