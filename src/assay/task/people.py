@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from assay.task.validation import PLACEHOLDER
+from assay.task.validation import PLACEHOLDER, fill_text
 
 __all__ = ["MAX_TOPICS_PER_MESSAGE", "Clock", "InboxMessage", "Npc", "NpcSpec", "PilotSpec", "Topic", "fill_placeholders", "load_npcs"]
 
@@ -216,15 +216,7 @@ def fill_placeholders(value: Any, params: dict[str, Any]) -> Any:
     whole = PLACEHOLDER.fullmatch(value.strip())
     if whole and whole.group(1) in params and not isinstance(params[whole.group(1)], str):
         return params[whole.group(1)]
-
-    def sub(m: re.Match[str]) -> str:
-        name = m.group(1)
-        if name not in params:
-            raise ValueError(f"unfilled placeholder {{{{{name}}}}} (no variant parameter {name!r})")
-        v = params[name]
-        return v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
-
-    return PLACEHOLDER.sub(sub, value)
+    return fill_text(value, params)
 
 
 def load_npcs(path_or_dict: str | Path | dict[str, Any], params: dict[str, Any] | None = None) -> NpcSpec:
@@ -244,15 +236,7 @@ def load_npcs(path_or_dict: str | Path | dict[str, Any], params: dict[str, Any] 
         except json.JSONDecodeError:
             if "{{" not in text:
                 raise
-
-            def sub(m: re.Match[str]) -> str:
-                name = m.group(1)
-                if name not in params:
-                    raise ValueError(f"unfilled placeholder {{{{{name}}}}} (no variant parameter {name!r})")
-                v = params[name]
-                return json.dumps(v, ensure_ascii=False)[1:-1] if isinstance(v, str) else json.dumps(v)
-
-            raw = json.loads(PLACEHOLDER.sub(sub, text))
+            raw = json.loads(fill_text(text, params, inside_json_string=True))
     if not isinstance(raw, dict):
         raise ValueError("a stakeholder spec must be a JSON object with an `npcs` list")
     return NpcSpec.model_validate(fill_placeholders(raw, params))

@@ -6,6 +6,7 @@ format the task came in.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -28,6 +29,31 @@ TAG_ALIASES: dict[str, str] = {
 }
 PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][\w.-]*)\s*\}\}")
 """`{{name}}` in briefs, rules and stakeholder specs, filled from a scenario variant's parameters."""
+
+
+class UnfilledPlaceholder(ValueError):
+    """A `{{name}}` the variant has no parameter for."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"unfilled placeholder {{{{{name}}}}} (no variant parameter {name!r})")
+
+
+def fill_text(text: str, params: dict[str, Any], *, inside_json_string: bool = False) -> str:
+    """Every `{{name}}` of `text` replaced by its parameter: text as it is, other values as JSON.
+    `inside_json_string`: the text is raw JSON whose placeholders may stand inside strings, so a
+    text value is inserted JSON-escaped (without its quotes). UnfilledPlaceholder names a gap."""
+
+    def sub(m: re.Match[str]) -> str:
+        name = m.group(1)
+        if name not in params:
+            raise UnfilledPlaceholder(name)
+        v = params[name]
+        if isinstance(v, str):
+            return json.dumps(v, ensure_ascii=False)[1:-1] if inside_json_string else v
+        return json.dumps(v, ensure_ascii=False)
+
+    return PLACEHOLDER.sub(sub, text)
 
 
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002a6df]")

@@ -8,7 +8,6 @@ spec, decides its language, builds its `ScenarioSpec` and Task, validates and ha
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ from assay.errors import InputError
 from assay.task.hashing import content_hash
 from assay.task.model import LEVELS, Engagement, FramingRule, ScenarioSpec, Task
 from assay.task.people import NpcSpec, load_npcs
-from assay.task.validation import PLACEHOLDER, has_cjk, validate_task
+from assay.task.validation import UnfilledPlaceholder, fill_text, has_cjk, validate_task
 
 __all__ = ["Brief", "Variant", "render", "variant_tasks"]
 
@@ -45,16 +44,10 @@ class Brief(BaseModel):
 
 def render(text: str, params: dict[str, Any], file: Path | str, variant: str, field: str | None = None) -> str:
     """Fill `{{name}}` from the variant's params; an unfilled placeholder is an InputError."""
-
-    def sub(m: re.Match[str]) -> str:
-        name = m.group(1)
-        if name not in params:
-            raise InputError(file, field, f"variant {variant!r}: unfilled placeholder {{{{{name}}}}} "
-                                          f"(no variant parameter {name!r})")
-        v = params[name]
-        return v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
-
-    return PLACEHOLDER.sub(sub, text)
+    try:
+        return fill_text(text, params)
+    except UnfilledPlaceholder as e:
+        raise InputError(file, field, f"variant {variant!r}: {e}") from None
 
 
 def _npcs(path: Path, params: dict[str, Any], variant: str, field: str | None, *, strict: bool) -> NpcSpec:
