@@ -205,7 +205,9 @@ class WorkspaceVolume:
         out = self.path.parent / f".{self.path.name}.out"
         if keep_data:
             shutil.rmtree(out, ignore_errors=True)
-            lim = limits or fs.CopyLimits(on_limit="skip")
+            # The volume cannot hold more than its quota: copying it out is capped by that, not
+            # by the default copy cap (a quota above 4 GiB keeps all of it).
+            lim = limits or fs.CopyLimits(on_limit="skip", max_bytes=max(self.quota_bytes, fs.CopyLimits.max_bytes))
             report = fs.copy_tree(self.path, out, limits=lim)
         self._unmount()
         lifeline.drop("mount", str(self.path))
