@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
@@ -20,8 +21,9 @@ if TYPE_CHECKING:
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="assay: measure what language agents are worth on real professional work.")
-out = Console()
-err = Console(stderr=True)
+# Piped output (CI logs, files) is not cut to 80 columns: ids and names stay whole.
+out = Console(width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 200)
+err = Console(stderr=True, width=None if sys.stderr.isatty() or os.environ.get("COLUMNS") else 200)
 
 def _fail(e: InputError) -> NoReturn:
     sys.stderr.write(f"error: {e.message}\n")
@@ -171,16 +173,20 @@ def validate(
 
 @app.command()
 def report(
-    campaign: Annotated[str | None, typer.Option(help="campaign (default: every campaign; named when the store holds only one)")] = None,
+    campaign: Annotated[str | None, typer.Option(help="campaign (default: every campaign, one report each; named when the store holds only one)")] = None,
     store: Annotated[str | None, typer.Option(help="store URL")] = None,
+    agent: Annotated[list[str] | None, typer.Option("--agent", help="only these agents; repeatable")] = None,
+    kind: Annotated[str | None, typer.Option("--kind", help="only tasks scored as this kind: rubric|scenario|contract")] = None,
     html: Annotated[Path | None, typer.Option(help="write an HTML report with plots")] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="write the report JSON")] = None,
     csv_out: Annotated[Path | None, typer.Option("--csv", help="write one CSV row per run")] = None,
+    md_out: Annotated[Path | None, typer.Option("--md", help="write the report as Markdown tables")] = None,
     runs: Annotated[bool, typer.Option("--runs", help="also print every run")] = False,
     labels: Annotated[Path | None, typer.Option("--labels", help="human labels of this campaign's runs (JSON lines: run_id, task_id, item_id, met[, labeller]) for judge-human agreement on the same answers")] = None,
 ) -> None:
-    """Leaderboard and breakdowns from the store."""
+    """Leaderboard and breakdowns from the store, one report per campaign."""
     from assay.config import load_config, store_url
+    from assay.record import KINDS, primary_kind
     from assay.report.build import build_report
     from assay.report.table import leaderboard, runs_table
 
@@ -192,8 +198,13 @@ def report(
     names = st.campaigns()
     if campaign is not None and campaign not in names:
         _fail(InputError(None, "--campaign", f"no campaign named {campaign!r} in {url}"))
-    if campaign is None and len(names) == 1:
-        campaign = names[0]  # the only campaign (usually `default`): name it in the report
+    if kind is not None and kind not in KINDS:
+        _fail(InputError(None, "--kind", f"{kind!r} is not one of {', '.join(KINDS)}"))
+    chosen = [campaign] if campaign is not None else names
+    exports = [o for o, v in (("--json", json_out), ("--csv", csv_out), ("--md", md_out), ("--html", html)) if v]
+    if len(chosen) > 1 and exports:
+        _fail(InputError(None, "--campaign", f"the store holds {len(chosen)} campaigns ({', '.join(chosen[:10])}); "
+                                             f"a report file holds one: name it with --campaign for {', '.join(exports)}"))
     human_labels = None
     if labels is not None:
         from assay.report.agreement import load_labels
@@ -202,20 +213,77 @@ def report(
             human_labels = load_labels(labels)
         except InputError as e:
             _fail(e)
-    rep = build_report(campaign, st.runs(campaign), labels=human_labels)
-    out.print(leaderboard(rep))
-    if runs:
-        out.print(runs_table(rep))
+    agents = set(agent or [])
+    rep: dict[str, Any] = {}
+    targets: list[str | None] = [*chosen] or [None]
+    for name in targets:
+        selected = [r for r in st.runs(name) if (not agents or r.key.agent in agents)
+                    and (kind is None or primary_kind(r.kinds) == kind)]
+        if agents and name is not None and not any(r.key.agent in agents for r in st.runs(name)):
+            sys.stderr.write(f"note: campaign {name!r} has no runs of {', '.join(sorted(agents))}\n")
+        rep = build_report(name, selected, labels=human_labels)
+        out.print(leaderboard(rep))
+        if runs:
+            out.print(runs_table(rep))
     if json_out is not None:
         _write_json(json_out, rep)
     if csv_out is not None:
         from assay.report.export import write_csv
 
         write_csv(rep, csv_out)
+    if md_out is not None:
+        from assay.report.export import write_markdown
+
+        write_markdown(rep, md_out)
     if html is not None:
         from assay.report.html import write_html
 
         write_html(rep, html)
+
+
+@app.command()
+def compare(
+    agent_a: Annotated[str, typer.Argument(help="agent A (the baseline)")],
+    agent_b: Annotated[str, typer.Argument(help="agent B (compared against A)")],
+    campaign: Annotated[str | None, typer.Option(help="campaign of A's runs (and B's, unless --against-campaign); default: the store's only one")] = None,
+    against_campaign: Annotated[str | None, typer.Option("--against-campaign", help="take B's runs from this campaign (e.g. the same model with search)")] = None,
+    store: Annotated[str | None, typer.Option(help="store URL")] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="write the comparison JSON (assay.compare/1)")] = None,
+) -> None:
+    """Paired comparison of B against A on the run keys both finished: difference, CI, p-value."""
+    from assay.config import load_config, store_url
+    from assay.report.compare import compare_runs
+    from assay.report.table import compare_table
+
+    try:
+        url = store_url(store, load_config())
+        st = _open_existing(url)
+    except InputError as e:
+        _fail(e)
+    names = st.campaigns()
+    if campaign is None:
+        if len(names) != 1:
+            _fail(InputError(None, "--campaign", f"the store holds {len(names)} campaigns "
+                                                 f"({', '.join(names[:10]) or 'none'}): name one with --campaign"))
+        campaign = names[0]
+    for opt, name in (("--campaign", campaign), ("--against-campaign", against_campaign)):
+        if name is not None and name not in names:
+            _fail(InputError(None, opt, f"no campaign named {name!r} in {url}"))
+    runs_a = st.runs(campaign)
+    runs_b = st.runs(against_campaign) if against_campaign is not None else runs_a
+    for arg, agent, runs, camp in (("AGENT_A", agent_a, runs_a, campaign),
+                                   ("AGENT_B", agent_b, runs_b, against_campaign or campaign)):
+        if not any(r.key.agent == agent for r in runs):
+            agents = sorted({r.key.agent for r in runs})
+            _fail(InputError(None, arg, f"agent {agent!r} has no runs in campaign {camp!r} "
+                                        f"(agents there: {', '.join(agents[:10]) or 'none'})"))
+    cmp = compare_runs(agent_a, agent_b, runs_a, runs_b, campaign=campaign, against=against_campaign)
+    out.print(compare_table(cmp))
+    if cmp["only_a"] or cmp["only_b"]:
+        sys.stderr.write(f"not paired: {len(cmp['only_a'])} key(s) only {agent_a} finished, "
+                         f"{len(cmp['only_b'])} only {agent_b} finished\n")
+    if json_out is not None:
+        _write_json(json_out, cmp)
 
 
 @app.command()

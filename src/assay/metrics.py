@@ -31,6 +31,7 @@ __all__ = [
     "floored_score",
     "mean",
     "mean_run_score",
+    "paired_permutation_p",
     "pareto_front",
     "pass_at_k",
     "pass_hat_k",
@@ -259,6 +260,48 @@ def bootstrap_ci(
     lo_f = max(vmin, min(float(lo), m))
     hi_f = min(vmax, max(float(hi), m))
     return (lo_f, hi_f)
+
+
+PERMUTATION_EXACT_UP_TO = 20
+"""Up to this many pairs the sign-flip test enumerates every assignment (2**20 of them)."""
+
+
+def paired_permutation_p(diffs: Sequence[float], resamples: int = 100_000, seed: int = 0) -> float:
+    """Two-sided paired sign-flip permutation test of "mean difference = 0".
+
+    Under the null each pair's difference is as likely positive as negative, so the p-value
+    is the share of sign assignments whose mean is at least as far from 0 as the observed
+    one: exact (every assignment) up to ``PERMUTATION_EXACT_UP_TO`` pairs, else ``resamples``
+    random assignments drawn with ``numpy.random.default_rng(seed)``, counted with the
+    observed one, ``(hits + 1) / (resamples + 1)``. 1.0 when every difference is 0;
+    ``ValueError`` for no pairs.
+    """
+    d = np.asarray(list(diffs), dtype=float)
+    n = d.size
+    if n == 0:
+        raise ValueError("paired_permutation_p of no pairs")
+    observed = abs(float(d.mean()))
+    if observed == 0.0:
+        return 1.0
+    tol = 1e-12 * max(1.0, float(np.abs(d).max()))
+    if n <= PERMUTATION_EXACT_UP_TO:
+        # Every sign assignment as the bits of 0 .. 2**n - 1, in chunks to bound memory.
+        total = 1 << n
+        hits = 0
+        bits = np.arange(n, dtype=np.int64)
+        for start in range(0, total, 1 << 16):
+            codes = np.arange(start, min(total, start + (1 << 16)), dtype=np.int64)
+            signs = 1 - 2 * ((codes[:, None] >> bits) & 1)
+            hits += int(np.count_nonzero(np.abs((signs * d).mean(axis=1)) >= observed - tol))
+        return hits / total
+    rng = np.random.default_rng(seed)
+    hits = 0
+    per_batch = max(1, _BOOT_CHUNK // n)
+    for start in range(0, resamples, per_batch):
+        stop = min(resamples, start + per_batch)
+        signs = rng.choice(np.array([-1.0, 1.0]), size=(stop - start, n))
+        hits += int(np.count_nonzero(np.abs((signs * d).mean(axis=1)) >= observed - tol))
+    return (hits + 1) / (resamples + 1)
 
 
 def pearson(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:

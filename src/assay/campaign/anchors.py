@@ -241,7 +241,7 @@ def anchors_table(verdicts: list[AnchorVerdict]) -> Table:
     """`assay validate --anchors`: one row per anchor checked."""
     table = Table(title="admission anchors")
     for col in ("task", "anchor", "score", "rule", "verdict"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     for v in verdicts:
         table.add_row(Text(v.task_id), Text(v.anchor), "-" if v.score is None else f"{v.score:.3f}", Text(v.rule),
                       Text("PASS", style="green") if v.ok else Text("FAIL", style="red"))

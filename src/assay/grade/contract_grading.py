@@ -16,8 +16,9 @@ When bubblewrap cannot run on this machine at all (only possible with
   `session`, `model_change`, `message` user / assistant with `thinking`, `toolCall`, `text`
   items / `toolResult`), also present as /run/assay/checks/transcript.jsonl.
 - native style (`checks_file`): `grade(workspace_path, final_message)`.
-- both return `{name: number}`; the automated score is the mean of the values, each clipped
-  to [0, 1] (booleans count 0/1); an empty dict scores 0. Without any checks code (a native
+- both return `{name: number}`; the automated score is the plain mean of the numeric values
+  (booleans count 0/1), as upstream's `_average_scores`, then clipped to [0, 1]; an empty
+  dict scores 0. Without any checks code (a native
   task graded by its contract alone) the automated score is the share of contract predicates
   that hold, required or not.
 - contract predicate `python`: `function` from the task's checks code is called with the
@@ -257,7 +258,7 @@ CheckValue = float | str | None
 
 
 def _scores(result: Any) -> dict[str, CheckValue]:
-    """A check's result dict as graded: numbers (booleans 0/1) clipped to [0, 1]; other values
+    """A check's result dict as graded: numbers (booleans 0/1) as given; other values
     (an upstream `"error": "Expected ... got ..."`) kept as text, left out of the mean, as
     upstream does. No numeric value at all is a broken check (GraderError)."""
     if not isinstance(result, dict):
@@ -267,7 +268,7 @@ def _scores(result: Any) -> dict[str, CheckValue]:
         if isinstance(v, bool):
             v = float(v)
         if isinstance(v, int | float) and math.isfinite(v):
-            out[str(k)] = min(1.0, max(0.0, float(v)))
+            out[str(k)] = float(v)
         else:
             out[str(k)] = None if v is None else str(v)[:RESULT_TEXT_CHARS]
     if result and not any(isinstance(v, float) for v in out.values()):
@@ -277,9 +278,10 @@ def _scores(result: Any) -> dict[str, CheckValue]:
 
 
 def check_mean(values: dict[str, CheckValue]) -> float:
-    """The automated score of a check result: the mean of its numeric values (0 when empty)."""
+    """The automated score of a check result: the mean of its numeric values (0 when empty),
+    clipped to [0, 1] after the mean, as upstream averages the values as they are."""
     nums = [v for v in values.values() if isinstance(v, float)]
-    return sum(nums) / len(nums) if nums else 0.0
+    return min(1.0, max(0.0, sum(nums) / len(nums))) if nums else 0.0
 
 
 async def run_checks(task: Task, workspace: Path | None, events: list[Event], final_message: str,

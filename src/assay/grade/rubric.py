@@ -64,9 +64,14 @@ def score_items(task: Task, verdicts: dict[str, ItemVerdict]) -> RubricGrade:
     for it, a in zip(items, awarded, strict=True):
         tags = ([it.tag] if it.tag else []) + list(it.tags)
         tag_rows.append((a, it.weight, tags))
+    tag_values = metrics.tag_scores(tag_rows, clipped=task.rubric.scoring == "clipped")
+    if task.rubric.scoring == "unclipped_mean":
+        # HealthBench: an example tag (`theme:…`) scores the example's overall score.
+        for tag in task.tags:
+            tag_values.setdefault(tag, score)
     return RubricGrade(
         expert_score=score, scoring=task.rubric.scoring,
-        tags=metrics.tag_scores(tag_rows, clipped=task.rubric.scoring == "clipped"),
+        tags=tag_values,
         na=sum(1 for v in verdicts.values() if v.na),
         items=[ItemGrade(id=it.id, weight=it.weight, tag=it.tag or _free_tag(it.tags), tags=list(it.tags),
                          hit=verdicts[it.id].hit, na=verdicts[it.id].na, check=verdicts[it.id].check,

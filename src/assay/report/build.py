@@ -140,10 +140,10 @@ def agent_summary(agent: str, runs: list[RunRecord], labels: list[dict[str, Any]
     rubric = [(r, rg) for r in scored if (rg := r.grade.rubric) is not None and primary_kind(r.kinds) == "rubric"]
     if rubric:
         tag_vals: dict[str, list[float]] = defaultdict(list)
-        for _r, rg in rubric:
+        for r, rg in rubric:
             for tag, v in rg.tags.items():
-                if v is not None:
-                    tag_vals[tag].append(v)
+                if v is not None:  # a run whose credit the audit removed scores 0 on every tag, as in total
+                    tag_vals[tag].append(0.0 if _removed(r) else v)
         es = [_score(r) for r, _rg in rubric]
         # HealthBench keeps each example's score unclipped (it may be negative) and clips
         # only the mean, tags likewise; OneMillion-Bench clips every task's score already.
@@ -156,6 +156,7 @@ def agent_summary(agent: str, runs: list[RunRecord], labels: list[dict[str, Any]
                      **{t: mean_of(v) for t, v in tag_vals.items() if t not in CAPABILITY_TAGS and v}},
             "na": sum(rg.na for _r, rg in rubric),
             "audit_removed": sum(_removed(r) for r, _rg in rubric),
+            "tasks": _task_ids(r for r, _rg in rubric),
         }
     judged = judge_summary(runs)
     if judged is not None:
@@ -179,6 +180,7 @@ def agent_summary(agent: str, runs: list[RunRecord], labels: list[dict[str, Any]
             "modalities": {m: _mean([v for c, vs in cells.items() if c.startswith(m + "/") for v in vs])
                            for m in ("text", "multimodal") if any(c.startswith(m + "/") for c in cells)},
             "audit_removed": sum(_removed(r) for r in contract),
+            "tasks": _task_ids(contract),
         }
     scen = [(r, r.grade.scenario) for r in scored if r.grade.scenario is not None]
     if scen:
@@ -189,11 +191,13 @@ def agent_summary(agent: str, runs: list[RunRecord], labels: list[dict[str, Any]
         summary["scenario"] = {
             "mean_s": metrics.mean_run_score(per_task), "ci95": _ci(s_vals),
             "solved": sum(1 for _r, sg in scen if sg.solved),
-            "uplift_gross": _mean([sg.uplift_adj for _r, sg in scen]),
+            # FDE-Gym's gross: the per-task mean of U_adj floored at -1, before contact cost.
+            "uplift_gross": metrics.mean_run_score({t: [(u, 0.0) for u, _c in v] for t, v in per_task.items()}),
             "contact_cost": _mean([sg.contact_cost for _r, sg in scen]),
             # Routing decided by a fallback (an LLM router that failed): it can change the facts given.
             "router_fallbacks": sum(sg.router_fallback_count for _r, sg in scen),
             "runs_with_router_fallbacks": sum(1 for _r, sg in scen if sg.router_fallback_count),
+            "tasks": _task_ids(r for r, _sg in scen),
         }
     blocks = [(k, summary[k][field]) for k, field in (("rubric", "expert_score"), ("scenario", "mean_s"),
                                                       ("contract", "accuracy")) if k in summary]
@@ -214,6 +218,11 @@ def averaged(r: RunRecord) -> float:
 def _score(r: RunRecord) -> float:
     assert r.score is not None
     return r.score
+
+
+def _task_ids(runs: Iterable[RunRecord]) -> list[str]:
+    """The tasks a kind's block covers (sorted ids): agents that ran different task sets show it."""
+    return sorted({r.key.task_id for r in runs})
 
 
 def _removed(r: RunRecord) -> int:
@@ -246,21 +255,34 @@ def build_report(campaign: str | None, runs: Iterable[RunRecord],
 
 
 def pareto_fronts(by_agent: dict[str, list[RunRecord]]) -> dict[str, list[dict[str, Any]]]:
-    """Accuracy-cost Pareto fronts (DAREBench), over all work and separately for text and
-    multimodal tasks: the agents no other agent beats on both mean score and cost. Agents
-    whose cost is unknown (a price is missing) are left out."""
+    """Accuracy-cost Pareto fronts (DAREBench): the agents no other agent beats on both mean
+    score and cost. A score is never averaged across kinds, so there is one front per kind
+    (`rubric`, `scenario`, `contract`) and, within a kind, per modality (`contract/text`,
+    `contract/multimodal`); when every run is of one kind, `all`, `text` and `multimodal` name
+    that kind's fronts too. Agents whose cost is unknown (a price is missing) are left out."""
+    runs = [r for rs in by_agent.values() for r in rs if r.status == "done" and r.score is not None]
+    kinds = sorted({primary_kind(r.kinds) for r in runs})
     out: dict[str, list[dict[str, Any]]] = {}
-    for scope in ("all", "text", "multimodal"):
-        points: list[tuple[float, float]] = []
-        names: list[str] = []
-        for agent, runs in sorted(by_agent.items()):
-            rs = [r for r in runs if r.status == "done" and r.score is not None
-                  and (scope == "all" or r.task_meta.get("modality", "text") == scope)]
-            if not rs or any(r.usage.cost_usd is None for r in rs):
-                continue
-            points.append((sum(r.usage.cost_usd or 0.0 for r in rs), sum(averaged(r) for r in rs) / len(rs)))
-            names.append(agent)
-        if points:
-            out[scope] = [{"agent": names[i], "cost_usd": points[i][0], "mean_score": points[i][1]}
-                          for i in metrics.pareto_front(points)]
+    for kind in kinds:
+        for modality in (None, "text", "multimodal"):
+            front = _front(by_agent, kind, modality)
+            if front:
+                name = kind if modality is None else f"{kind}/{modality}"
+                out[name] = front
+                if len(kinds) == 1:
+                    out["all" if modality is None else modality] = front
     return out
+
+
+def _front(by_agent: dict[str, list[RunRecord]], kind: str, modality: str | None) -> list[dict[str, Any]]:
+    points: list[tuple[float, float]] = []
+    names: list[str] = []
+    for agent, runs in sorted(by_agent.items()):
+        rs = [r for r in runs if r.status == "done" and r.score is not None and primary_kind(r.kinds) == kind
+              and (modality is None or r.task_meta.get("modality", "text") == modality)]
+        if not rs or any(r.usage.cost_usd is None for r in rs):
+            continue
+        points.append((sum(r.usage.cost_usd or 0.0 for r in rs), sum(averaged(r) for r in rs) / len(rs)))
+        names.append(agent)
+    return [{"agent": names[i], "cost_usd": points[i][0], "mean_score": points[i][1]}
+            for i in metrics.pareto_front(points)]

@@ -1,4 +1,4 @@
-"""Flat exports of a report: one CSV row per run."""
+"""Flat exports of a report: one CSV row per run; Markdown tables."""
 
 from __future__ import annotations
 
@@ -26,4 +26,63 @@ def write_csv(report: dict[str, Any], path: Path) -> None:
                         v.get("amount", ""), v.get("currency", ""), u["input_tokens"], u["output_tokens"],
                         u["cache_read_tokens"], u["cache_write_tokens"],
                         "" if u["cost_usd"] is None else u["cost_usd"], r["judge_usage"].get("cost_usd") or 0])
+    tmp.replace(path)
+
+
+def _md_cell(v: Any) -> str:
+    """A Markdown table cell: text as given (pipes and line breaks escaped), numbers unrounded."""
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    if isinstance(v, list | tuple) and len(v) == 2 and all(isinstance(x, int | float) for x in v):
+        return f"[{v[0]:.4g}, {v[1]:.4g}]"
+    return str(v).replace("|", "\\|").replace("\n", " ")
+
+
+def _md_table(head: list[str], rows: list[list[Any]]) -> list[str]:
+    return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head),
+            *("| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows), ""]
+
+
+KIND_BLOCKS: dict[str, list[str]] = {
+    "rubric": ["expert_score", "ci95", "pass_rate", "na"],
+    "scenario": ["mean_s", "ci95", "solved", "uplift_gross", "contact_cost"],
+    "contract": ["accuracy", "ci95", "sat_rate", "audit_removed"],
+}
+"""The columns of each kind's block in the Markdown export (the JSON holds every field)."""
+
+
+def write_markdown(report: dict[str, Any], path: Path) -> None:
+    """The report as Markdown for papers and pull requests: the agents, one block per kind
+    (each ranked by its own score), and the runs; the same numbers as the JSON."""
+    agents = report["agents"]
+    lines = [f"# assay report · campaign {report.get('campaign') or '(all)'}", ""]
+    lines += _md_table(["agent", "runs", "void", "pass rate", "cost (USD)", "tokens"],
+                       [[a["agent"], a["runs"], a["void"], a["pass_rate"], a["cost_usd"], a["tokens"]] for a in agents])
+    for kind, cols in KIND_BLOCKS.items():
+        having = [a for a in agents if kind in a]
+        if not having:
+            continue
+        head = cols[0]
+        having.sort(key=lambda a: (-(a[kind][head] if a[kind][head] is not None else float("-inf")), a["agent"]))
+        lines += [f"## {kind}", ""]
+        lines += _md_table(["agent", *cols], [[a["agent"], *(a[kind].get(c) for c in cols)] for a in having])
+        if kind == "rubric":
+            tags = sorted({t for a in having for t, v in a["rubric"].get("tags", {}).items() if v is not None})
+            if tags:
+                lines += _md_table(["agent", *tags], [[a["agent"], *(a["rubric"]["tags"].get(t) for t in tags)]
+                                                     for a in having])
+        if kind == "contract":
+            cells = sorted({c for a in having for c in a["contract"].get("cells", {})})
+            if cells:
+                lines += _md_table(["agent", *cells], [[a["agent"], *(a["contract"]["cells"].get(c) for c in cells)]
+                                                      for a in having])
+    lines += ["## runs", ""]
+    lines += _md_table(["run", "task", "agent", "level", "epoch", "status", "end", "score", "passed"],
+                       [[r["run_id"], r["task_id"], r["agent"], r["level"], r["epoch"], r["status"], r["end_reason"],
+                         r["score"], r["passed"]] for r in report["runs"]])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text("\n".join(lines), encoding="utf-8")
     tmp.replace(path)

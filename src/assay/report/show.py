@@ -53,7 +53,7 @@ def render_run(console: Console, rec: RunRecord, events: list[Event]) -> None:
     if g.rubric is not None and g.rubric.items:
         t = Table(title="rubric items")
         for col in ("id", "weight", "tag", "hit", "na", "check", "reason"):
-            t.add_column(col)
+            t.add_column(col, overflow="fold")
         for it in g.rubric.items:
             t.add_row(Text(it.id), f"{it.weight:g}", Text(str(it.tag)), str(it.hit), str(it.na), str(it.check),
                       Text(it.reason[:80]))
@@ -61,7 +61,7 @@ def render_run(console: Console, rec: RunRecord, events: list[Event]) -> None:
     if g.contract is not None and g.contract.predicates:
         t = Table(title=f"contract (sat={g.contract.sat})")
         for col in ("path", "predicate", "ok", "reason"):
-            t.add_column(col)
+            t.add_column(col, overflow="fold")
         for p in g.contract.predicates:
             t.add_row(Text(p.path), p.predicate or "", str(p.ok), Text(p.reason))
         console.print(t)

@@ -38,7 +38,7 @@ def leaderboard(report: dict[str, Any]) -> Table:
     cols = ["agent", "runs", "void", "pass rate", *(label for _k, _f, label in kinds), "value earned", "cost",
             "tokens"]
     for col in cols:
-        table.add_column(col, justify="left" if col == "agent" else "right")
+        table.add_column(col, justify="left" if col == "agent" else "right", overflow="fold")
 
     def rank(a: dict[str, Any]) -> tuple[Any, ...]:  # by each kind's headline, in the order above
         return (*(-(a[k][f] if k in a and a[k][f] is not None else -1e9) for k, f, _l in kinds), a["agent"])
@@ -54,7 +54,7 @@ def leaderboard(report: dict[str, Any]) -> Table:
 def runs_table(report: dict[str, Any], limit: int = 200) -> Table:
     table = Table(title="runs")
     for col in ("run", "task", "agent", "level", "ep", "status", "end", "score", "passed"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     for r in report["runs"][:limit]:
         score = "-" if r["score"] is None else f"{r['score']:.3f}"
         table.add_row(r["run_id"][:10], r["task_id"], r["agent"], r["level"] or "-", str(r["epoch"]),
@@ -66,7 +66,7 @@ def tasks_table(rows: list[dict[str, Any]]) -> Table:
     """`assay tasks`: one row per task found."""
     table = Table(title=f"{len(rows)} tasks")
     for col in ("id", "kinds", "domain", "lang", "levels", "cell", "value"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     for r in rows:
         v = r["value"]
         table.add_row(Text(r["id"]), ",".join(r["kinds"]), Text(r["domain"] or "-"), r["language"],
@@ -78,8 +78,8 @@ def tasks_table(rows: list[dict[str, Any]]) -> Table:
 def curation_tables(result: CurationResult, zero_eps: float) -> list[Table]:
     """`assay curate`: the rules' effect, the dropped and reviewed tasks, the balance."""
     summary = Table(title=f"assay curate · campaign {result.campaign}")
-    summary.add_column("rule")
-    summary.add_column("tasks", justify="right")
+    summary.add_column("rule", overflow="fold")
+    summary.add_column("tasks", justify="right", overflow="fold")
     diff = result.rules["difficulty"]
     summary.add_row("tasks in campaign", str(result.tasks_total))
     summary.add_row(f"dropped: difficulty ({diff['small_agent']}, k={diff['k']})" if diff["applied"]
@@ -91,7 +91,7 @@ def curation_tables(result: CurationResult, zero_eps: float) -> list[Table]:
     if result.dropped or result.review:
         verdicts = Table(title="dropped and review")
         for col in ("task", "verdict", "reason"):
-            verdicts.add_column(col)
+            verdicts.add_column(col, overflow="fold")
         for d in result.dropped:
             verdicts.add_row(Text(d.task_id), "dropped", Text(d.reason))
         for r in result.review:
@@ -99,7 +99,7 @@ def curation_tables(result: CurationResult, zero_eps: float) -> list[Table]:
         tables.append(verdicts)
     bal = Table(title="balance (tasks before → after)")
     for col in ("by", "group", "before", "after"):
-        bal.add_column(col, justify="right" if col in ("before", "after") else "left")
+        bal.add_column(col, justify="right" if col in ("before", "after") else "left", overflow="fold")
     for axis, groups in result.balance.items():
         for name, c in groups.items():
             bal.add_row(axis, Text(name), str(c.before), str(c.after))
@@ -111,11 +111,28 @@ def calibration_table(cal: dict[str, Any]) -> Table:
     """`assay calibrate`: per judge, overall and per domain, the judge against the people."""
     table = Table(title=Text(f"assay calibrate · {cal['answers']} answers people scored"))
     for col in ("judge", "domain", "answers", "items", "agreement", "pearson r", "p", "NA"):
-        table.add_column(col, justify="right" if col not in ("judge", "domain") else "left")
+        table.add_column(col, justify="right" if col not in ("judge", "domain") else "left", overflow="fold")
     for j in cal["judges"]:
         rows = [("overall", j["overall"]), *sorted(j["domains"].items())]
         for i, (domain, a) in enumerate(rows):
             table.add_row(Text(j["judge"] if i == 0 else ""), Text(domain), str(a["n_responses"]), str(a["n_items"]),
                           _pct(a["item_agreement"]), _num(a["pearson_r"]),
                           "-" if a["p_value"] is None else f"{a['p_value']:.3g}", str(a["na"]))
+    return table
+
+
+def compare_table(cmp: dict[str, Any]) -> Table:
+    """`assay compare`: B against A per kind and overall."""
+    title = f"assay compare · {cmp['b']} against {cmp['a']}"
+    if cmp.get("against_campaign"):
+        title += f" (B from campaign {cmp['against_campaign']})"
+    table = Table(title=Text(title))
+    for col in ("kind", "pairs", "mean A", "mean B", "diff B-A", "95% CI", "p", "wins", "losses", "ties"):
+        table.add_column(col, justify="left" if col == "kind" else "right", overflow="fold")
+    for kind, st in [*cmp["kinds"].items(), ("overall", cmp["overall"])]:
+        ci = "-" if st["ci95"] is None else f"[{st['ci95'][0]:+.3f}, {st['ci95'][1]:+.3f}]"
+        diff = "-" if st["diff"] is None else f"{st['diff']:+.3f}"
+        p = "-" if st["p_value"] is None else f"{st['p_value']:.3g}"
+        table.add_row(Text(kind), str(st["n"]), _num(st["mean_a"]), _num(st["mean_b"]), diff, ci, p,
+                      str(st["wins"]), str(st["losses"]), str(st["ties"]))
     return table

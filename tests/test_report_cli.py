@@ -1,0 +1,69 @@
+"""`assay report` over a store built here: one report per campaign, the --agent and --kind
+filters, the Markdown export, each kind's block naming its tasks, ids whole in a pipe."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from assay.store import Store
+from tests.helpers import assay
+from tests.test_report_compare import record
+
+
+@pytest.fixture
+def two_campaigns(tmp_path: Path) -> Path:
+    st = Store(f"sqlite:///{tmp_path / '.assay' / 'assay.db'}")
+    long_id = "npt-attribution-of-a-very-long-task-identifier-that-must-stay-whole"
+    for agent, s in (("alpha", 0.8), ("beta", 0.0), ("gamma", -0.0)):
+        st.save_run(record(agent, long_id, s, campaign="one"), [])
+    st.save_run(record("alpha", "s1", 0, campaign="one", scenario=(0.5, 0.1)), [])
+    st.save_run(record("beta", "x9", 0.3, campaign="two"), [])
+    st.close()
+    return tmp_path
+
+
+def test_one_report_per_campaign_never_added_together(two_campaigns: Path) -> None:
+    r = assay("report", cwd=two_campaigns)
+    assert r.returncode == 0, r.stderr
+    assert "campaign one" in r.stdout and "campaign two" in r.stdout
+    # A file holds one campaign: exporting without naming it is refused, nothing written.
+    r = assay("report", "--json", "r.json", cwd=two_campaigns)
+    assert r.returncode == 2 and "--campaign" in r.stderr and not (two_campaigns / "r.json").exists()
+
+
+def test_kind_blocks_list_their_tasks_and_filters_apply(two_campaigns: Path) -> None:
+    r = assay("report", "--campaign", "one", "--json", "r.json", cwd=two_campaigns)
+    assert r.returncode == 0, r.stderr
+    rep = json.loads((two_campaigns / "r.json").read_text())
+    alpha = next(a for a in rep["agents"] if a["agent"] == "alpha")
+    assert alpha["rubric"]["tasks"] == ["npt-attribution-of-a-very-long-task-identifier-that-must-stay-whole"]
+    assert alpha["scenario"]["tasks"] == ["s1"] and alpha["mean_score"] is None  # two kinds: no mixed headline
+    r = assay("report", "--campaign", "one", "--agent", "beta", "--kind", "rubric", "--json", "b.json",
+              cwd=two_campaigns)
+    assert r.returncode == 0, r.stderr
+    rep = json.loads((two_campaigns / "b.json").read_text())
+    assert {x["agent"] for x in rep["runs"]} == {"beta"} and [a["agent"] for a in rep["agents"]] == ["beta"]
+    r = assay("report", "--campaign", "one", "--kind", "scenario", "--json", "s.json", cwd=two_campaigns)
+    rep = json.loads((two_campaigns / "s.json").read_text())
+    assert [x["task_id"] for x in rep["runs"]] == ["s1"]
+    r = assay("report", "--campaign", "one", "--kind", "essay", cwd=two_campaigns)
+    assert r.returncode == 2 and "--kind" in r.stderr
+
+
+def test_markdown_export_and_whole_ids_in_a_pipe(two_campaigns: Path) -> None:
+    long_id = "npt-attribution-of-a-very-long-task-identifier-that-must-stay-whole"
+    r = assay("report", "--campaign", "one", "--runs", "--md", "r.md", cwd=two_campaigns, env={"COLUMNS": ""})
+    assert r.returncode == 0, r.stderr
+    assert long_id in r.stdout and "…" not in r.stdout  # stdout is a pipe here: nothing is cut
+    md = (two_campaigns / "r.md").read_text()
+    assert md.startswith("# assay report · campaign one")
+    assert "## rubric" in md and "## scenario" in md and "## runs" in md
+    rubric = md.split("## rubric")[1].split("##")[0]
+    # Ranked by the block's own score: 0.8 first, and 0.0 is a score, not a missing one.
+    rows = [ln for ln in rubric.splitlines() if ln.startswith("| ") and not ln.startswith("| agent")]
+    assert [row.split("|")[1].strip() for row in rows][0] == "alpha"
+    assert len(rows) == 3
+    assert long_id in md
