@@ -349,7 +349,7 @@ def test_healthbench_fixture_with_reference_and_judge(tmp_path: Path) -> None:
     assert run["judge_usage"]["input_tokens"] > 0 and run["usage"]["input_tokens"] == 0
 
 
-def test_onemillion_bench_fixture_with_script_agent_and_human_agreement(tmp_path: Path) -> None:
+def test_onemillion_bench_fixture_with_script_agent_and_calibration(tmp_path: Path) -> None:
     cwd = workdir(tmp_path)
     script = tmp_path / "answer.jsonl"
     script.write_text(json.dumps({"say": "Check the lease first; give written notice; do not withhold rent."}) + "\n")
@@ -373,8 +373,16 @@ def test_onemillion_bench_fixture_with_script_agent_and_human_agreement(tmp_path
     agent = by_agent(rep)[f"script:{script}"]
     assert set(agent["economic_value"]) >= {"USD", "CNY"}
     assert agent["judge"]["na"] == 0
-    # Human `scores` exist for the law case only: judge-human agreement for that domain.
-    ha = agent["human_agreement"]
-    assert list(ha) == ["law"]
-    assert ha["law"]["n"] == 6 and 0.0 <= ha["law"]["raw_agreement"] <= 1.0
-    assert {"pearson_r", "p_value", "raw_agreement", "n"} <= set(ha["law"])
+    # Human `scores` (law case only) label upstream's stored response, not this run's answer:
+    # they never enter the report; `assay calibrate` compares the judge with them.
+    assert "human_agreement" not in agent
+    with FakeOpenAIServer() as srv:
+        srv.handler = lambda body: judge_reply(body, positives_met)
+        model_alias(cwd, "j2", "openai", srv.url, model=JUDGE_MODEL)
+        r = assay("calibrate", str(FIXTURES / "omb"), "--judge", "j2", "--json", "cal.json", cwd=cwd)
+        assert r.returncode == 0, r.stderr
+    (cal,) = json.loads((cwd / "cal.json").read_text())["judges"]
+    # response_1 of case 9001: items 1, 2, 5 scored; the judge meets positives only, so it
+    # agrees on 1 (hit) and 2 (human 0 vs judge hit: no) and 5 (human -5 = hit vs not met: no).
+    assert list(cal["domains"]) == ["law"] and cal["overall"]["n_responses"] == 1
+    assert cal["overall"]["n_items"] == 3 and cal["overall"]["item_agreement"] == pytest.approx(1 / 3)
