@@ -272,6 +272,60 @@ async def test_oversized_prompt_and_abrupt_clients(make_gw: Callable[..., Any]) 
         assert (await c.post("/v1/chat/completions", json=HI)).status_code == 200
 
 
+async def test_a_connection_flood_is_capped_and_refused_with_503(make_gw: Callable[..., Any]) -> None:
+    """Idle connections past the cap get a 503 at once; once the flood goes away the gateway serves again."""
+    from assay.env.net.gateway import MAX_CONNECTIONS
+
+    gw = await make_gw()
+    held = [await asyncio.open_unix_connection(str(gw.socket_path)) for _ in range(MAX_CONNECTIONS)]
+    await asyncio.sleep(0.2)
+    assert gw.conns.open == MAX_CONNECTIONS
+    reader, writer = await asyncio.open_unix_connection(str(gw.socket_path))
+    answer = await asyncio.wait_for(reader.read(), 5)
+    writer.close()
+    assert answer.startswith(b"HTTP/1.1 503") and b"too_many_connections" in answer
+    assert gw.conns.refused >= 1
+    for _r, w in held:
+        w.close()
+    for _ in range(100):
+        if gw.conns.open == 0:
+            break
+        await asyncio.sleep(0.05)
+    async with client(gw) as c:
+        assert (await c.post("/v1/chat/completions", json=HI)).status_code == 200
+
+
+async def test_half_sent_big_bodies_cannot_pile_up(make_gw: Callable[..., Any]) -> None:
+    """Clients that each announce a 30 MB body and send a little: the gateway admits bodies only
+    while their sum fits MAX_BUFFERED_BYTES; past it a request gets a 503 before its body is
+    read, and a normal call still goes through once the hogs are gone."""
+    from assay.env.net.gateway import MAX_BUFFERED_BYTES
+
+    gw = await make_gw()
+    size = 30_000_000
+    admitted = MAX_BUFFERED_BYTES // size
+    hogs = []
+    for _ in range(admitted):
+        r, w = await asyncio.open_unix_connection(str(gw.socket_path))
+        w.write(f"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: {size}\r\n\r\n".encode() + b"x" * 1024)
+        await w.drain()
+        hogs.append((r, w))
+    await asyncio.sleep(0.2)
+    assert gw._buffered == admitted * size
+    answer = await raw_exchange(gw, f"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: {size}\r\n\r\n"
+                                .encode())
+    assert answer.startswith(b"HTTP/1.1 503") and b"server_busy" in answer
+    for _r, w in hogs:
+        w.close()
+    for _ in range(100):
+        if gw._buffered == 0:
+            break
+        await asyncio.sleep(0.05)
+    assert gw._buffered == 0
+    async with client(gw) as c:
+        assert (await c.post("/v1/chat/completions", json=HI)).status_code == 200
+
+
 async def test_upstream_faults(make_gw: Callable[..., Any], fake: FakeOpenAIServer) -> None:
     """Faults after which a provider bills nothing are retried within the call's one reservation."""
     gw = await make_gw(upstream_retries=2)

@@ -485,6 +485,26 @@ async def test_workspace_volume_enforces_its_quota(base: Path) -> None:
     assert not list(base.glob(".ws.*")), "the image (or the copy-out folder) was left behind"
 
 
+@needs_root
+def test_sparse_files_cannot_blow_up_the_copy_out(base: Path) -> None:
+    """Sparse files take almost no blocks in the image but copy out at full size: the copy out
+    of the volume is capped by its quota, and what is left out is recorded."""
+    from assay.env.volume import WorkspaceVolume
+
+    if not _can_mount_volumes():
+        pytest.skip("no loop devices / mkfs.ext4 here")
+    vol = WorkspaceVolume.create(base / "ws", 64 * 1024**2)
+    fs.write_file(vol.path, "keep.txt", "kept\n")
+    for name in ("a.bin", "b.bin", "c.bin"):
+        with open(vol.path / name, "wb") as f:
+            f.truncate(1024**3)  # 1 GiB each, no blocks
+    report = vol.release()
+    assert report is not None and report.capped, report
+    kept = sum(os.lstat(p).st_size for p in vol.path.iterdir())
+    assert kept <= 64 * 1024**2 + 4096
+    assert (vol.path / "keep.txt").read_text() == "kept\n"
+
+
 async def test_checked_quota_refuses_file_tool_writes(base: Path) -> None:
     from assay.env.volume import WorkspaceVolume
 

@@ -228,6 +228,35 @@ def test_a_log_replaced_by_a_fifo_does_not_block(filled: Ledger) -> None:
     assert problems and "cannot be read" in problems[0] and "special" in problems[0]
 
 
+@pytest.mark.parametrize("reader", [False, True])
+def test_an_append_to_a_log_replaced_by_a_fifo_does_not_block(filled: Ledger, reader: bool) -> None:
+    """The agent swaps the log for a FIFO before its next question (with or without a process
+    of its own holding the other end): the append neither blocks nor writes into the FIFO."""
+    import threading
+
+    filled.log_path.unlink()
+    os.mkfifo(filled.log_path)
+    held = os.open(filled.log_path, os.O_RDONLY | os.O_NONBLOCK) if reader else None
+    try:
+        done = threading.Event()
+        worker = threading.Thread(target=lambda: (filled.append({"to": "owner", "question": "q?"}), done.set()),
+                                  daemon=True)
+        worker.start()
+        assert done.wait(5), "the append blocked on a FIFO"
+        if held is not None:
+            try:
+                got = os.read(held, 10)
+            except BlockingIOError:
+                got = b""
+            assert got == b"", "the harness wrote into the agent's FIFO"
+    finally:
+        if held is not None:
+            os.close(held)
+    assert filled.count == 6 and filled.entries[-1]["question"] == "q?"  # the trusted copy has it
+    problems = filled.verify()
+    assert problems and "special" in problems[0]
+
+
 def test_a_log_dir_replaced_by_a_link_is_not_followed(filled: Ledger, tmp_path: Path) -> None:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()

@@ -787,6 +787,13 @@ def _copy_file(sfd: int, dfd: int, name: str, rel: str, st: os.stat_result, repo
     if st.st_size > limits.max_file_bytes:
         report.refused.append((rel, f"file of {st.st_size} bytes left out (over {limits.max_file_bytes})"))
         return
+    if limits.on_limit == "skip" and report.bytes + st.st_size > limits.max_bytes:
+        # One big (or sparse) file does not end a "skip" copy: it is left out, smaller ones go on.
+        report.refused.append((rel, f"file of {st.st_size} bytes left out (the copy has "
+                                    f"{max(0, limits.max_bytes - report.bytes)} of its {limits.max_bytes} bytes left)"))
+        if not any(c.startswith("bytes:") for c in report.capped):
+            report.capped.append(f"bytes: files past {limits.max_bytes} bytes in all left out")
+        return
     try:
         fd, fst = open_regular_at(sfd, name)
     except PathError as e:

@@ -205,9 +205,10 @@ class WorkspaceVolume:
         out = self.path.parent / f".{self.path.name}.out"
         if keep_data:
             shutil.rmtree(out, ignore_errors=True)
-            # The volume cannot hold more than its quota: copying it out is capped by that, not
-            # by the default copy cap (a quota above 4 GiB keeps all of it).
-            lim = limits or fs.CopyLimits(on_limit="skip", max_bytes=max(self.quota_bytes, fs.CopyLimits.max_bytes))
+            # The volume holds at most its quota, so copying it out is capped by the quota (not the
+            # default 4 GiB): sparse files, whose size is not their blocks, cannot blow it up on
+            # the host disk; what is left out is recorded.
+            lim = limits or fs.CopyLimits(on_limit="skip", max_bytes=self.quota_bytes)
             report = fs.copy_tree(self.path, out, limits=lim)
         self._unmount()
         lifeline.drop("mount", str(self.path))

@@ -37,6 +37,7 @@ import json
 import os
 import re
 import secrets
+import stat
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -149,8 +150,9 @@ class Ledger:
     def _open_append(self) -> int:
         """An O_APPEND fd on the log, every component below the root opened with O_NOFOLLOW.
 
-        -1 when the agent broke the path (a symlink, a file where a directory should be): the
-        trusted copy is kept all the same, and verify() reports the missing lines.
+        -1 when the agent broke the path (a symlink, a file where a directory should be, a FIFO,
+        device or hard link in the log's place): the trusted copy is kept all the same, and
+        verify() reports the missing lines. Never blocks.
         """
         nofollow = getattr(os, "O_NOFOLLOW", 0)
         try:
@@ -165,12 +167,19 @@ class Ledger:
                 nfd = os.open(part, os.O_RDONLY | os.O_DIRECTORY | nofollow, dir_fd=dfd)
                 os.close(dfd)
                 dfd = nfd
-            return os.open(self._rel[-1], os.O_WRONLY | os.O_CREAT | os.O_APPEND | nofollow, 0o644,
-                           dir_fd=dfd)
+            # O_NONBLOCK: a FIFO the agent put in the log's place must not stall the harness (with
+            # no reader the open fails; with one, it is refused below, never written to).
+            fd = os.open(self._rel[-1], os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK | nofollow, 0o644,
+                         dir_fd=dfd)
         except OSError:
             return -1
         finally:
             os.close(dfd)
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:  # a special file, or a hard link elsewhere
+            os.close(fd)
+            return -1
+        return fd
 
     # ------------------------------------------------------------------ checking
 

@@ -87,7 +87,6 @@ import contextlib
 import json
 import logging
 import os
-import stat
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -100,7 +99,7 @@ import httpx
 from pydantic import BaseModel, Field
 
 from assay.config import Config, settings
-from assay.env.net.unixserver import shutdown
+from assay.env.net.unixserver import Connections, listen_unix
 from assay.errors import InputError
 from assay.llm.prices import Price, cost_usd
 from assay.llm.resolve import resolve_model
@@ -117,6 +116,17 @@ SOCKET_NAME = "llm.sock"
 MAX_HEADER_LINE = 64 * 1024
 MAX_HEADERS = 100
 MAX_BODY_BYTES = 32 * 1024 * 1024
+MAX_CONNECTIONS = 64
+"""Open connections per gateway (a delivered system may well call in parallel)."""
+MAX_BUFFERED_BYTES = 128 * 1024 * 1024
+"""Request bodies one gateway holds at once, over all its connections: a body is admitted
+(by its Content-Length, before it is read) only while it fits, else the request gets a 503 to
+retry, so a flood of half-sent 32 MiB bodies cannot make the shared harness hold gigabytes."""
+_BUSY_BODY = json.dumps({"error": {"message": "the gateway is busy: too many open connections",
+                                    "type": "rate_limit_error", "param": None, "code": "too_many_connections"}}).encode()
+BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\n"
+        b"Content-Length: " + str(len(_BUSY_BODY)).encode() + b"\r\n\r\n" + _BUSY_BODY)
+"""The answer a connection past the cap gets at once, before it is closed."""
 IDLE_TIMEOUT_S = 120.0  # an idle keep-alive connection is closed after this
 READ_TIMEOUT_S = 60.0  # headers and body of one request must arrive within this
 
@@ -214,6 +224,7 @@ class _Request:
     headers: dict[str, str]
     body: bytes
     keep_alive: bool
+    held: int = 0  # bytes of MAX_BUFFERED_BYTES this request holds until it is answered
 
 
 @dataclass(frozen=True)
@@ -372,7 +383,8 @@ class LLMGateway:
         self._server: asyncio.base_events.Server | None = None
         self._http: httpx.AsyncClient | None = None
         self._log: IO[str] | None = None
-        self._conns: set[asyncio.Task[Any]] = set()
+        self.conns = Connections("llm.sock", limit=MAX_CONNECTIONS, refusal=BUSY)
+        self._buffered = 0  # request body bytes admitted and not yet answered
 
     @classmethod
     def from_engagement(cls, engagement: Mapping[str, Any], upstream_url: str, model: str, *,
@@ -520,10 +532,6 @@ class LLMGateway:
         path = Path(socket_path)
         path.parent.mkdir(parents=True, exist_ok=True)
         os.chmod(path.parent, 0o755)  # the sandbox uid must reach the socket through the read-only bind
-        with contextlib.suppress(FileNotFoundError):
-            if not stat.S_ISSOCK(os.lstat(path).st_mode):
-                raise FileExistsError(f"{path} exists and is not a socket")
-            os.unlink(path)
         if self.log_path is not None:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC,
@@ -531,13 +539,12 @@ class LLMGateway:
             self._log = os.fdopen(fd, "a", encoding="utf-8")
         self._http = httpx.AsyncClient(timeout=self._timeout, transport=self._transport,
                                        headers=self._headers)
-        self._server = await asyncio.start_unix_server(self._serve, path=str(path), limit=MAX_HEADER_LINE)
-        os.chmod(path, 0o666)
+        self._server = await listen_unix(path, self.conns.guard(self._serve), limit=MAX_HEADER_LINE)
         self.socket_path = path
 
     async def stop(self) -> None:
         if self._server is not None:
-            await shutdown(self._server, self._conns)
+            await self.conns.close(self._server)
             self._server = None
         if self._http is not None:
             await self._http.aclose()
@@ -558,9 +565,6 @@ class LLMGateway:
     # ------------------------------------------------------------------ HTTP/1.1 framing
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        if task is not None:
-            self._conns.add(task)
         try:
             while True:
                 try:
@@ -571,7 +575,11 @@ class LLMGateway:
                     return
                 if req is None:
                     return
-                status, payload, headers = await self._dispatch(req)
+                try:
+                    status, payload, headers = await self._dispatch(req)
+                finally:
+                    self._buffered -= req.held
+                    req.body = b""
                 if not await self._send(writer, status, payload, keep_alive=req.keep_alive, headers=headers):
                     return
                 if not req.keep_alive:
@@ -581,8 +589,6 @@ class LLMGateway:
         except Exception:  # one client never takes the gateway down
             log.exception("LLM gateway connection failed")
         finally:
-            if task is not None:
-                self._conns.discard(task)
             with contextlib.suppress(Exception):
                 writer.close()
 
@@ -590,6 +596,7 @@ class LLMGateway:
     async def _read_request(self, reader: asyncio.StreamReader,  # noqa: C901
                             writer: asyncio.StreamWriter) -> _Request | None:
         """The next request on the connection; None when the client is done (EOF, idle, gone)."""
+        held = 0
         try:
             line = b""
             while not line.strip():
@@ -622,20 +629,27 @@ class LLMGateway:
             if length > MAX_BODY_BYTES:
                 raise _Reject(413, f"request body too large (max {MAX_BODY_BYTES} bytes)", "request_too_large",
                               close=True)
+            if length and self._buffered + length > MAX_BUFFERED_BYTES:
+                raise _Reject(503, "the gateway is busy: too much request data in flight; retry shortly",
+                              "server_busy", close=True)
+            self._buffered += length
+            held = length
             if length and headers.get("expect", "").lower() == "100-continue":
                 writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
                 await writer.drain()
             body = await asyncio.wait_for(reader.readexactly(length), READ_TIMEOUT_S) if length else b""
         except (ValueError, asyncio.LimitOverrunError):
+            self._buffered -= held
             raise _Reject(431, "request header line too long", close=True) from None
         except (TimeoutError, ConnectionError, asyncio.IncompleteReadError):
+            self._buffered -= held
             return None
         conn = headers.get("connection", "").lower()
         keep = ("close" not in conn) if version == "HTTP/1.1" else ("keep-alive" in conn)
         path = target.split("?", 1)[0]
         if path.startswith(("http://", "https://")):  # absolute form
             path = "/" + path.split("://", 1)[1].partition("/")[2]
-        return _Request(method.upper(), path, headers, body, keep)
+        return _Request(method.upper(), path, headers, body, keep, held)
 
     @staticmethod
     async def _send(writer: asyncio.StreamWriter, status: int, payload: Any, *, keep_alive: bool,

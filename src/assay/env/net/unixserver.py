@@ -1,4 +1,4 @@
-"""What the small asyncio servers of a run share (stakeholders, relays; the gateway's shutdown).
+"""What the small asyncio servers of a run share (stakeholders, relays, the LLM gateway).
 
 Every run of a campaign serves its sandbox through a few sockets (`ask.sock`, `llm.sock`,
 `svc_<name>.sock`) from the one harness process that serves every other run too. An agent
@@ -21,8 +21,8 @@ that shared process:
   server of every concurrent run (a scenario run: `ask.sock`, and two descriptors per
   relayed connection) fits beside what the harness itself keeps open.
 
-The company LLM gateway (`assay.env.net.gateway`) uses `shutdown` and its own request
-timeouts; it can take the cap the same way (`Connections(...).guard(self._serve)`).
+The company LLM gateway (`assay.env.net.gateway`) takes the cap the same way, with a lower
+one (each of its connections may buffer a 32 MiB request) and its own request timeouts.
 
     conns = Connections("ask.sock", refusal=b'{"ok": false, "error": "busy"}\\n')
     server = await listen_unix(path, conns.guard(serve), limit=MAX_REQUEST_BYTES)
