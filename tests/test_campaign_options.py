@@ -22,7 +22,7 @@ from assay.errors import InputError
     ({"level": ""}, "--level", "unknown level ''"),
     ({"judge_mode": "pairwise"}, "--judge-mode", "'pairwise' is not batched or per-item"),
     ({"judge_repeats": 0}, "--judge-repeats", "must be at least 1"),
-    ({"search": "google"}, "--search", "'google' is not off, native or local"),
+    ({"search": "google"}, "--search", "'google' is not off, native, local or brave"),
     ({"max_turns": 0}, "--max-turns", "must be a positive, finite number"),
     ({"max_minutes": -1.0}, "--max-minutes", "must be a positive, finite number"),
     ({"max_minutes": math.inf}, "--max-minutes", "must be a positive, finite number"),

@@ -134,8 +134,8 @@ def settings() -> Settings:
     """The `ASSAY_*` settings of the current environment (InputError for a bad value)."""
     env = os.environ
     return Settings(
-        config=Path(env.get("ASSAY_CONFIG") or "assay.toml"),
-        store=env.get("ASSAY_STORE") or None,
+        config=Path((env.get("ASSAY_CONFIG") or "").strip() or "assay.toml"),
+        store=(env.get("ASSAY_STORE") or "").strip() or None,
         gateway_model=(env.get("ASSAY_GATEWAY_MODEL") or "").strip() or None,
         grade_timeout_s=_seconds("ASSAY_GRADE_TIMEOUT_S", DEFAULTS.grade_timeout_s),
         check_timeout_s=_seconds("ASSAY_CHECK_TIMEOUT_S", DEFAULTS.check_timeout_s),

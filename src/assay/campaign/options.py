@@ -87,7 +87,8 @@ class RunOptions(BaseModel):
     def result_options(self) -> dict[str, Any]:
         """Everything that can change a result; hashed into every run key."""
         opts: dict[str, Any] = {
-            "judges": sorted(self.judges), "judge_mode": self.judge_mode, "judge_repeats": self.judge_repeats,
+            # In the order given: the first judge is also the contract judge and the meta-judge.
+            "judges": list(self.judges), "judge_mode": self.judge_mode, "judge_repeats": self.judge_repeats,
             "max_turns": self.max_turns, "max_minutes": self.max_minutes, "max_usd": self.max_usd,
             "search": self.search, "sandbox": not self.unsafe_no_sandbox,
         }
