@@ -307,3 +307,14 @@ def test_copy_tree_skip_mode_keeps_what_fits(tmp_path: Path) -> None:
     assert rep.files + rep.dirs + rep.links == 10 and any("too many files" in c for c in rep.capped)
     with pytest.raises(fs.CopyError):
         fs.copy_tree(src, tmp_path / "dst3", limits=fs.CopyLimits(max_files=10))
+
+
+def test_read_file_reads_a_bounded_part_of_a_huge_one_line_file(ws: Path) -> None:
+    """A file past READ_FILE_MAX_BYTES, all one line: only the cap is read, the line is clipped
+    with what was left out, and the note says how to see the rest."""
+    with open(ws / "huge.txt", "wb") as f:
+        f.write(b"b" * (fs.READ_FILE_MAX_BYTES + 1024) + b"\nafter\n")
+    out = fs.read_file(ws, "huge.txt")
+    assert len(out) < 3 * fs.MAX_LINE_CHARS
+    assert "line clipped:" in out and "more bytes" in out
+    assert f"only the first {fs.READ_FILE_MAX_BYTES} of" in out and "after" not in out

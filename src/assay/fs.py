@@ -52,6 +52,9 @@ LIST_MAX_DEPTH = 64
 MAX_LINE_CHARS = 2000
 """Longer lines are clipped in read_file so one minified line cannot flood the context."""
 
+READ_FILE_MAX_BYTES = 64 * 1024 * 1024
+"""read_file reads at most this much of a file (its lines past it are not counted)."""
+
 _BINARY_SNIFF_BYTES = 8192
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -268,23 +271,52 @@ def read_file(workspace: Path, rel: str, offset: int = 0, limit: int = 400) -> s
             return f"[{rel} is a binary file ({st.st_size} bytes); not shown as text]"
         out: list[str] = []
         total = 0
+        cut = st.st_size > READ_FILE_MAX_BYTES
         with os.fdopen(os.dup(fd), "rb") as f:
-            for i, raw in enumerate(f):
+            # Lines are read at most MAX_LINE_CHARS * 4 bytes at a time and only the first
+            # READ_FILE_MAX_BYTES of the file: one huge line or file cannot take the memory.
+            for i, (raw, skipped) in enumerate(_capped_lines(f, READ_FILE_MAX_BYTES, MAX_LINE_CHARS * 4)):
                 total = i + 1
                 if offset <= i < offset + limit:
                     line = raw.rstrip(b"\n").rstrip(b"\r").decode("utf-8", errors="replace")
-                    if len(line) > MAX_LINE_CHARS:
-                        line = (line[:MAX_LINE_CHARS]
-                                + f" [... line clipped: {len(line) - MAX_LINE_CHARS} more characters]")
+                    if len(line) > MAX_LINE_CHARS or skipped:
+                        more = f"{len(line) - MAX_LINE_CHARS} more characters" if not skipped else \
+                            f"{len(line) - MAX_LINE_CHARS} more characters and {skipped} more bytes"
+                        line = line[:MAX_LINE_CHARS] + f" [... line clipped: {more}]"
                     out.append(f"{i + 1:>5}\t{line}")
     if total == 0:
         return f"[{rel} is empty]"
+    note = (f"[only the first {READ_FILE_MAX_BYTES} of {st.st_size} bytes are read; use run_command "
+            "(head, tail, grep) for the rest]") if cut else ""
     if offset >= total:
-        return f"[offset {offset} is past the end: {rel} has {total} lines]"
+        return f"[offset {offset} is past the end: {rel} has {total} lines{' read' if cut else ''}]" + \
+            (f"\n{note}" if note else "")
     remaining = total - (offset + limit)
     if remaining > 0:
         out.append(f"[{remaining} more lines; continue with offset={offset + limit}]")
+    if note:
+        out.append(note)
     return "\n".join(out)
+
+
+def _capped_lines(f: Any, max_bytes: int, max_line: int) -> Iterator[tuple[bytes, int]]:
+    """(line, bytes of it skipped) for the file's lines within its first `max_bytes`, each cut
+    to `max_line` bytes: the rest of a longer line is skipped, never held in memory."""
+    left = max_bytes
+    while left > 0:
+        line = f.readline(min(max_line, left))
+        if not line:
+            return
+        left -= len(line)
+        skipped = 0
+        if not line.endswith(b"\n") and len(line) == max_line:  # a longer line: skip to its end
+            while left > 0:
+                rest = f.readline(min(1 << 20, left))
+                left -= len(rest)
+                skipped += len(rest.rstrip(b"\n"))
+                if not rest or rest.endswith(b"\n"):
+                    break
+        yield line, skipped
 
 
 def _replace_file(workspace: Path, rel: str, data: bytes, owner: int | None, mode: int | None = None) -> None:

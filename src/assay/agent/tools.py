@@ -201,11 +201,16 @@ class ToolBox:
             tail = "".join(f"\n{n}" for n in r.notes)
             return f"{head}\n{r.output}{tail}"
         owner = self.sandbox.uid if self.sandbox is not None else None
-        with fs.acting_as(owner):
-            try:
-                return self._file_tool(name, ws, a, owner)
-            except OSError as e:  # the file system said no (full, permission, ...): the agent's to handle
-                return f"error: {a.get('path', '.')}: {e.strerror or e}"
+
+        def as_the_run() -> str | ToolOutput:
+            with fs.acting_as(owner):  # the run's uid, in this worker thread only (setfsuid is per thread)
+                try:
+                    return self._file_tool(name, ws, a, owner)
+                except OSError as e:  # the file system said no (full, permission, ...): the agent's to handle
+                    return f"error: {a.get('path', '.')}: {e.strerror or e}"
+
+        # Off the event loop: a file the agent made huge (or slow to read) stalls this run only.
+        return await asyncio.to_thread(as_the_run)
 
     def _file_tool(self, name: str, ws: Path, a: dict[str, Any], owner: int | None) -> str | ToolOutput:
         sb = self.sandbox
