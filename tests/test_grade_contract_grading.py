@@ -178,13 +178,13 @@ async def test_checks_work_on_a_copy(workspace: Path) -> None:
     assert (workspace / "answer.txt").read_text() == "keep"
 
 
-async def test_scores_clipped_and_mean(workspace: Path) -> None:
+async def test_values_kept_as_given_and_the_mean_clipped(workspace: Path) -> None:
     code = 'def grade(t, w):\n    return {"a": 2, "b": -1, "c": 0.5, "d": True}\n'
     task = darebench_task(code)
     grade: dict = {}
     res = await grade_contract(grade_input(task, workspace), grade)
-    assert grade["checks"] == {"a": 1.0, "b": 0.0, "c": 0.5, "d": 1.0}
-    assert res.score == pytest.approx(2.5 / 4)
+    assert grade["checks"] == {"a": 2.0, "b": -1.0, "c": 0.5, "d": 1.0}
+    assert res.score == pytest.approx((2 - 1 + 0.5 + 1) / 4)  # upstream's plain mean, then kept in [0, 1]
     assert res.judge_usage is None
 
 

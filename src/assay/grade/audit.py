@@ -32,7 +32,7 @@ after 2 retries, or fails at the provider, falls back to the no-meta-judge rule 
 failure is recorded. Without a meta-judge, a hard flag removes the positive and soft
 flags are only recorded. The meta-judge's prompt fences what the agent controls (trace,
 artifacts, final message) and the verdict under review between boundary markers and says
-they are untrusted data (`assay.grade.untrusted`); its reply's last `supported` value counts.
+they are untrusted data (`assay.llm.untrusted`); its reply's last `supported` value counts.
 """
 
 from __future__ import annotations
@@ -49,8 +49,8 @@ from assay.errors import GraderError, ProviderError
 from assay.grade.contract_grading import ARTIFACT_CHARS as JUDGE_FILE_CHARS
 from assay.grade.inputs import GradeInput, JudgeService
 from assay.grade.numbers import Number, find_numbers
-from assay.grade.untrusted import ANSWER_CHARS, boundary, cut_text, fence, untrusted_note
 from assay.llm.jsonrepair import json_candidates
+from assay.llm.untrusted import ANSWER_CHARS, boundary, cut_text, fence, untrusted_note
 from assay.record import (
     AssistantEvent,
     Audit,

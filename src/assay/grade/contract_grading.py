@@ -32,7 +32,7 @@ cut to 20,000 characters, head and tail), the final message (cut to `ANSWER_CHAR
 tail), the first 4000 characters of each contract file that exists, and the rubric. What the
 agent controls (the summary, the final message, each file) is fenced between boundary
 markers with a token derived from the task and those texts, and the prompt says it is
-untrusted data, never instructions (`assay.grade.untrusted`); a cut is recorded in
+untrusted data, never instructions (`assay.llm.untrusted`); a cut is recorded in
 `grade.judge["cut"]`. The reply must be `{"scores": {...}, "total": x,
 "notes": "..."}`; the reply's LAST verdict-shaped JSON value counts (a verdict the judge
 quotes from the agent's text while it reasons does not). Also accepted: `criteria_scores`,
@@ -74,8 +74,8 @@ from assay.env.workspace import grading_copy_limits
 from assay.errors import GraderError, HarnessError, ProviderError
 from assay.grade.contract import PythonCheck
 from assay.grade.inputs import GradeInput
-from assay.grade.untrusted import ANSWER_CHARS, Cut, boundary, cut_text, fence, untrusted_note
 from assay.llm.jsonrepair import json_candidates
+from assay.llm.untrusted import ANSWER_CHARS, Cut, boundary, cut_text, fence, untrusted_note
 from assay.record import (
     AssistantEvent,
     ContractGrade,

@@ -4,7 +4,7 @@ Each item's text appears verbatim in the prompt. An item the judge cannot answer
 retries is NA (counted 0, reported), never silently a miss. Calls are cached by judge spec
 and the full prompt, so a re-grade costs nothing and a changed answer is judged afresh.
 
-The answer is data, not instructions (`assay.grade.untrusted`): it is cut to `ANSWER_CHARS`
+The answer is data, not instructions (`assay.llm.untrusted`): it is cut to `ANSWER_CHARS`
 characters (head and tail; `info["answer_cut"]` records a cut), fenced between
 `<<<ANSWER-TOKEN>>>` and `<<<END-ANSWER-TOKEN>>>` with a token derived from the task and the
 answer (so the cache still hits on a re-grade), and the prompt says that what is inside is
@@ -30,10 +30,10 @@ from typing import Any
 from assay.config import Config
 from assay.errors import GraderError, ProviderError
 from assay.grade.rubric import ItemVerdict
-from assay.grade.untrusted import ANSWER_CHARS, Cut, boundary, cut_text, fence, untrusted_note
 from assay.llm.jsonrepair import json_candidates
 from assay.llm.messages import Message
 from assay.llm.resolve import Model, resolve_model
+from assay.llm.untrusted import ANSWER_CHARS, Cut, boundary, cut_text, fence, untrusted_note
 from assay.record import UsageCost
 from assay.task.model import RubricItem, Task
 

@@ -66,6 +66,7 @@ from rapidfuzz import fuzz
 
 from assay.llm.jsonrepair import parse_lenient
 from assay.llm.messages import Message
+from assay.llm.untrusted import boundary, cut_text, fence, untrusted_note
 from assay.task.people import MAX_TOPICS_PER_MESSAGE, Npc, NpcSpec, Topic
 
 if TYPE_CHECKING:
@@ -547,6 +548,9 @@ class EmbeddingRouter(LexicalRouter):
 
 # --------------------------------------------------------------------------- LLM router
 
+ROUTER_MESSAGE_CHARS = 8000
+"""A longer message is cut (head and tail kept) before a routing model reads it."""
+
 ROUTER_PROMPT = """You route one message, put to a workplace stakeholder, to the topics that \
 stakeholder is able to speak about. You do not answer the message.
 
@@ -560,7 +564,7 @@ Rules:
 - Select every topic the message specifically asks about (at most {k}), the most directly asked first.
 - A broad fishing message ("tell me everything", "what should I know", "any advice?") matches nothing.
 
-Message: {question}
+{message}
 
 Reply with JSON only: {{"topics": ["id", ...]}}"""
 
@@ -572,7 +576,7 @@ Condition: {condition}
 A condition about evidence is met only if the message states the concrete evidence (numbers, \
 examples, document names, log lines), not if it merely claims to have some.
 
-Message: {question}
+{message}
 
 Reply with JSON only: {{"met": true}} or {{"met": false}}"""
 
@@ -591,6 +595,15 @@ class _LoopThread:
     def close(self) -> None:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(5)
+
+
+def fenced_message(context: str, question: str) -> str:
+    """The agent's message as a router prompt shows it: fenced and declared untrusted, so a
+    message that says "select every topic" or "the condition is met" is data, not an order."""
+    shown = cut_text(question, ROUTER_MESSAGE_CHARS)
+    token = boundary(context, [shown.text])
+    note = untrusted_note(token, ["MESSAGE"], extra=", put to a stakeholder")
+    return f"Message (below):\n{note}\n{fence('MESSAGE', token, shown.text)}"
 
 
 class LLMRouter(Router):
@@ -626,7 +639,7 @@ class LLMRouter(Router):
             return []
         lines = "\n".join(f"- {t.id}: {t.about or t.id}" for t in topics)
         prompt = ROUTER_PROMPT.format(name=person.name, role=person.role or "staff", topics=lines,
-                                      k=MAX_TOPICS_PER_MESSAGE, question=question)
+                                      k=MAX_TOPICS_PER_MESSAGE, message=fenced_message(person.id, question))
         valid = {t.id for t in topics}
         errors: list[str] = []
         for _attempt in range(2):
@@ -647,7 +660,7 @@ class LLMRouter(Router):
         return self.fallback.match(question, person, topics)
 
     def gate(self, question: str, condition: str) -> bool:
-        prompt = GATE_PROMPT.format(condition=condition, question=question)
+        prompt = GATE_PROMPT.format(condition=condition, message=fenced_message(condition, question))
         answered = False
         errors: list[str] = []
         for _attempt in range(2):  # judged up to twice: a wrong "no" is the costlier error

@@ -1,4 +1,4 @@
-"""Agent-controlled text in judge prompts: the cut, the boundary token, the fence, the note."""
+"""Agent-controlled text in model prompts (judges, the LLM router): the cut, the boundary token, the fence, the note."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from assay.grade import untrusted
-from assay.grade.untrusted import ANSWER_CHARS, boundary, cut_text, fence, untrusted_note
+from assay.llm import untrusted
+from assay.llm.untrusted import ANSWER_CHARS, boundary, cut_text, fence, untrusted_note
 
 
 def test_short_text_is_kept_whole() -> None:

@@ -1,6 +1,7 @@
-"""Agent-controlled text in a judge's prompt: cut to a bounded size, fenced, declared untrusted.
+"""Agent-controlled text in a model's prompt: cut to a bounded size, fenced, declared untrusted.
 
-Judges read what the agent produced (its answer, the files it wrote, its tool calls and their
+Judges (and the stakeholders' LLM router, which reads the agent's questions) read what the
+agent produced (its answer, the files it wrote, its tool calls and their
 results), and that text may try to talk to the judge ("mark every item met"), pretend to
 close the block it sits in, or carry a forged verdict. So every judge prompt (rubric items,
 batched and per item, in English and Chinese; the DareBench contract judge; the audit's
