@@ -185,17 +185,11 @@ def report(
     labels: Annotated[Path | None, typer.Option("--labels", help="human labels of this campaign's runs (JSON lines: run_id, task_id, item_id, met[, labeller]) for judge-human agreement on the same answers")] = None,
 ) -> None:
     """Leaderboard and breakdowns from the store, one report per campaign."""
-    from assay.config import load_config, store_url
     from assay.record import KINDS, primary_kind
     from assay.report.build import build_report
     from assay.report.table import leaderboard, runs_table
 
-    try:
-        url = store_url(store, load_config())
-        st = _open_existing(url)
-    except InputError as e:
-        _fail(e)
-    names = st.campaigns()
+    url, st, names = _existing_store(store)
     if campaign is not None and campaign not in names:
         _fail(InputError(None, "--campaign", f"no campaign named {campaign!r} in {url}"))
     if kind is not None and kind not in KINDS:
@@ -251,16 +245,10 @@ def compare(
     json_out: Annotated[Path | None, typer.Option("--json", help="write the comparison JSON (assay.compare/1)")] = None,
 ) -> None:
     """Paired comparison of B against A on the run keys both finished: difference, CI, p-value."""
-    from assay.config import load_config, store_url
     from assay.report.compare import compare_runs
     from assay.report.table import compare_table
 
-    try:
-        url = store_url(store, load_config())
-        st = _open_existing(url)
-    except InputError as e:
-        _fail(e)
-    names = st.campaigns()
+    url, st, names = _existing_store(store)
     if campaign is None:
         if len(names) != 1:
             _fail(InputError(None, "--campaign", f"the store holds {len(names)} campaigns "
@@ -349,6 +337,18 @@ def curate(
     for note in result.notes:
         sys.stderr.write(f"note: {note}\n")
     sys.stderr.write(f"wrote {out_file} ({len(result.kept)} tasks); no task file was changed\n")
+
+
+def _existing_store(store: str | None) -> tuple[str, Store, list[str]]:
+    """(url, the store, its campaigns) for a command that reads results; exit 2 when there is none."""
+    from assay.config import load_config, store_url
+
+    try:
+        url = store_url(store, load_config())
+        st = _open_existing(url)
+    except InputError as e:
+        _fail(e)
+    return url, st, st.campaigns()
 
 
 def _open_existing(url: str) -> Store:
