@@ -67,3 +67,22 @@ def test_markdown_export_and_whole_ids_in_a_pipe(two_campaigns: Path) -> None:
     assert [row.split("|")[1].strip() for row in rows][0] == "alpha"
     assert len(rows) == 3
     assert long_id in md
+
+
+def test_show_explains_a_scenario_score_and_never_reads_text_as_markup(tmp_path: Path) -> None:
+    from assay.record import event_from_wire
+
+    st = Store(f"sqlite:///{tmp_path / '.assay' / 'assay.db'}")
+    rec = record("alpha", "s1", 0, scenario=(0.5, 0.1))
+    tricky = "[/INST] [bold]not bold[/bold] [exit code 0] done"
+    events = [event_from_wire(seq=0, t=0.0, kind="assistant", data={"content": tricky}),
+              event_from_wire(seq=1, t=0.1, kind="tool_result", data={"id": "c1", "name": "run_command",
+                                                                       "output": "[exit code 0]\nok"})]
+    st.save_run(rec, events)
+    st.close()
+    r = assay("show", rec.run_id, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert tricky in r.stdout  # shown as written: no markup read, no bracket dropped
+    assert r.stdout.count("[exit code 0]") == 2  # the tool result's prefix too
+    assert "scenario grade" in r.stdout and "KPI 0 (baseline 0, reference 1)" in r.stdout
+    assert "S 0.4" in r.stdout and "solved False" in r.stdout

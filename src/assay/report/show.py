@@ -55,8 +55,8 @@ def render_run(console: Console, rec: RunRecord, events: list[Event]) -> None:
         for col in ("id", "weight", "tag", "hit", "na", "check", "reason"):
             t.add_column(col, overflow="fold")
         for it in g.rubric.items:
-            t.add_row(Text(it.id), f"{it.weight:g}", Text(str(it.tag)), str(it.hit), str(it.na), str(it.check),
-                      Text(it.reason[:80]))
+            t.add_row(Text(it.id), f"{it.weight:g}", Text(str(it.tag)), "NA" if it.na else str(it.hit), str(it.na),
+                      str(it.check), Text(it.reason[:300]))
         console.print(t)
     if g.contract is not None and g.contract.predicates:
         t = Table(title=f"contract (sat={g.contract.sat})")
@@ -65,6 +65,35 @@ def render_run(console: Console, rec: RunRecord, events: list[Event]) -> None:
         for p in g.contract.predicates:
             t.add_row(Text(p.path), p.predicate or "", str(p.ok), Text(p.reason))
         console.print(t)
+    if g.contract is not None and (g.contract.checks or g.contract.judge):
+        lines = [f"check {k}: {v}" for k, v in (g.contract.checks or {}).items()]
+        judge = g.contract.judge or {}
+        if judge:
+            lines.append(f"judge total: {judge.get('total')}"
+                         + (" (read as a percent)" if judge.get("read_as_percent") else "")
+                         + (" (capped)" if judge.get("capped") else ""))
+            lines += [f"judge {k}: {v}" for k, v in (judge.get("scores") or {}).items()]
+            if judge.get("notes"):
+                lines.append(f"judge notes: {judge['notes']}")
+        console.print(Panel(Text("\n".join(lines)), title="contract checks and judge"))
+    if g.scenario is not None:
+        sg = g.scenario
+        lines = [f"KPI {sg.kpi:g} (baseline {sg.kpi_baseline:g}, reference {sg.kpi_reference:g})",
+                 f"uplift U {sg.uplift:.4g} · after incidents U_adj {sg.uplift_adj:.4g} · contact cost "
+                 f"{sg.contact_cost:.4g} · S {sg.score:.4g} · solved {sg.solved}",
+                 f"incidents: {'; '.join(sg.incidents) if sg.incidents else 'none'}",
+                 f"questions asked: {sg.questions_asked} "
+                 f"({', '.join(f'{p} {n}' for p, n in sorted(sg.asked_by_person.items())) or 'nobody'})",
+                 f"key-fact coverage: {'-' if sg.key_fact_coverage is None else f'{sg.key_fact_coverage:.0%}'} "
+                 f"· facts obtained: {', '.join(sg.facts_obtained) or 'none'}",
+                 f"router: {sg.router or '-'}" + (f" ({sg.router_fallback_count} fallback(s))"
+                                                  if sg.router_fallback_count else "")]
+        if sg.off_limits_contacts:
+            lines.append(f"off-limits contacts: {', '.join(sg.off_limits_contacts)}")
+        summary = str(sg.grader.get("summary") or "")
+        if summary:
+            lines.append(f"grader: {summary[:2000]}")
+        console.print(Panel(Text("\n".join(lines)), title="scenario grade"))
     if g.audit is not None and g.audit.flags:
         console.print(Panel(Text("\n".join(f"{f.rule}: {f.reason}{' (removed)' if f.removed else ''}"
                                            for f in g.audit.flags)), title="audit flags"))
