@@ -86,3 +86,15 @@ def test_show_explains_a_scenario_score_and_never_reads_text_as_markup(tmp_path:
     assert r.stdout.count("[exit code 0]") == 2  # the tool result's prefix too
     assert "scenario grade" in r.stdout and "KPI 0 (baseline 0, reference 1)" in r.stdout
     assert "S 0.4" in r.stdout and "solved False" in r.stdout
+
+
+def test_csv_rows_carry_the_task_and_run_details(two_campaigns: Path) -> None:
+    import csv
+
+    r = assay("report", "--campaign", "one", "--csv", "r.csv", cwd=two_campaigns)
+    assert r.returncode == 0, r.stderr
+    with open(two_campaigns / "r.csv", newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 4
+    assert {"task_title", "domain", "language", "model", "turns", "duration_s", "cost_usd", "input_tokens"} <= set(rows[0])
+    assert {row["agent"] for row in rows} == {"alpha", "beta", "gamma"}

@@ -8,7 +8,8 @@ from typing import Any
 
 COLUMNS = ["run_id", "task_id", "task_hash", "kinds", "agent", "level", "epoch", "status", "end_reason", "sandbox",
            "score", "passed", "value_amount", "value_currency", "input_tokens", "output_tokens",
-           "cache_read_tokens", "cache_write_tokens", "cost_usd", "judge_cost_usd"]
+           "cache_read_tokens", "cache_write_tokens", "cost_usd", "judge_cost_usd",
+           "task_title", "domain", "language", "modality", "execution", "model", "turns", "duration_s", "search"]
 
 
 def write_csv(report: dict[str, Any], path: Path) -> None:
@@ -25,7 +26,9 @@ def write_csv(report: dict[str, Any], path: Path) -> None:
                         "" if r["score"] is None else repr(r["score"]), "" if r["passed"] is None else r["passed"],
                         v.get("amount", ""), v.get("currency", ""), u["input_tokens"], u["output_tokens"],
                         u["cache_read_tokens"], u["cache_write_tokens"],
-                        "" if u["cost_usd"] is None else u["cost_usd"], r["judge_usage"].get("cost_usd") or 0])
+                        "" if u["cost_usd"] is None else u["cost_usd"], r["judge_usage"].get("cost_usd") or 0,
+                        *(r["task"].get(k) or "" for k in ("title", "domain", "language", "modality", "execution")),
+                        r.get("model") or "", r.get("turns", 0), r.get("duration_s", 0.0), r.get("search") or ""])
     tmp.replace(path)
 
 
