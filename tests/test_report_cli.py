@@ -98,3 +98,15 @@ def test_csv_rows_carry_the_task_and_run_details(two_campaigns: Path) -> None:
     assert len(rows) == 4
     assert {"task_title", "domain", "language", "model", "turns", "duration_s", "cost_usd", "input_tokens"} <= set(rows[0])
     assert {row["agent"] for row in rows} == {"alpha", "beta", "gamma"}
+
+
+def test_scenario_block_per_level_with_drops_and_runs_below_doing_nothing(tmp_path: Path) -> None:
+    from assay.report.build import build_report
+
+    runs = [record("m", "case/base", 0, level="L0", scenario=(0.9, 0.1)),   # S 0.8
+            record("m", "case/base", 0, level="L1", scenario=(0.6, 0.1)),   # S 0.5
+            record("m", "case/base", 0, level="L3", scenario=(-2.0, 0.2))]  # S max(-2, -1) - 0.2 = -1.2
+    block = build_report("c", runs)["agents"][0]["scenario"]
+    assert block["levels"]["L0"]["mean_s"] == pytest.approx(0.8) and block["levels"]["L3"]["runs"] == 1
+    assert block["drop_L0_L1"] == pytest.approx(0.3) and block["drop_L1_L3"] == pytest.approx(1.7)
+    assert block["below_no_op"] == pytest.approx(1 / 3)

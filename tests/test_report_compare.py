@@ -16,7 +16,7 @@ from tests.helpers import assay
 
 
 def record(agent: str, task: str, score: float, *, campaign: str = "default", epoch: int = 1,
-           status: str = "done", scenario: tuple[float, float] | None = None) -> RunRecord:
+           status: str = "done", scenario: tuple[float, float] | None = None, level: str | None = None) -> RunRecord:
     grade = Grade(rubric=RubricGrade(expert_score=score))
     kinds = ["rubric"]
     if scenario is not None:  # (uplift_adj, contact_cost)
@@ -27,7 +27,7 @@ def record(agent: str, task: str, score: float, *, campaign: str = "default", ep
         score = u_adj - cost
     done = status == "done"
     return RunRecord(run_id=uuid.uuid4().hex, key=RunKey(campaign=campaign, task_id=task, task_hash="h-" + task,
-                                                         agent=agent, level=None, epoch=epoch, options_hash="o"),
+                                                         agent=agent, level=level, epoch=epoch, options_hash="o"),
                      kinds=kinds, harness_version="test", status="done" if done else "void",
                      end_reason="finished" if done else "api_error", score=score if done else None,
                      passed=None, grade=grade)

@@ -198,6 +198,9 @@ def agent_summary(agent: str, runs: list[RunRecord], labels: list[dict[str, Any]
             "router_fallbacks": sum(sg.router_fallback_count for _r, sg in scen),
             "runs_with_router_fallbacks": sum(1 for _r, sg in scen if sg.router_fallback_count),
             "tasks": _task_ids(r for r, _sg in scen),
+            # Doing nothing scores S = 0: the share of runs that did worse than that.
+            "below_no_op": _mean([1.0 if v < 0 else 0.0 for v in s_vals]),
+            **_levels(scen),
         }
     blocks = [(k, summary[k][field]) for k, field in (("rubric", "expert_score"), ("scenario", "mean_s"),
                                                       ("contract", "accuracy")) if k in summary]
@@ -218,6 +221,24 @@ def averaged(r: RunRecord) -> float:
 def _score(r: RunRecord) -> float:
     assert r.score is not None
     return r.score
+
+
+def _levels(scen: list[tuple[RunRecord, Any]]) -> dict[str, Any]:
+    """Mean S per level (L0 full brief .. L3 discover everything) and the drops FDE-Gym reads:
+    L0 -> L1 (losing the written spec) and L1 -> L3 (losing the pointers)."""
+    by: dict[str, dict[str, list[tuple[float, float]]]] = defaultdict(lambda: defaultdict(list))
+    for r, sg in scen:
+        if r.key.level:
+            by[r.key.level][r.key.task_id].append((sg.uplift_adj, sg.contact_cost))
+    if not by:
+        return {}
+    levels = {lv: {"mean_s": metrics.mean_run_score(per_task), "runs": sum(len(v) for v in per_task.values())}
+              for lv, per_task in sorted(by.items())}
+    out: dict[str, Any] = {"levels": levels}
+    for a, b in (("L0", "L1"), ("L1", "L3")):
+        if a in levels and b in levels:
+            out[f"drop_{a}_{b}"] = levels[a]["mean_s"] - levels[b]["mean_s"]
+    return out
 
 
 def _task_ids(runs: Iterable[RunRecord]) -> list[str]:
