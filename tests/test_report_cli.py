@@ -110,3 +110,20 @@ def test_scenario_block_per_level_with_drops_and_runs_below_doing_nothing(tmp_pa
     assert block["levels"]["L0"]["mean_s"] == pytest.approx(0.8) and block["levels"]["L3"]["runs"] == 1
     assert block["drop_L0_L1"] == pytest.approx(0.3) and block["drop_L1_L3"] == pytest.approx(1.7)
     assert block["below_no_op"] == pytest.approx(1 / 3)
+
+
+def test_a_campaign_mixing_task_contents_or_harness_versions_is_warned_about(tmp_path: Path) -> None:
+    st = Store(f"sqlite:///{tmp_path / '.assay' / 'assay.db'}")
+    a = record("m", "t1", 0.5)
+    b = record("m", "t1", 0.7, epoch=2).model_copy(deep=True)
+    b.key.task_hash = "h-t1-edited"
+    b.harness_version = "older"
+    st.save_run(a, [])
+    st.save_run(b, [])
+    st.close()
+    r = assay("report", "--json", "r.json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    warnings = json.loads((tmp_path / "r.json").read_text())["warnings"]
+    assert any("task t1 was run under 2 different contents" in w for w in warnings)
+    assert any("2 harness versions" in w for w in warnings)
+    assert "warning: campaign default: task t1" in r.stderr

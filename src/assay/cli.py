@@ -217,6 +217,8 @@ def report(
             sys.stderr.write(f"note: campaign {name!r} has no runs of {', '.join(sorted(agents))}\n")
         rep = build_report(name, selected, labels=human_labels)
         out.print(leaderboard(rep))
+        for w in rep["warnings"]:
+            sys.stderr.write(f"warning: campaign {name}: {w}\n")
         if runs:
             out.print(runs_table(rep))
     if json_out is not None:

@@ -13,7 +13,8 @@ Additions to the SPEC's keys (documented here and in docs):
   mean score, `pass_at_k` and `pass_hat_k` for k = 1..n; `search_delta {agent: delta}`: for
   an agent run both without search (`--search off`) and with it (`local`, `brave` or `native`), the
   mean over the tasks run both ways of (mean score with search - mean score without), and
-  `search_deltas {agent: {mode: {delta, tasks, with, without}}}` per search mode.
+  `search_deltas {agent: {mode: {delta, tasks, with, without}}}` per search mode; `warnings`:
+  a task run under several contents (hashes) or runs of several harness versions.
 """
 
 from __future__ import annotations
@@ -272,7 +273,22 @@ def build_report(campaign: str | None, runs: Iterable[RunRecord],
                          for a, m in deltas.items()},
         "search_deltas": deltas,
         "pareto": pareto_fronts(by_agent),
+        "warnings": mixing_warnings(runs),
     }
+
+
+def mixing_warnings(runs: list[RunRecord]) -> list[str]:
+    """What makes a campaign's runs not comparable: a task run under several contents (its
+    hash changed between runs) or runs made by several harness versions."""
+    hashes: dict[str, set[str]] = defaultdict(set)
+    for r in runs:
+        hashes[r.key.task_id].add(r.key.task_hash)
+    out = [f"task {t} was run under {len(h)} different contents (hashes {', '.join(sorted(h))}): "
+           "its runs are not all of the same task" for t, h in sorted(hashes.items()) if len(h) > 1]
+    versions = sorted({r.harness_version for r in runs})
+    if len(versions) > 1:
+        out.append(f"runs were made by {len(versions)} harness versions ({', '.join(versions)})")
+    return out
 
 
 def pareto_fronts(by_agent: dict[str, list[RunRecord]]) -> dict[str, list[dict[str, Any]]]:
