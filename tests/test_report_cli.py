@@ -41,6 +41,7 @@ def test_kind_blocks_list_their_tasks_and_filters_apply(two_campaigns: Path) -> 
     alpha = next(a for a in rep["agents"] if a["agent"] == "alpha")
     assert alpha["rubric"]["tasks"] == ["npt-attribution-of-a-very-long-task-identifier-that-must-stay-whole"]
     assert alpha["scenario"]["tasks"] == ["s1"] and alpha["mean_score"] is None  # two kinds: no mixed headline
+    assert alpha["end_reasons"] == {"finished": 2}
     r = assay("report", "--campaign", "one", "--agent", "beta", "--kind", "rubric", "--json", "b.json",
               cwd=two_campaigns)
     assert r.returncode == 0, r.stderr

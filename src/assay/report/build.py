@@ -19,7 +19,7 @@ Additions to the SPEC's keys (documented here and in docs):
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from typing import Any
 
@@ -136,6 +136,8 @@ def agent_summary(agent: str, runs: list[RunRecord], labels: list[dict[str, Any]
         "tokens": sum(r.usage.input_tokens + r.usage.output_tokens + r.usage.cache_read_tokens
                       + r.usage.cache_write_tokens for r in runs),
         **pass_k(scored),
+        # How runs ended: how often a limit (max_turns, max_time, max_usd) or a fault stopped them.
+        "end_reasons": dict(sorted(Counter(r.end_reason for r in runs).items())),
     }
     # The rubric block: runs a rubric scores (their audited `score`, their `passed`).
     rubric = [(r, rg) for r in scored if (rg := r.grade.rubric) is not None and primary_kind(r.kinds) == "rubric"]
