@@ -128,3 +128,28 @@ def test_a_campaign_mixing_task_contents_or_harness_versions_is_warned_about(tmp
     assert any("task t1 was run under 2 different contents" in w for w in warnings)
     assert any("2 harness versions" in w for w in warnings)
     assert "warning: campaign default: task t1" in r.stderr
+
+
+def test_dry_run_calls_no_model_and_estimates_what_is_left(tmp_path: Path) -> None:
+    from tests.fakes.openai_server import FakeOpenAIServer
+    from tests.helpers import REPO, model_alias
+
+    suite = REPO / "suites" / "starter" / "rubric"
+    with FakeOpenAIServer() as srv:
+        model_alias(tmp_path, "m", "openai", srv.url, model="agent-model")
+        r = assay("run", str(suite), "--agent", "m", "--agent", "reference", "--dry-run", "--json", "dry.json",
+                  cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert srv.requests == []  # no model was called
+    assert not (tmp_path / ".assay").exists()  # and nothing was written
+    rows = {a["agent"]: a for a in json.loads((tmp_path / "dry.json").read_text())["agents"]}
+    assert rows["m"]["to_do"] == 10 and rows["m"]["done"] == 0
+    assert rows["m"]["input_tokens"] > 0 and rows["m"]["cost_usd"] > 0
+    assert any("prompt" in b for b in rows["m"]["basis"])
+    assert rows["reference"]["cost_usd"] == 0 and "no model calls" in rows["reference"]["basis"][0]
+    # After the reference ran, its runs are done and nothing is left to estimate for it.
+    r = assay("run", str(suite), "--agent", "reference", "-q", cwd=tmp_path, timeout=600)
+    assert r.returncode == 0, r.stderr
+    r = assay("run", str(suite), "--agent", "reference", "--dry-run", "--json", "dry2.json", cwd=tmp_path)
+    (row,) = json.loads((tmp_path / "dry2.json").read_text())["agents"]
+    assert (row["to_do"], row["done"]) == (0, 10)

@@ -76,6 +76,7 @@ def run(
     search: Annotated[str, typer.Option(help="off|native|local|brave: native = a model's own search, local = the task's corpus, brave = the Brave Search API (BRAVE_API_KEY; DareBench tasks that need web_search run with any)")] = "off",
     unsafe_no_sandbox: Annotated[bool, typer.Option("--unsafe-no-sandbox", help="run model/script agents without bubblewrap (recorded on every run)")] = False,
     skip_invalid: Annotated[bool, typer.Option("--skip-invalid", help="list bad task files (file, field, reason) and run the others; they appear in the report's `skipped`")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="call no model: print the runs to do and already done, and an estimated cost per agent with its basis")] = False,
     routing: Annotated[str | None, typer.Option(help="stakeholder routing for scenarios: regex|lexical|embedding|llm (default: each scenario's own matcher; `llm` without --router-model falls back to lexical)")] = None,
     router_model: Annotated[str | None, typer.Option("--router-model", help="model spec that routes questions and judges gates when routing is llm")] = None,
     gateway_model: Annotated[str | None, typer.Option("--gateway-model", help="OpenAI-compatible model (spec or assay.toml alias) behind scenarios' company LLM gateway (default: ASSAY_GATEWAY_MODEL)")] = None,
@@ -98,6 +99,15 @@ def run(
         _fail(e)
     _print_invalid(prepared.skipped)
     _print_skips(prepared.plan.skipped)
+    if dry_run:
+        from assay.campaign.service import dry_run as estimate
+        from assay.report.table import dry_run_table
+
+        rows = [r.model_dump() for r in estimate(prepared)]
+        out.print(dry_run_table(rows, prepared.options.campaign))
+        if json_out is not None:
+            _write_json(json_out, {"schema": "assay.dry-run/1", "campaign": prepared.options.campaign, "agents": rows})
+        return
     try:
         result, report = asyncio.run(run_prepared(prepared, console=err, show_progress=not quiet))
     except KeyboardInterrupt:

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, Field
 from rich.console import Console
 
 from assay.agent.brave import BRAVE_URL, BraveSearch
@@ -27,7 +29,9 @@ from assay.errors import InputError, InvalidTasks
 from assay.grade.calibration import Calibration, calibrate, labelled_answers
 from assay.grade.grader import needs_judge
 from assay.grade.judge import Judge
+from assay.llm.messages import Usage
 from assay.llm.resolve import resolve_model
+from assay.record import RunRecord
 from assay.report.build import build_report
 from assay.store import Store
 from assay.task.discover import find_tasks, select
@@ -205,3 +209,77 @@ async def calibrate_files(paths: list[Path], judge_specs: list[str], *, mode: st
         for j in judges:
             await j.aclose()
         cache.close()
+
+
+class DryRunAgent(BaseModel):
+    """`assay run --dry-run`, one agent: runs left and done, and what the ones left may cost."""
+
+    agent: str
+    to_do: int
+    done: int
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = 0.0  # None: the agent's price is unknown
+    basis: list[str] = Field(default_factory=list)
+
+
+DRY_RUN_TURN_TOKENS = (1500, 400)
+"""Heuristic per model turn without earlier runs: input tokens on top of the prompt (tool
+output, the growing conversation) and output tokens."""
+
+
+def _existing_runs(url: str) -> list[RunRecord]:
+    """Finished runs already in the store (any campaign), without creating a store that is not there."""
+    if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).exists():
+        return []
+    st = Store(url)
+    try:
+        return [r for r in st.runs() if r.status == "done"]
+    finally:
+        st.close()
+
+
+def dry_run(prepared: PreparedCampaign) -> list[DryRunAgent]:
+    """What the campaign would still run, per agent, and a cost estimate with its basis. No
+    model is called and nothing is written: earlier runs of the same task and agent in the store
+    give the estimate where there are any, else the prompt's size and the turn limit do."""
+    earlier = _existing_runs(prepared.store_url)
+    done_keys = {r.key.digest for r in earlier if r.key.campaign == prepared.options.campaign}
+    seen: dict[tuple[str, str], list[RunRecord]] = defaultdict(list)
+    for r in earlier:
+        seen[(r.key.agent, r.key.task_id)].append(r)
+    rows: dict[str, DryRunAgent] = {}
+    for p in prepared.plan.runs:
+        row = rows.setdefault(p.agent.spec, DryRunAgent(agent=p.agent.spec, to_do=0, done=0))
+        if p.key.digest in done_keys:
+            row.done += 1
+            continue
+        row.to_do += 1
+        model = getattr(p.agent, "model", None)
+        if model is None:
+            if "no model calls (a policy, script or person)" not in row.basis:
+                row.basis.append("no model calls (a policy, script or person)")
+            continue
+        past = seen.get((p.agent.spec, p.task.id), [])
+        if past:
+            usage = Usage(input_tokens=sum(r.usage.input_tokens + r.usage.cache_read_tokens for r in past) // len(past),
+                          output_tokens=sum(r.usage.output_tokens for r in past) // len(past))
+            how = "earlier runs of the same task in the store"
+        else:
+            prompt = len(p.task.prompt or "") + len(p.task.system_prompt or "") + \
+                len(p.task.briefs.get(p.level or "", "") if p.level else "")
+            turns = 1 if p.task.execution == "single-step" and not p.task.tools else \
+                min(prepared.options.max_turns or 30, 8)
+            usage = Usage(input_tokens=turns * (prompt // 4 + DRY_RUN_TURN_TOKENS[0]),
+                          output_tokens=turns * DRY_RUN_TURN_TOKENS[1])
+            how = (f"the prompt's size (4 characters a token) and up to 8 turns of "
+                   f"{DRY_RUN_TURN_TOKENS[0]} + {DRY_RUN_TURN_TOKENS[1]} tokens")
+        if how not in row.basis:
+            row.basis.append(how)
+        row.input_tokens += usage.input_tokens
+        row.output_tokens += usage.output_tokens
+        cost = model.cost(usage)
+        row.cost_usd = None if cost is None or row.cost_usd is None else row.cost_usd + cost
+        if cost is None and "no price known for this model: cost unknown" not in row.basis:
+            row.basis.append("no price known for this model: cost unknown")
+    return list(rows.values())

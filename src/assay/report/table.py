@@ -136,3 +136,15 @@ def compare_table(cmp: dict[str, Any]) -> Table:
         table.add_row(Text(kind), str(st["n"]), _num(st["mean_a"]), _num(st["mean_b"]), diff, ci, p,
                       str(st["wins"]), str(st["losses"]), str(st["ties"]))
     return table
+
+
+def dry_run_table(rows: list[dict[str, Any]], campaign: str) -> Table:
+    """`assay run --dry-run`: per agent, the runs left and done and what the ones left may cost."""
+    table = Table(title=Text(f"assay run --dry-run · campaign {campaign} · no model called"))
+    for col in ("agent", "to do", "done", "est. input tokens", "est. output tokens", "est. cost", "basis"):
+        table.add_column(col, justify="right" if col not in ("agent", "basis") else "left", overflow="fold")
+    for r in rows:
+        cost = "unknown" if r["cost_usd"] is None else f"${r['cost_usd']:.4f}"
+        table.add_row(Text(r["agent"]), str(r["to_do"]), str(r["done"]), f"{r['input_tokens']:,}",
+                      f"{r['output_tokens']:,}", cost, Text("; ".join(r["basis"]) or "-"))
+    return table
