@@ -229,6 +229,7 @@ async def test_the_client_is_made_when_first_used_and_closed(monkeypatch: pytest
     # what is tested here is when and how `Model` asks for its client.
     fake = types.ModuleType("assay.llm.clients")
     fake.make_client = make_client  # type: ignore[attr-defined]
+    fake.client_class = lambda provider: FakeClient  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "assay.llm.clients", fake)
     alias = ModelAlias(model="qwen", base_url=LOCAL, context=4096, max_retries=2, retry_base_delay=0.1, timeout_s=9)
     m = Model(resolve_model("local", cfg(local=alias)))

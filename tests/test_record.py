@@ -89,7 +89,8 @@ def test_flat_puts_every_kinds_fields_side_by_side() -> None:
     assert flat["expert_score"] == 0.5 and flat["sat"] is False and flat["checks"] == {"rows": 0.5}
     assert flat["items"][0] == {"id": "1", "weight": 5.0, "tag": "FI", "tags": [], "hit": True, "na": False,
                                 "check": True, "reason": "matched"}
-    assert flat["predicates"] == [{"path": "a.csv", "ok": False, "reason": "missing", "predicate": "csv"}]
+    assert flat["predicates"] == [{"path": "a.csv", "ok": False, "reason": "missing", "predicate": "csv",
+                                   "required": True}]
     assert flat["copy_refused"] == [["big.bin", "file too large"]]
     assert flat["audit"]["removed"] == 1 and flat["audit"]["pre_audit_score"] == 0.7
     assert flat["grade_seconds"] == 1.5

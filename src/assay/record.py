@@ -196,7 +196,9 @@ EVENT: TypeAdapter[Event] = TypeAdapter(Event)
 def event_from_wire(seq: int, t: float, kind: str, data: dict[str, Any]) -> Event:
     """An event from its stored form; unknown kinds (older stores) become harness notes."""
     if kind not in EventKind.__args__:  # type: ignore[attr-defined]
-        return HarnessEvent(seq=seq, t=t, note=f"[{kind}]", **data)
+        rest = dict(data)
+        own = rest.pop("note", None)
+        return HarnessEvent(seq=seq, t=t, note=f"[{kind}]" + (f" {own}" if own else ""), **rest)
     return EVENT.validate_python({**data, "seq": seq, "t": t, "kind": kind})
 
 

@@ -8,6 +8,7 @@ commands, and computes the scenario grade with `assay.metrics`. No I/O.
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -46,9 +47,12 @@ def _number(result: dict[str, Any], key: str, *alts: str) -> float:
         v = result.get(k)
         if v is not None and not isinstance(v, bool):
             try:
-                return float(v)
+                x = float(v)
             except (TypeError, ValueError):
                 raise GraderError(f"grader returned a non-numeric {k}: {v!r}") from None
+            if not math.isfinite(x):  # NaN or infinity would poison every mean of the report
+                raise GraderError(f"grader returned a non-finite {k}: {v!r}")
+            return x
     raise GraderError(f"grader returned no {key}")
 
 

@@ -63,6 +63,8 @@ class ModelSpec(BaseModel):
                                   "max_tokens": self.max_tokens}
         if not self.images:  # only when set, so the runs of every image-taking model keep their keys
             out["images"] = False
+        if self.context is not None:  # the loop's context budget: it decides what older output is cut
+            out["context"] = self.context
         return out
 
     def endpoint(self) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from urllib.parse import urlparse
 
 __all__ = ["is_loopback"]
@@ -12,4 +13,9 @@ def is_loopback(url: str | None) -> bool:
     if not url:
         return False
     host = (urlparse(url).hostname or "").lower()
-    return host in {"localhost", "::1"} or host.startswith("127.")
+    if host == "localhost":
+        return True
+    try:  # an address, not a name that merely starts like one (127.0.0.1.example.com)
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
