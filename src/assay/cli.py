@@ -251,7 +251,7 @@ def report(
 def compare(
     agent_a: Annotated[str, typer.Argument(help="agent A (the baseline)")],
     agent_b: Annotated[str, typer.Argument(help="agent B (compared against A)")],
-    campaign: Annotated[str | None, typer.Option(help="campaign of A's runs (and B's, unless --against-campaign); default: the store's only one")] = None,
+    campaign: Annotated[str | None, typer.Option(help="campaign of A's runs (and B's, unless --against-campaign); default: the store's only one, else `default`")] = None,
     against_campaign: Annotated[str | None, typer.Option("--against-campaign", help="take B's runs from this campaign (e.g. the same model with search)")] = None,
     store: Annotated[str | None, typer.Option(help="store URL")] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="write the comparison JSON (assay.compare/1)")] = None,
@@ -261,11 +261,13 @@ def compare(
     from assay.report.table import compare_table
 
     url, st, names = _existing_store(store)
-    if campaign is None:
-        if len(names) != 1:
+    if campaign is None:  # the store's only campaign, else the default one (SPEC: `default`)
+        if len(names) == 1 or "default" in names:
+            campaign = names[0] if len(names) == 1 else "default"
+        else:
             _fail(InputError(None, "--campaign", f"the store holds {len(names)} campaigns "
-                                                 f"({', '.join(names[:10]) or 'none'}): name one with --campaign"))
-        campaign = names[0]
+                                                 f"({', '.join(names[:10]) or 'none'}) and none is `default`: "
+                                                 "name one with --campaign"))
     for opt, name in (("--campaign", campaign), ("--against-campaign", against_campaign)):
         if name is not None and name not in names:
             _fail(InputError(None, opt, f"no campaign named {name!r} in {url}"))
