@@ -334,15 +334,22 @@ def test_grader_crash_timeout_and_retries_void_the_run(tmp_path: Path) -> None:
     assert sorted(p.name for p in flaky_dir.glob("grade-*")) == ["grade-1", "grade-2", "grade-3"]  # retried
 
 
+def _run_with_llm_router(tmp_path: Path, url: str, question: str) -> None:
+    """A script agent asks the owner `question` on tiny-case/base, routed by the model at `url`."""
+    from tests.helpers import model_alias
+
+    os.chmod(tmp_path, 0o711)
+    spec = _write_script(tmp_path / "llm.jsonl", [_cmd(f'bin/ask owner "{question}"'), {"say": "asked"}])
+    model_alias(tmp_path, "router", "openai", url)
+    r = assay("run", str(TINY), "--task", "tiny-case/base", "--agent", spec, "--routing", "llm",
+              "--router-model", "router", "-q", cwd=tmp_path, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+
+
 def test_llm_routing_through_a_model_spec(tmp_path: Path) -> None:
     """`--routing llm --router-model SPEC`: the model picks the topic (asked over real HTTP)."""
     from tests.fakes import reply
     from tests.fakes.openai_server import FakeOpenAIServer
-    from tests.helpers import model_alias
-
-    os.chmod(tmp_path, 0o711)
-    script = [_cmd('bin/ask owner "Which figure is the function meant to give back?"'), {"say": "asked"}]
-    spec = _write_script(tmp_path / "llm.jsonl", script)
 
     def route(body: dict[str, Any]) -> Any:
         text = json.dumps(body.get("messages", []))
@@ -350,10 +357,7 @@ def test_llm_routing_through_a_model_spec(tmp_path: Path) -> None:
 
     with FakeOpenAIServer() as srv:
         srv.handler = route
-        model_alias(tmp_path, "router", "openai", srv.url)
-        r = assay("run", str(TINY), "--task", "tiny-case/base", "--agent", spec, "--routing", "llm",
-                  "--router-model", "router", "-q", cwd=tmp_path, timeout=600)
-        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        _run_with_llm_router(tmp_path, srv.url, "Which figure is the function meant to give back?")
         assert srv.requests, "the routing model was never asked"
     rep = report(tmp_path)
     (run,) = rep["runs"]
@@ -373,16 +377,9 @@ def test_llm_router_failures_fall_back_on_the_record(tmp_path: Path) -> None:
     counted in the report (it can change which facts the agent gets)."""
     from tests.fakes import fault
     from tests.fakes.openai_server import FakeOpenAIServer
-    from tests.helpers import model_alias
 
-    os.chmod(tmp_path, 0o711)
-    script = [_cmd('bin/ask owner "Which target figure should the function return?"'), {"say": "asked"}]
-    spec = _write_script(tmp_path / "llm.jsonl", script)
     with FakeOpenAIServer(default=fault(500)) as srv:
-        model_alias(tmp_path, "router", "openai", srv.url)
-        r = assay("run", str(TINY), "--task", "tiny-case/base", "--agent", spec, "--routing", "llm",
-                  "--router-model", "router", "-q", cwd=tmp_path, timeout=600)
-        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        _run_with_llm_router(tmp_path, srv.url, "Which target figure should the function return?")
         assert srv.requests, "the routing model was never asked"
     rep = report(tmp_path)
     (run,) = rep["runs"]
