@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from rich.console import Console
 from rich.progress import (
@@ -20,6 +20,10 @@ from rich.progress import (
 from assay.campaign.plan import Plan, PlannedRun
 from assay.campaign.runner import RunContext, execute_run
 from assay.record import RunRecord
+
+Executor = Callable[[PlannedRun, RunContext, int], Awaitable[RunRecord]]
+"""Runs one planned run (with its attempt number) to a stored record: `execute_run` in this
+process, or a backend that sends it to another worker (`--backend ray`)."""
 
 
 class CampaignResult:
@@ -59,7 +63,8 @@ def pending_runs(plan: Plan, ctx: RunContext) -> tuple[list[tuple[PlannedRun, in
 
 async def run_campaign(plan: Plan, ctx: RunContext, *, console: Console | None = None,
                        show_progress: bool = True,
-                       on_record: Callable[[RunRecord], None] | None = None) -> CampaignResult:
+                       on_record: Callable[[RunRecord], None] | None = None,
+                       execute: Executor = execute_run) -> CampaignResult:
     result = CampaignResult()
     todo, result.already_done = pending_runs(plan, ctx)
     sem = asyncio.Semaphore(max(1, ctx.options.concurrency))
@@ -73,7 +78,7 @@ async def run_campaign(plan: Plan, ctx: RunContext, *, console: Console | None =
 
     async def one(p: PlannedRun, attempt: int, bar: TaskID) -> None:
         async with sem:
-            rec = await execute_run(p, ctx, attempt)
+            rec = await execute(p, ctx, attempt)
         result.add(rec)
         if on_record is not None:
             on_record(rec)
