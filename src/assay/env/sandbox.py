@@ -9,8 +9,9 @@ read-only once everything is in place. A seccomp filter (`assay.env.seccomp`) an
 to the system calls an agent never needs (ptrace, keyrings, bpf, userfaultfd, mount APIs, ...).
 
 Memory is bounded for the whole run, not per process: every command of a sandbox joins one
-memory cgroup (`assay.env.cgroup`, v2 where delegated, else v1) limited to
-`Limits.memory_bytes`, so its processes and the tmpfs pages they fill share one ceiling.
+run cgroup (`assay.env.cgroup`, v2 where delegated, else v1) limited to
+`Limits.memory_bytes`, so its processes and the tmpfs pages they fill share one ceiling (and,
+where the controllers are ours, `Limits.nproc` tasks and a fair CPU share per run).
 Where no cgroup can be had the limit falls back to RLIMIT_AS per process (recorded in
 `Sandbox.describe()`). With a `WorkspaceVolume`, the workspace has a disk quota.
 
@@ -53,7 +54,7 @@ import pydantic
 
 from assay import fs
 from assay.env import lifeline, seccomp
-from assay.env.cgroup import MemoryCgroup, join
+from assay.env.cgroup import RunCgroup, join
 from assay.env.volume import WorkspaceVolume
 from assay.errors import HarnessError
 
@@ -300,14 +301,14 @@ def _data_pipe(data: bytes, pass_fds: list[int]) -> int:
     return r
 
 
-def _rlimits(limits: Limits, nproc: bool, cgroup_fd: int | None = None) -> Callable[[], None]:
+def _rlimits(limits: Limits, nproc: bool, cgroup_fds: list[int] | None = None) -> Callable[[], None]:
     """preexec_fn: runs in the child after the uid switch, right before exec. With
-    `cgroup_fd` (cgroup.procs of the run's memory cgroup, opened by the harness) the child
-    joins that cgroup first; without one, memory is bounded per process by RLIMIT_AS."""
+    `cgroup_fds` (cgroup.procs of the run's cgroup folders, opened by the harness) the child
+    joins those first; without them, memory is bounded per process by RLIMIT_AS."""
     wanted = [(resource.RLIMIT_CPU, limits.cpu_seconds, limits.cpu_seconds + 5),
               (resource.RLIMIT_FSIZE, limits.file_size_bytes, limits.file_size_bytes),
               (resource.RLIMIT_CORE, 0, 0)]
-    if cgroup_fd is None:
+    if not cgroup_fds:
         wanted.append((resource.RLIMIT_AS, limits.memory_bytes, limits.memory_bytes))
     if nproc:
         wanted.append((resource.RLIMIT_NPROC, limits.nproc, limits.nproc))
@@ -315,8 +316,8 @@ def _rlimits(limits: Limits, nproc: bool, cgroup_fd: int | None = None) -> Calla
     parent = os.getpid()
 
     def apply() -> None:
-        if cgroup_fd is not None:
-            join(cgroup_fd)
+        if cgroup_fds:
+            join(cgroup_fds)
         for res, soft, hard in wanted:
             _cur_soft, cur_hard = resource.getrlimit(res)
             if cur_hard != resource.RLIM_INFINITY:
@@ -463,14 +464,15 @@ class Sandbox:
             raise HarnessError("bubblewrap (bwrap) is missing or cannot create user namespaces here; "
                                "install it (apt-get install bubblewrap) or run with --unsafe-no-sandbox")
         self.volume = volume
-        self.cgroup: MemoryCgroup | None = None
+        self.cgroup: RunCgroup | None = None
         if self._dedicated:
             try:
-                self.cgroup = MemoryCgroup.create(limits.memory_bytes, str(uid))
+                self.cgroup = RunCgroup.create(limits.memory_bytes, str(uid), pids_max=limits.nproc)
             except OSError as e:
-                raise HarnessError(f"cannot set up the run's memory cgroup: {e}") from None
+                raise HarnessError(f"cannot set up the run's cgroup: {e}") from None
             if self.cgroup is not None:
-                lifeline.keep("cgroup", str(self.cgroup.path))
+                for path in self.cgroup.paths:
+                    lifeline.keep("cgroup", str(path))
         self._oom_seen = 0
 
     def describe(self) -> str:
@@ -633,17 +635,17 @@ class Sandbox:
         cap = self.limits.capture_bytes
         self._active += 1
         try:
-            cg_fd = self.cgroup.open_procs() if self.cgroup is not None else None
+            cg_fds = self.cgroup.open_procs() if self.cgroup is not None else []
             try:
                 transport, proto = await loop.subprocess_exec(
                     lambda: _Capture(loop, cap), *full,
                     stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=proc_cwd, env=proc_env,
                     start_new_session=True, pass_fds=pass_fds, umask=0o022,
-                    preexec_fn=_rlimits(self.limits, nproc=self._dedicated, cgroup_fd=cg_fd),
+                    preexec_fn=_rlimits(self.limits, nproc=self._dedicated, cgroup_fds=cg_fds),
                     **user_kw)  # type: ignore[arg-type]
             finally:
-                for fd in [*pass_fds, *([cg_fd] if cg_fd is not None else [])]:
+                for fd in [*pass_fds, *cg_fds]:
                     os.close(fd)
             self._running.add(transport)
             try:
@@ -755,7 +757,8 @@ class Sandbox:
     def _remove_cgroup(self, wait_s: float) -> None:
         cg, self.cgroup = self.cgroup, None
         if cg is not None and cg.remove(wait_s):
-            lifeline.drop("cgroup", str(cg.path))
+            for path in cg.paths:
+                lifeline.drop("cgroup", str(path))
         elif cg is not None:
             self.cgroup = cg  # still busy: tried again by close(), else by the lifeline
 

@@ -45,7 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from assay import fs
 from assay.env import lifeline, seccomp
-from assay.env.cgroup import MemoryCgroup
+from assay.env.cgroup import RunCgroup
 from assay.env.net.forwarder import FORWARDER_NAME, wrap_command
 from assay.env.sandbox import (
     READ_ONLY_ROOT,
@@ -151,7 +151,7 @@ def run_worker(call: WorkerCall, *, workspace: Path, spec: ScenarioSpec, isolate
     tmp = wdir / "tmp"
     stage = wdir / "stage"
     uid = allocate_uid() if os.geteuid() == 0 else None
-    cgroup: MemoryCgroup | None = None
+    cgroup: RunCgroup | None = None
     try:
         copied = fs.copy_tree(workspace, ws_copy, owner=uid, limits=grading_copy_limits())
         os.chmod(ws_copy, 0o700)
@@ -164,10 +164,11 @@ def run_worker(call: WorkerCall, *, workspace: Path, spec: ScenarioSpec, isolate
         cfg = wrapper_config(workspace=ws_copy, stage_root=stage, uid=uid, isolated=isolated,
                              svc_dir=call.svc_dir if isolated else None, pairs=call.pairs if isolated else None)
         if uid is not None:
-            cgroup = MemoryCgroup.create(Limits().memory_bytes, f"grade-{uid}")
+            cgroup = RunCgroup.create(Limits().memory_bytes, f"grade-{uid}", pids_max=Limits().nproc)
             if cgroup is not None:
-                lifeline.keep("cgroup", str(cgroup.path))
-                cfg["cgroup_procs"] = str(cgroup.path / "cgroup.procs")
+                for path in cgroup.paths:
+                    lifeline.keep("cgroup", str(path))
+                cfg["cgroup_procs"] = cgroup.procs_files()
         wrapper = write_wrapper(wdir / "python3", cfg)
         out_file = wdir / "result.json"
         argv = [sys.executable, "-m", "assay.scenario.worker", "grade", "--case", str(spec.case),
@@ -188,7 +189,8 @@ def run_worker(call: WorkerCall, *, workspace: Path, spec: ScenarioSpec, isolate
         return answer
     finally:
         if cgroup is not None and cgroup.remove():
-            lifeline.drop("cgroup", str(cgroup.path))
+            for path in cgroup.paths:
+                lifeline.drop("cgroup", str(path))
         if uid is not None:
             release_uid(uid)
         for d in (ws_copy, stage, tmp):

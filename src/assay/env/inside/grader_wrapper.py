@@ -9,7 +9,7 @@ bound read-only, a private /tmp, no network, a cleared environment. Without bubb
 interpreter runs unsandboxed as that uid on the staged copies.
 
 Limits (the sandbox's own, from the configuration): size-limited /tmp and /dev/shm, a
-read-only / and /dev, the seccomp filter, and the grade's memory cgroup (`cgroup_procs`,
+read-only / and /dev, the seccomp filter, and the grade's cgroup folders (`cgroup_procs`,
 joined before the uid switch) or, where there is none, RLIMIT_AS per process.
 
 When the delivered code has exited (and, without a sandbox, everything its uid still ran
@@ -93,11 +93,11 @@ def _bwrap_argv(cfg: dict[str, Any], staging: Staging, argv: list[str], cwd: str
     return [*args, "--", python, *argv]
 
 
-def _drop_to(uid: int, cgroup_procs: str | None) -> None:
-    """preexec: join the grade's memory cgroup (as root), become the grade's uid, with the
+def _drop_to(uid: int, cgroup_procs: list[str] | None) -> None:
+    """preexec: join the grade's cgroup folders (as root), become the grade's uid, with the
     run's limits, dying with this process."""
-    if cgroup_procs:
-        fd = os.open(cgroup_procs, os.O_WRONLY | os.O_CLOEXEC)
+    for procs in cgroup_procs or ():
+        fd = os.open(procs, os.O_WRONLY | os.O_CLOEXEC)
         try:
             os.write(fd, b"0")
         finally:
