@@ -320,6 +320,43 @@ def test_copy_limits_a_file_too_large_is_left_out_and_recorded(src: Path, tmp_pa
     assert not (tmp_path / "dst" / "a.txt").exists()
 
 
+class _SlowClock:
+    """time.monotonic for fs: every reading is one second later than the one before, so a
+    copy "takes" one second per entry it checks."""
+
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        self.t += 1.0
+        return self.t
+
+
+def _wide_tree(root: Path, n: int) -> Path:
+    root.mkdir()
+    for i in range(n):
+        (root / f"f{i:03d}.txt").write_text(str(i))
+    return root
+
+
+def test_copy_limits_time_stops_a_slow_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    src = _wide_tree(tmp_path / "src", 50)
+    monkeypatch.setattr(fs.time, "monotonic", _SlowClock())
+    with pytest.raises(CopyError, match="copy took longer than 10 s"):
+        fs.copy_tree(src, tmp_path / "dst", limits=CopyLimits(max_seconds=10))
+
+
+def test_copy_limits_time_in_skip_mode_keeps_what_was_copied(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    src = _wide_tree(tmp_path / "src", 50)
+    monkeypatch.setattr(fs.time, "monotonic", _SlowClock())
+    report = fs.copy_tree(src, tmp_path / "dst", limits=CopyLimits(max_seconds=10, on_limit="skip"))
+    assert report.capped and "copy took longer than 10 s" in report.capped[0] and "the rest left out" in report.capped[0]
+    copied = sorted(p.name for p in (tmp_path / "dst").iterdir())
+    assert 0 < len(copied) < 50 and copied == sorted(report.copied)
+    for name in copied:  # what is there is whole
+        assert (tmp_path / "dst" / name).read_text() == (src / name).read_text()
+
+
 def test_copy_error_is_a_path_error() -> None:
     assert issubclass(CopyError, PathError) and issubclass(PathError, ValueError)
 
