@@ -7,6 +7,7 @@ Checks about the dedicated host uid need the harness to run as root, as it does 
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import shutil
 import stat
@@ -483,6 +484,39 @@ async def test_workspace_volume_enforces_its_quota(base: Path) -> None:
         vol.release()
     assert not os.path.ismount(vol.path) and (vol.path / "keep.txt").read_text() == "kept\n"
     assert not list(base.glob(".ws.*")), "the image (or the copy-out folder) was left behind"
+
+
+@needs_root
+def test_a_grading_copy_is_on_a_volume_with_the_quota(base: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a grader runs on the copy (delivered code, checks) cannot fill the host disk, the
+    copy takes at most the quota, and discarding it unmounts and removes it."""
+    from assay.env.workspace import discard_copy, grading_copy
+
+    if not _can_mount_volumes():
+        pytest.skip("no loop devices / mkfs.ext4 here: the quota is a checked budget")
+    monkeypatch.setenv("ASSAY_WORKSPACE_QUOTA_BYTES", str(32 * 1024**2))
+    src = base / "agent-ws"
+    src.mkdir()
+    (src / "small.txt").write_text("small\n")
+    with open(src / "big.bin", "wb") as f:
+        f.write(os.urandom(40 * 1024**2))  # dense, over the quota on its own
+    vol, report = grading_copy(src, base / "grade-1" / "ws", owner=4242)
+    try:
+        assert vol.kind == "mount" and os.path.ismount(vol.path)
+        assert (vol.path / "small.txt").read_text() == "small\n" and not (vol.path / "big.bin").exists()
+        assert any("big.bin" in rel for rel, _why in report.refused) or report.capped, report
+        st = os.stat(vol.path)
+        assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (4242, 0o700)
+        with pytest.raises(OSError) as e, open(vol.path / "fill", "wb") as f:
+            for _ in range(64):
+                f.write(b"x" * 1024**2)
+                f.flush()
+                os.fsync(f.fileno())
+        assert e.value.errno == errno.ENOSPC
+    finally:
+        discard_copy(vol)
+    assert not os.path.ismount(vol.path) and not vol.path.exists()
+    assert not list((base / "grade-1").glob(".ws.*")), "the image was left behind"
 
 
 @needs_root

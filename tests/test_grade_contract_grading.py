@@ -215,6 +215,26 @@ async def test_hanging_check_is_killed(workspace: Path, short_timeout: float) ->
     assert time.monotonic() - t0 < short_timeout + 10
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="the quota volume needs a root harness (else a checked budget)")
+async def test_checks_cannot_fill_the_disk_through_their_copy(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The checks' copy of the workspace is a volume with the run's disk quota: a check that
+    writes 100 MiB into it under a 32 MiB quota is stopped by ENOSPC, and the copy is gone after."""
+    monkeypatch.setenv("ASSAY_WORKSPACE_QUOTA_BYTES", str(32 * 1024**2))
+    (workspace / "answer.txt").write_text("42")
+    before = set(Path(tempfile.gettempdir()).glob("assay-checks-*"))
+    code = ('import errno\ndef grade(t, w):\n    written = 0\n    try:\n'
+            '        with open(w + "/fill", "wb") as f:\n'
+            '            for _ in range(100):\n                f.write(b"x" * 1048576)\n                f.flush()\n'
+            '                written += 1\n'
+            '    except OSError as e:\n        return {"enospc": float(e.errno == errno.ENOSPC), "mib": float(written)}\n'
+            '    return {"enospc": 0.0, "mib": float(written)}\n')
+    got = await run_checks(darebench_task(code), workspace, [], "")
+    assert got["enospc"] == 1.0 and got["mib"] < 32, got
+    assert set(Path(tempfile.gettempdir()).glob("assay-checks-*")) == before
+    mounts = Path("/proc/self/mounts").read_text()
+    assert "assay-checks-" not in mounts
+
+
 async def test_check_cannot_escape(workspace: Path) -> None:
     host = Path(tempfile.mkdtemp(prefix="assay-host-secret-"))
     os.chmod(host, 0o755)

@@ -78,6 +78,35 @@ def test_mountinfo_does_not_show_host_paths() -> None:
         assert not shown, "the sandbox's mount table shows host paths:\n" + "\n".join(lines)
 
 
+SNOOP_APP = """\
+import os
+
+
+def answer():
+    seen = open("/proc/self/mountinfo").read() + "\\n" + os.getcwd()
+    leaked = any(s in seen for s in ("/.assay/", "assay-runs", "/grade-", "/pilot-"))
+    return 1 if leaked else 7
+"""
+
+
+@needs_bwrap
+def test_delivered_code_does_not_see_the_run_folder_in_its_mount_table() -> None:
+    """The grade's copy of the workspace is bound at a neutral path: code the grader runs sees
+    neither the store's location nor the run folder (its answer is right only when it sees none)."""
+    import shutil
+
+    with workdir("leak-grade-mounts") as wd:
+        shutil.copytree(REPO / "tests" / "fixtures" / "native-scenario" / "tiny-native", wd / "tiny")
+        spec = script(wd, "snoop", [{"tool": "write_file", "args": {"path": "system/app.py", "content": SNOOP_APP}},
+                                    {"say": "done"}])
+        r = cli("run", str(wd / "tiny"), "--agent", spec, "--task", "tiny/base", cwd=wd, timeout=180)
+        assert r.returncode in (0, 1), r.tail()
+        (run,) = report_json(wd)["runs"]
+        assert run["status"] == "done", run
+        assert run["grade"]["kpi"] == 0, ("delivered code saw the run folder or the store in its mount table: "
+                                          f"{run['grade']}")
+
+
 # --------------------------------------------------------------------------- seccomp
 
 PROBE = r"""

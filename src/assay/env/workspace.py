@@ -1,7 +1,12 @@
-"""Materialising a task's initial workspace into a fresh per-run folder, with its quota."""
+"""Materialising a task's initial workspace into a fresh per-run folder, with its quota;
+the copies of an agent's workspace that grading works on, with the same quota."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import os
+import shutil
 from pathlib import Path
 
 from assay import fs
@@ -9,7 +14,7 @@ from assay.config import settings
 from assay.env.volume import WorkspaceVolume
 from assay.task.model import Task
 
-__all__ = ["grading_copy_limits", "materialise", "needs_workspace", "new_workspace"]
+__all__ = ["discard_copy", "grading_copy", "grading_copy_limits", "materialise", "needs_workspace", "new_workspace"]
 
 
 def needs_workspace(task: Task) -> bool:
@@ -28,6 +33,34 @@ def grading_copy_limits() -> fs.CopyLimits:
     `ASSAY_COPY_MAX_DEPTH`): what passes them is left out and recorded (`CopyReport.capped`)."""
     s = settings()
     return fs.CopyLimits(max_files=s.copy_max_files, max_depth=s.copy_max_depth, on_limit="skip")
+
+
+def grading_copy(workspace: Path, dest: Path, *, limits: fs.CopyLimits | None = None,
+                 owner: int | None = None) -> tuple[WorkspaceVolume, fs.CopyReport]:
+    """Copy an agent's workspace to `dest` for grading, on a volume of its own with the run's
+    disk quota: code a grader runs on the copy (delivered systems, checks) cannot fill the
+    host disk, and the copy itself takes at most the quota (what does not fit is left out and
+    recorded). `dest` belongs to `owner` (mode 0700) when given. Undo with `discard_copy`."""
+    vol = new_workspace(dest)
+    lim = limits or grading_copy_limits()
+    if vol.kind != "none":
+        lim = dataclasses.replace(lim, max_bytes=min(lim.max_bytes, vol.quota_bytes))
+    try:
+        report = fs.copy_tree(workspace, dest, limits=lim, owner=owner, merge=True)
+        if owner is not None:
+            os.chown(dest, owner, owner)
+        os.chmod(dest, 0o700)
+    except BaseException:
+        discard_copy(vol)
+        raise
+    return vol, report
+
+
+def discard_copy(vol: WorkspaceVolume) -> None:
+    """Unmount and delete a `grading_copy` (idempotent; a busy mount is detached lazily)."""
+    with contextlib.suppress(OSError):
+        vol.release(keep_data=False)
+    shutil.rmtree(vol.path, ignore_errors=True)
 
 
 def materialise(task: Task, dest: Path) -> Path:

@@ -70,7 +70,8 @@ from assay import fs
 from assay.config import settings
 from assay.env.inside import source
 from assay.env.sandbox import Limits, Sandbox, bwrap_available
-from assay.env.workspace import grading_copy_limits
+from assay.env.volume import WorkspaceVolume
+from assay.env.workspace import discard_copy, grading_copy, grading_copy_limits
 from assay.errors import GraderError, HarnessError, ProviderError
 from assay.grade.contract import PythonCheck
 from assay.grade.inputs import GradeInput
@@ -168,10 +169,12 @@ CHECKS_FILE_BYTES = 256 * 1024**2
 async def _run_sandboxed(checks_code: str, mode: str, workspace: Path | None, files: dict[str, str],
                          timeout_s: float, refused: list[tuple[str, str]] | None = None,
                          capped: list[str] | None = None) -> Any:
-    """Run the runner in a fresh sandbox on a copy of `workspace` (capped by `grading_copy_limits`,
-    files over 256 MiB left out); return the decoded result. What the copy left out is appended
+    """Run the runner in a fresh sandbox on a copy of `workspace` (`grading_copy`: on a volume
+    with the run's disk quota, capped by `grading_copy_limits`, files over 256 MiB left out);
+    return the decoded result. What the copy left out is appended
     to `refused` (path, reason), the ceilings it reached to `capped`."""
     base = Path(tempfile.mkdtemp(prefix="assay-checks-"))
+    volume: WorkspaceVolume | None = None
     try:
         os.chmod(base, 0o711)
         cdir = base / "checks"
@@ -186,7 +189,7 @@ async def _run_sandboxed(checks_code: str, mode: str, workspace: Path | None, fi
         ws = base / "workspace"
         if workspace is not None:
             copy_limits = dataclasses.replace(grading_copy_limits(), max_file_bytes=CHECKS_FILE_BYTES)
-            report = await asyncio.to_thread(fs.copy_tree, workspace, ws, limits=copy_limits)
+            volume, report = await asyncio.to_thread(grading_copy, workspace, ws, limits=copy_limits)
             if refused is not None:
                 refused.extend(r for r in report.refused if r not in refused)
             if capped is not None:
@@ -210,6 +213,8 @@ async def _run_sandboxed(checks_code: str, mode: str, workspace: Path | None, fi
         finally:
             await sandbox.close()
     finally:
+        if volume is not None:
+            await asyncio.to_thread(discard_copy, volume)
         shutil.rmtree(base, ignore_errors=True)
     tail = res.output[-1500:].strip()
     if res.timed_out:

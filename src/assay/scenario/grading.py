@@ -20,12 +20,13 @@ grader starts runs in a fresh bubblewrap sandbox as that uid, with
 Without bubblewrap the interpreter runs unsandboxed as that uid, its path arguments and cwd
 pointed at the staged copies.
 
-The copy is capped (`assay.env.workspace.grading_copy_limits`: ASSAY_COPY_MAX_FILES,
-ASSAY_COPY_MAX_DEPTH): what passes the caps is left out and reported in the answer's
-`capped`. The worker dies with the harness: its process group is on the lifeline
+The copy sits on a volume of its own with the run's disk quota
+(`assay.env.workspace.grading_copy`), so delivered code cannot fill the host disk, and is
+capped (`grading_copy_limits`: ASSAY_COPY_MAX_FILES, ASSAY_COPY_MAX_DEPTH, and the quota):
+what passes the caps is left out and reported in the answer's `capped`. The worker dies with the harness: its process group is on the lifeline
 (`assay.env.lifeline`), which kills it if the harness is killed (even with -9) while it
 runs. Delivered code gets the sandbox's limits: size-limited /tmp and /dev/shm, a read-only
-/, the seccomp filter, and a memory cgroup of the grade's own where one can be had.
+/, the seccomp filter, and a cgroup of the grade's own where one can be had.
 """
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ from assay.env.sandbox import (
     release_uid,
     system_layout,
 )
-from assay.env.workspace import grading_copy_limits
+from assay.env.volume import WorkspaceVolume
+from assay.env.workspace import discard_copy, grading_copy
 from assay.task.model import ScenarioSpec
 
 __all__ = ["WorkerCall", "case_context", "run_worker", "socket_dir", "wrapper_config", "write_wrapper"]
@@ -145,16 +147,22 @@ def write_wrapper(path: Path, config: dict[str, Any]) -> Path:
 
 def run_worker(call: WorkerCall, *, workspace: Path, spec: ScenarioSpec, isolated: bool, env: dict[str, str],
                wdir: Path) -> dict[str, Any]:
-    """Copy the workspace into `wdir`, start the worker (grade or pilot) with the case's
-    environment `env`, wait; the worker's answer dict."""
-    ws_copy = wdir / "ws"
-    tmp = wdir / "tmp"
-    stage = wdir / "stage"
+    """Copy the workspace for the worker, start it (grade or pilot) in `wdir` with the case's
+    environment `env`, wait; the worker's answer dict. The copy, the grader's TMPDIR and the
+    staged arguments live at a neutral path (`$TMPDIR/assay-grade-XXXXXXXX/`), as the socket
+    folder does: delivered code sees them in its mount table, and they name neither the store
+    nor the run."""
+    ws_parent = Path(tempfile.mkdtemp(prefix="assay-grade-"))
+    os.chmod(ws_parent, 0o711)
+    lifeline.keep("tree", str(ws_parent))
+    ws_copy = ws_parent / "ws"
+    tmp = ws_parent / "tmp"  # the grader's TMPDIR: files it hands to delivered code are bound at their paths
+    stage = ws_parent / "stage"
     uid = allocate_uid() if os.geteuid() == 0 else None
     cgroup: RunCgroup | None = None
+    volume: WorkspaceVolume | None = None
     try:
-        copied = fs.copy_tree(workspace, ws_copy, owner=uid, limits=grading_copy_limits())
-        os.chmod(ws_copy, 0o700)
+        volume, copied = grading_copy(workspace, ws_copy, owner=uid)
         for rel, data in call.config.items():
             fs.write_file(ws_copy, rel, json.dumps(data, indent=2) + "\n", owner=uid)
         tmp.mkdir(mode=0o700)
@@ -191,10 +199,13 @@ def run_worker(call: WorkerCall, *, workspace: Path, spec: ScenarioSpec, isolate
         if cgroup is not None and cgroup.remove():
             for path in cgroup.paths:
                 lifeline.drop("cgroup", str(path))
+        if volume is not None:
+            discard_copy(volume)
         if uid is not None:
             release_uid(uid)
-        for d in (ws_copy, stage, tmp):
+        for d in (ws_parent, stage, tmp):
             shutil.rmtree(d, ignore_errors=True)
+        lifeline.drop("tree", str(ws_parent))
 
 
 def _wait_worker(argv: list[str], case: Path, env: dict[str, str], wdir: Path, out_file: Path,
