@@ -110,6 +110,8 @@ def run(
         return
     try:
         result, report = asyncio.run(run_prepared(prepared, console=err, show_progress=not quiet))
+    except InputError as e:  # the store cannot be opened or written (finished runs stay stored)
+        _fail(e)
     except KeyboardInterrupt:
         err.print("[yellow]interrupted; finished runs are stored, run the same command again to resume[/]")
         raise typer.Exit(130) from None
@@ -442,7 +444,11 @@ def _root(
 
 
 def main() -> None:
-    app()
+    try:
+        app()
+    except InputError as e:  # bad input found deep in a command (a store that cannot be opened): exit 2
+        sys.stderr.write(f"error: {e.message}\n")
+        sys.exit(2)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, Engine, create_engine, event, func, select
+from sqlalchemy import Connection, Engine, create_engine, event, exc, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import StaticPool
@@ -83,7 +83,11 @@ class Store:
         self._write_lock = threading.Lock()
         self._known_campaigns: set[str] = set()
         self._closed = False
-        self.migrate()
+        try:
+            self.migrate()
+        except (exc.SQLAlchemyError, OSError) as e:
+            self.engine.dispose()
+            raise InputError(None, "--store", f"cannot open the store {self.redacted_url}: {db_reason(e)}") from None
 
     # --- setup ---------------------------------------------------------------------------
 
@@ -132,6 +136,11 @@ class Store:
                 conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_PG_MIGRATION_LOCK})")
             cfg.attributes["connection"] = conn
             command.upgrade(cfg, "head")
+
+    @property
+    def redacted_url(self) -> str:
+        """The store's URL without its password (for messages)."""
+        return self.engine.url.render_as_string(hide_password=True)
 
     @property
     def dir(self) -> Path:
@@ -191,13 +200,17 @@ class Store:
             {"run_id": run_id, "seq": e.seq, "t": e.t, "kind": e.kind, "data": _dumps(e.data())} for e in events
         ]
         new_campaign = key.campaign not in self._known_campaigns
-        with self._write_lock, self._writer() as conn, conn.begin():
-            if new_campaign:
-                self._ensure_campaign(conn, key.campaign, now)
-            conn.execute(runs_t.insert(), run_row)
-            if event_rows:
-                conn.execute(events_t.insert(), event_rows)
-            conn.execute(grades_t.insert(), grade_row)
+        try:
+            with self._write_lock, self._writer() as conn, conn.begin():
+                if new_campaign:
+                    self._ensure_campaign(conn, key.campaign, now)
+                conn.execute(runs_t.insert(), run_row)
+                if event_rows:
+                    conn.execute(events_t.insert(), event_rows)
+                conn.execute(grades_t.insert(), grade_row)
+        except exc.OperationalError as e:  # a full disk, a read-only file, a dropped connection
+            raise InputError(None, "--store", f"cannot write to the store {self.redacted_url}: {db_reason(e)}; "
+                             "every finished run is kept: run the same command again to resume") from None
         if new_campaign:
             self._known_campaigns.add(key.campaign)
 
@@ -353,7 +366,14 @@ class Store:
         self.close()
 
     def __repr__(self) -> str:
-        return f"Store({self.engine.url.render_as_string(hide_password=True)!r})"
+        return f"Store({self.redacted_url!r})"
+
+
+def db_reason(e: BaseException) -> str:
+    """The database's own one-line reason for an error (not SQLAlchemy's wrapper text)."""
+    orig = getattr(e, "orig", None) or e
+    text = str(orig).strip().splitlines()
+    return text[0] if text else type(orig).__name__
 
 
 def open_store(url: str | None = None) -> Store:
