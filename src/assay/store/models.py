@@ -97,3 +97,17 @@ runs_t: Table = Run.__table__  # type: ignore[assignment]
 events_t: Table = EventRow.__table__  # type: ignore[assignment]
 grades_t: Table = Grade.__table__  # type: ignore[assignment]
 judge_cache_t: Table = JudgeCache.__table__  # type: ignore[assignment]
+
+
+class User(Base):
+    """A person who may use the web app (`assay users`): the token is stored as its SHA-256 only."""
+
+    __tablename__ = "users"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    token_sha256: Mapped[str] = mapped_column(String(64), unique=True, nullable=False)
+    role: Mapped[str] = mapped_column(String(16), nullable=False)
+    created_at: Mapped[float] = mapped_column(Float, nullable=False)
+
+
+users_t: Table = User.__table__  # type: ignore[assignment]
