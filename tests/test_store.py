@@ -368,7 +368,7 @@ def test_migrations_idempotent(store_url: str) -> None:
     with s2.engine.connect() as c:
         assert c.execute(text("select version_num from alembic_version")).scalars().all() == ["0002u"]
         names = set(inspect(c).get_table_names())
-    assert {"campaigns", "runs", "events", "grades", "judge_cache", "users", "alembic_version"} <= names
+    assert {"campaigns", "runs", "events", "grades", "judge_cache", "users", "expert_labels", "alembic_version"} <= names
     s2.close()
 
 

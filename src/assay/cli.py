@@ -192,7 +192,7 @@ def report(
     csv_out: Annotated[Path | None, typer.Option("--csv", help="write one CSV row per run")] = None,
     md_out: Annotated[Path | None, typer.Option("--md", help="write the report as Markdown tables")] = None,
     runs: Annotated[bool, typer.Option("--runs", help="also print every run")] = False,
-    labels: Annotated[Path | None, typer.Option("--labels", help="human labels of this campaign's runs (JSON lines: run_id, task_id, item_id, met[, labeller]) for judge-human agreement on the same answers")] = None,
+    labels: Annotated[Path | None, typer.Option("--labels", help="human labels of this campaign's runs (JSON lines: run_id, task_id, item_id, met[, labeller]) for judge-human agreement on the same answers, beside the experts' labels stored from the web app")] = None,
 ) -> None:
     """Leaderboard and breakdowns from the store, one report per campaign."""
     from assay.record import KINDS, primary_kind
@@ -209,12 +209,14 @@ def report(
     if len(chosen) > 1 and exports:
         _fail(InputError(None, "--campaign", f"the store holds {len(chosen)} campaigns ({', '.join(chosen[:10])}); "
                                              f"a report file holds one: name it with --campaign for {', '.join(exports)}"))
-    human_labels = None
+    from assay.store.labels import stored_labels
+
+    human_labels = stored_labels(st) or None  # experts' labels given in the web app
     if labels is not None:
         from assay.report.agreement import load_labels
 
         try:
-            human_labels = load_labels(labels)
+            human_labels = load_labels(labels) + (human_labels or [])
         except InputError as e:
             _fail(e)
     agents = set(agent or [])

@@ -36,6 +36,17 @@ from tests.security._support import bwrap_ok, reap, workdir
 pytestmark = pytest.mark.skipif(not bwrap_ok(), reason="bubblewrap is not installed")
 
 MiB = 1024 * 1024
+TIMEOUT = 60.0  # the machine may be busy: a slow answer is not a refusal
+
+
+def hget(url: str, **kw: Any) -> httpx.Response:
+    kw.setdefault("timeout", TIMEOUT)
+    return httpx.get(url, **kw)
+
+
+def hpost(url: str, **kw: Any) -> httpx.Response:
+    kw.setdefault("timeout", TIMEOUT)
+    return httpx.post(url, **kw)
 
 
 def _free_port() -> int:
@@ -65,7 +76,7 @@ def serve(wd: Path, store: str, *extra: str) -> Iterator[dict[str, Any]]:
         deadline = time.monotonic() + 60
         while True:
             with contextlib.suppress(httpx.TransportError):
-                if httpx.get(base + "/signin", timeout=2).status_code == 200:
+                if hget(base + "/signin", timeout=5).status_code == 200:
                     break
             assert proc.poll() is None, (wd / f"serve-{port}.log").read_text()
             assert time.monotonic() < deadline, "the server did not come up"
@@ -98,7 +109,7 @@ def bearer(token: str) -> dict[str, str]:
 
 
 def start_play(site: dict[str, Any], who: str, name: str = "") -> str:
-    r = httpx.post(site["base"] + "/api/play", json={"task_id": "answer", "name": name, "campaign": "web"},
+    r = hpost(site["base"] + "/api/play", json={"task_id": "answer", "name": name, "campaign": "web"},
                    headers=bearer(site["tokens"][who]), timeout=30)
     assert r.status_code == 200, r.text
     assert r.json()["agent"] == f"human:{who}"
@@ -108,13 +119,13 @@ def start_play(site: dict[str, Any], who: str, name: str = "") -> str:
 def submit_and_wait(site: dict[str, Any], who: str, sid: str) -> dict[str, Any]:
     h = bearer(site["tokens"][who])
     deadline = time.monotonic() + 60
-    while httpx.get(f"{site['base']}/api/play/{sid}", headers=h).json()["state"] == "starting":
+    while hget(f"{site['base']}/api/play/{sid}", headers=h).json()["state"] == "starting":
         assert time.monotonic() < deadline
         time.sleep(0.2)
-    r = httpx.post(f"{site['base']}/api/play/{sid}/action", json={"submit": "done"}, headers=h, timeout=60)
+    r = hpost(f"{site['base']}/api/play/{sid}/action", json={"submit": "done"}, headers=h, timeout=60)
     assert r.status_code == 200, r.text
     while True:
-        state: dict[str, Any] = httpx.get(f"{site['base']}/api/play/{sid}", headers=h).json()
+        state: dict[str, Any] = hget(f"{site['base']}/api/play/{sid}", headers=h).json()
         if state["state"] in ("done", "error"):
             return state
         assert time.monotonic() < deadline, state
@@ -123,7 +134,7 @@ def submit_and_wait(site: dict[str, Any], who: str, sid: str) -> dict[str, Any]:
 
 def sign_in(site: dict[str, Any], who: str, **headers: str) -> httpx.Client:
     """A browser-like client signed in through the sign-in form, with its CSRF token as `.csrf`."""
-    c = httpx.Client(base_url=site["base"], timeout=30)
+    c = httpx.Client(base_url=site["base"], timeout=TIMEOUT)
     r = c.post("/signin", data={"token": site["tokens"][who], "next": "/play"},
                headers={"Origin": site["base"], **headers})
     assert r.status_code == 303 and r.headers["location"] == "/play", (r.status_code, r.text)
@@ -138,21 +149,21 @@ def sign_in(site: dict[str, Any], who: str, **headers: str) -> httpx.Client:
 def test_no_token_or_a_wrong_one_is_refused(site: dict[str, Any]) -> None:
     base = site["base"]
     for path in ("/api/campaigns", "/api/report", "/api/tasks", "/api/play/x", "/api/openapi.json"):
-        r = httpx.get(base + path)
+        r = hget(base + path)
         assert r.status_code == 401 and "detail" in r.json(), (path, r.status_code)
-    assert httpx.get(base + "/api/campaigns", headers=bearer("not-a-token")).status_code == 401
-    assert httpx.get(base + "/api/campaigns", headers={"Authorization": "Basic YWxpY2U6eA=="}).status_code == 401
-    r = httpx.post(base + "/api/play", json={"task_id": "answer", "name": "x"})
+    assert hget(base + "/api/campaigns", headers=bearer("not-a-token")).status_code == 401
+    assert hget(base + "/api/campaigns", headers={"Authorization": "Basic YWxpY2U6eA=="}).status_code == 401
+    r = hpost(base + "/api/play", json={"task_id": "answer", "name": "x"})
     assert r.status_code == 401
     for path in ("/", "/play", "/runs/abc", "/campaigns/default", "/api/docs"):
-        r = httpx.get(base + path)
+        r = hget(base + path)
         assert r.status_code == 303 and r.headers["location"].startswith("/signin?next="), (path, r.status_code)
     # a page post without a session is refused too
-    assert httpx.post(base + "/play", data={"task_id": "answer", "name": "x"}).status_code == 401
+    assert hpost(base + "/play", data={"task_id": "answer", "name": "x"}).status_code == 401
     # a wrong token at the sign-in page sets no cookie
-    r = httpx.post(base + "/signin", data={"token": "guess"})
+    r = hpost(base + "/signin", data={"token": "guess"})
     assert r.status_code == 401 and "set-cookie" not in r.headers
-    assert httpx.get(base + "/api/campaigns", headers=bearer(site["tokens"]["alice"])).status_code == 200
+    assert hget(base + "/api/campaigns", headers=bearer(site["tokens"]["alice"])).status_code == 200
 
 
 def test_a_removed_account_is_refused_at_once(site: dict[str, Any]) -> None:
@@ -160,7 +171,7 @@ def test_a_removed_account_is_refused_at_once(site: dict[str, Any]) -> None:
     assert c.get("/api/campaigns").status_code == 200
     r = assay("users", "remove", "gone", "--store", site["store"], cwd=site["wd"])
     assert r.returncode == 0, r.stderr
-    assert httpx.get(site["base"] + "/api/campaigns", headers=bearer(site["tokens"]["gone"])).status_code == 401
+    assert hget(site["base"] + "/api/campaigns", headers=bearer(site["tokens"]["gone"])).status_code == 401
     assert c.get("/api/campaigns").status_code == 401
     c.close()
 
@@ -169,22 +180,22 @@ def test_another_accounts_session_is_404(site: dict[str, Any]) -> None:
     base = site["base"]
     sid = start_play(site, "alice", name="mallory")  # a typed name is ignored: the account plays
     alice, bob, root = (bearer(site["tokens"][n]) for n in ("alice", "bob", "root"))
-    assert httpx.get(f"{base}/api/play/{sid}", headers=alice).status_code == 200
-    assert httpx.get(f"{base}/api/play/{sid}", headers=bob).status_code == 404
-    r = httpx.post(f"{base}/api/play/{sid}/action", json={"tool": "run_command", "args": {"command": "id"}},
+    assert hget(f"{base}/api/play/{sid}", headers=alice).status_code == 200
+    assert hget(f"{base}/api/play/{sid}", headers=bob).status_code == 404
+    r = hpost(f"{base}/api/play/{sid}/action", json={"tool": "run_command", "args": {"command": "id"}},
                    headers=bob, timeout=30)
     assert r.status_code == 404, r.text
-    assert httpx.post(f"{base}/api/play/{sid}/action", json={"submit": "bob's"}, headers=bob).status_code == 404
-    assert httpx.get(f"{base}/play/{sid}", headers=bob).status_code == 404
-    assert sid not in httpx.get(f"{base}/play", headers=bob).text
-    assert sid in httpx.get(f"{base}/play", headers=alice).text
+    assert hpost(f"{base}/api/play/{sid}/action", json={"submit": "bob's"}, headers=bob).status_code == 404
+    assert hget(f"{base}/play/{sid}", headers=bob).status_code == 404
+    assert sid not in hget(f"{base}/play", headers=bob).text
+    assert sid in hget(f"{base}/play", headers=alice).text
     # an admin may view it, not act in it
-    assert httpx.get(f"{base}/api/play/{sid}", headers=root).status_code == 200
-    assert sid in httpx.get(f"{base}/play", headers=root).text
-    assert httpx.post(f"{base}/api/play/{sid}/action", json={"submit": "x"}, headers=root).status_code == 404
+    assert hget(f"{base}/api/play/{sid}", headers=root).status_code == 200
+    assert sid in hget(f"{base}/play", headers=root).text
+    assert hpost(f"{base}/api/play/{sid}/action", json={"submit": "x"}, headers=root).status_code == 404
     state = submit_and_wait(site, "alice", sid)
     assert state["state"] == "done" and state["run"]["agent"] == "human:alice", state
-    rep = httpx.get(f"{base}/api/report?campaign=web", headers=alice).json()
+    rep = hget(f"{base}/api/report?campaign=web", headers=alice).json()
     assert {a["agent"] for a in rep["agents"]} == {"human:alice"}
 
 
@@ -192,13 +203,13 @@ def test_foreign_host_is_refused(site: dict[str, Any]) -> None:
     base, port = site["base"], site["port"]
     h = bearer(site["tokens"]["alice"])
     for host in ("evil.example", f"evil.example:{port}", "127.0.0.1.evil.example", "assay.test.evil", "", "[::1"):
-        r = httpx.get(base + "/api/campaigns", headers={**h, "Host": host})
+        r = hget(base + "/api/campaigns", headers={**h, "Host": host})
         assert r.status_code == 400, (host, r.status_code)
     # unauthenticated too: the Host check comes first, before anything else is said
-    assert httpx.get(base + "/signin", headers={"Host": "evil.example"}).status_code == 400
+    assert hget(base + "/signin", headers={"Host": "evil.example"}).status_code == 400
     for host in (f"127.0.0.1:{port}", f"localhost:{port}", "localhost", f"[::1]:{port}", "assay.test",
                  f"ASSAY.test:{port}"):
-        r = httpx.get(base + "/api/campaigns", headers={**h, "Host": host})
+        r = hget(base + "/api/campaigns", headers={**h, "Host": host})
         assert r.status_code == 200, (host, r.status_code)
 
 
@@ -208,7 +219,7 @@ def test_json_endpoints_take_only_json(site: dict[str, Any]) -> None:
     body = b'{"task_id": "answer", "name": "x"}'
     for ctype in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", None):
         headers = {**h, **({"Content-Type": ctype} if ctype else {})}
-        r = httpx.post(base + "/api/play", content=body, headers=headers)
+        r = hpost(base + "/api/play", content=body, headers=headers)
         assert r.status_code == 415, (ctype, r.status_code, r.text)
 
 
@@ -245,17 +256,17 @@ def test_signed_in_posts_need_the_csrf_token_and_the_same_origin(site: dict[str,
 def test_the_session_cookie_is_httponly_strict_and_secure_behind_tls(site: dict[str, Any]) -> None:
     base = site["base"]
     for proto, secure in (("http", False), ("https", True)):
-        r = httpx.post(base + "/signin", data={"token": site["tokens"]["alice"]},
+        r = hpost(base + "/signin", data={"token": site["tokens"]["alice"]},
                        headers={"X-Forwarded-Proto": proto, "Origin": f"{proto}://127.0.0.1:{site['port']}"})
         assert r.status_code == 303, r.text
         cookie = r.headers["set-cookie"].lower()
         assert "httponly" in cookie and "samesite=strict" in cookie and "path=/" in cookie, cookie
         assert ("; secure" in cookie) is secure, cookie
     # a sign-in form posted from another site is refused; a redirect target elsewhere is not followed
-    assert httpx.post(base + "/signin", data={"token": site["tokens"]["alice"]},
+    assert hpost(base + "/signin", data={"token": site["tokens"]["alice"]},
                       headers={"Origin": "http://evil.example"}).status_code == 403
     for target in ("//evil.example/x", "https://evil.example/", "/\\evil.example"):
-        r = httpx.post(base + "/signin", data={"token": site["tokens"]["alice"], "next": target})
+        r = hpost(base + "/signin", data={"token": site["tokens"]["alice"], "next": target})
         assert r.status_code == 303 and r.headers["location"] == "/", (target, r.headers["location"])
 
 
@@ -263,7 +274,7 @@ def test_oversized_bodies_are_413(site: dict[str, Any]) -> None:
     base = site["base"]
     h = {**bearer(site["tokens"]["alice"]), "Content-Type": "application/json"}
     big = b'{"task_id": "' + b"a" * (MiB + 10) + b'"}'
-    assert httpx.post(base + "/api/play", content=big, headers=h).status_code == 413
+    assert hpost(base + "/api/play", content=big, headers=h).status_code == 413
 
     def chunks() -> Iterator[bytes]:  # no Content-Length: the cap applies while the body streams in
         yield b'{"task_id": "'
@@ -271,7 +282,7 @@ def test_oversized_bodies_are_413(site: dict[str, Any]) -> None:
             yield b"a" * (128 * 1024)
         yield b'"}'
 
-    r = httpx.post(base + "/api/play", content=chunks(), headers=h)
+    r = hpost(base + "/api/play", content=chunks(), headers=h)
     assert r.status_code == 413, r.text
     c = sign_in(site, "alice")
     r = c.post("/play", content=b"csrf_token=x&task_id=" + b"a" * (MiB + 10),
@@ -280,25 +291,25 @@ def test_oversized_bodies_are_413(site: dict[str, Any]) -> None:
     c.close()
     # just under the cap is an ordinary (refused) play request
     ok = b'{"task_id": "' + b"a" * (MiB - 100) + b'"}'
-    assert httpx.post(base + "/api/play", content=ok, headers=h).status_code == 400
-    assert httpx.get(base + "/api/campaigns", headers=h).status_code == 200
+    assert hpost(base + "/api/play", content=ok, headers=h).status_code == 400
+    assert hget(base + "/api/campaigns", headers=h).status_code == 200
 
 
 def test_deep_or_huge_json_is_400_not_500(site: dict[str, Any]) -> None:
     h = {**bearer(site["tokens"]["alice"]), "Content-Type": "application/json"}
     for body in (b"[" * 100_000 + b"]" * 100_000, b'{"task_id": ' + b"9" * 5000 + b"}", b"\xff\xfe"):
-        r = httpx.post(site["base"] + "/api/play", content=body, headers=h)
+        r = hpost(site["base"] + "/api/play", content=body, headers=h)
         assert r.status_code == 400, (body[:20], r.status_code)
 
 
 def test_api_docs_are_served_without_any_network(site: dict[str, Any]) -> None:
     h = bearer(site["tokens"]["alice"])
-    r = httpx.get(site["base"] + "/api/docs", headers=h)
+    r = hget(site["base"] + "/api/docs", headers=h)
     assert r.status_code == 200 and "/api/play" in r.text
     assert not re.search(r"(src|href)=\"(https?:)?//", r.text), "a page of the docs loads something from elsewhere"
-    assert httpx.get(site["base"] + "/api/openapi.json", headers=h).json()["paths"]
+    assert hget(site["base"] + "/api/openapi.json", headers=h).json()["paths"]
     for path in ("/docs", "/redoc"):
-        assert httpx.get(site["base"] + path, headers=h).status_code == 404
+        assert hget(site["base"] + path, headers=h).status_code == 404
 
 
 def test_the_token_is_shown_once_and_stored_hashed(site: dict[str, Any]) -> None:
@@ -325,26 +336,26 @@ def test_without_sign_in_the_local_server_still_refuses_cross_site_posts() -> No
         answer_task(wd / "suite" / "answer")
         with serve(wd, f"sqlite:///{wd / 'store.db'}") as s:
             base = s["base"]
-            assert httpx.get(base + "/api/campaigns").status_code == 200
+            assert hget(base + "/api/campaigns").status_code == 200
             form = {"task_id": "answer", "name": "ada"}
-            r = httpx.post(base + "/play", data=form, headers={"Origin": "http://evil.example"})
+            r = hpost(base + "/play", data=form, headers={"Origin": "http://evil.example"})
             assert r.status_code == 403, r.text
-            r = httpx.post(base + "/play", data=form, headers={"Referer": "http://evil.example/page"})
+            r = hpost(base + "/play", data=form, headers={"Referer": "http://evil.example/page"})
             assert r.status_code == 403, r.text
-            r = httpx.post(base + "/api/play", content=b'{"task_id": "answer", "name": "ada"}',
+            r = hpost(base + "/api/play", content=b'{"task_id": "answer", "name": "ada"}',
                            headers={"Content-Type": "text/plain", "Origin": "http://evil.example"})
             assert r.status_code in (403, 415), r.text
-            r = httpx.post(base + "/api/play", content=b'{"task_id": "answer", "name": "ada"}',
+            r = hpost(base + "/api/play", content=b'{"task_id": "answer", "name": "ada"}',
                            headers={"Content-Type": "text/plain"})
             assert r.status_code == 415, r.text
-            assert httpx.get(base + "/api/campaigns", headers={"Host": "rebind.evil.example"}).status_code == 400
-            assert httpx.post(base + "/api/play", content=b"{" + b" " * (2 * MiB) + b"}",
+            assert hget(base + "/api/campaigns", headers={"Host": "rebind.evil.example"}).status_code == 400
+            assert hpost(base + "/api/play", content=b"{" + b" " * (2 * MiB) + b"}",
                               headers={"Content-Type": "application/json"}).status_code == 413
             # the same-origin form and a plain JSON client work as before
-            r = httpx.post(base + "/play", data=form, headers={"Origin": base})
+            r = hpost(base + "/play", data=form, headers={"Origin": base})
             assert r.status_code == 303, r.text
             sid = r.headers["location"].rsplit("/", 1)[1]
-            r = httpx.post(f"{base}/api/play/{sid}/action", json={"submit": ""}, timeout=60)
+            r = hpost(f"{base}/api/play/{sid}/action", json={"submit": ""}, timeout=60)
             assert r.status_code == 200, r.text
         reap(str(wd))
 
@@ -354,13 +365,13 @@ def test_a_shared_token_signs_in_as_admin(tmp_path: Path) -> None:
     answer_task(tmp_path / "suite" / "answer")
     shared = "a-shared-secret-of-some-length"
     with serve(tmp_path, f"sqlite:///{tmp_path / 'store.db'}", "--token", shared) as s:
-        assert httpx.get(s["base"] + "/api/campaigns").status_code == 401
-        assert httpx.get(s["base"] + "/api/me", headers=bearer(shared)).json() == {
+        assert hget(s["base"] + "/api/campaigns").status_code == 401
+        assert hget(s["base"] + "/api/me", headers=bearer(shared)).json() == {
             "name": "admin", "role": "admin", "agent": "human:admin"}
-        r = httpx.post(s["base"] + "/api/play", json={"task_id": "answer", "name": "zed"}, headers=bearer(shared))
+        r = hpost(s["base"] + "/api/play", json={"task_id": "answer", "name": "zed"}, headers=bearer(shared))
         assert r.status_code == 200 and r.json()["agent"] == "human:admin", r.text
         sid = r.json()["session"]
-        assert httpx.post(f"{s['base']}/api/play/{sid}/action", json={"submit": ""}, headers=bearer(shared),
+        assert hpost(f"{s['base']}/api/play/{sid}/action", json={"submit": ""}, headers=bearer(shared),
                           timeout=60).status_code == 200
 
 

@@ -12,6 +12,7 @@ CSRF and same-origin checks, JSON content type); routes read the caller from
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 from collections.abc import AsyncIterator
@@ -26,9 +27,11 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
 from assay.errors import InputError
+from assay.record import RunRecord
 from assay.report.build import build_report, run_row
 from assay.store import Store
 from assay.store.accounts import has_accounts
+from assay.store.labels import MAX_NOTE_CHARS, ItemLabel, labels_of_run, save_labels, stored_labels
 from assay.task.discover import discover
 from assay.task.model import Task
 from assay.web.human import DEFAULT_CAMPAIGN, PlayError, PlayManager, PlaySession, playable
@@ -82,6 +85,10 @@ def _ci(ci: list[float] | None) -> str:
     return "–" if not ci else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
 
 
+def _utc(t: float) -> str:
+    return datetime.datetime.fromtimestamp(t, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
 def _tojson(x: Any) -> str:
     return json.dumps(x, ensure_ascii=False, indent=1, default=str)
 
@@ -93,7 +100,7 @@ def _compact(x: Any) -> str:
 def _env() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(HERE / "templates")), autoescape=True,
                              undefined=jinja2.ChainableUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(num=_num, pct=_pct, money=_money, usd=_usd, ci=_ci, pretty=_tojson, compact=_compact, urlq=quote)
+    env.filters.update(num=_num, pct=_pct, money=_money, usd=_usd, ci=_ci, pretty=_tojson, compact=_compact, urlq=quote, utc=_utc)
     return env
 
 
@@ -160,10 +167,14 @@ def create_app(store_url: str, suites: list[Path] | None = None, *, token: str |
     def not_found(request: Request, what: str) -> HTMLResponse:
         return page(request, "error.html", status=404, title="not found", message=what)
 
+    def expert_labels() -> list[dict[str, Any]] | None:
+        return stored_labels(store) or None
+
     def campaign_blocks(names: list[str]) -> list[dict[str, Any]]:
         blocks = []
+        labels = expert_labels()
         for name in names:
-            rep = build_report(name, store.runs(name))
+            rep = build_report(name, store.runs(name), labels=labels)
             blocks.append({"name": name, "report": rep,
                            "kinds": [k for k in KINDS if any(k in a for a in rep["agents"])]})
         return blocks
@@ -221,9 +232,65 @@ def create_app(store_url: str, suites: list[Path] | None = None, *, token: str |
         row = run_row(rec)
         g = row["grade"]
         scenario = {k: g[k] for k in SCENARIO_FIELDS if k in g}
+        who = me(request)
+        labels = labels_of_run(store, rec.run_id)
+        mine = {lab.item_id: lab for lab in labels if who is not None and lab.labeller == who.name}
         return page(request, "run.html", title=f"run {rec.run_id}", run=row, rec=rec, grade=g, scenario=scenario,
-                    rubric_items=g.get("items") or [],
+                    rubric_items=g.get("items") or [], labels=labels, my_labels=mine,
+                    labellable=_labellable(rec) if who is not None and who.role == "expert" else [],
                     events=[e.wire() for e in store.events(rec.run_id)])
+
+    def label_run(request: Request, run_id: str, entries: list[Any]) -> RunRecord:
+        """Store the signed-in expert's labels of the run's judged rubric items."""
+        who = me(request)
+        if who is None or who.role != "expert":
+            raise HTTPException(403, "only an account with the expert role labels rubric items "
+                                     "(assay users add NAME --role expert)")
+        try:
+            rec = store.get_run(run_id)
+        except ValueError as bad:
+            raise HTTPException(400, str(bad)) from None
+        if rec is None:
+            raise HTTPException(404, f"no run {run_id!r}")
+        allowed = set(_labellable(rec))
+        if not allowed:
+            raise HTTPException(409, f"run {rec.run_id} has no judge-graded rubric item to label")
+        items: list[ItemLabel] = []
+        for i, e in enumerate(entries):
+            if not isinstance(e, dict):
+                raise HTTPException(400, f"labels[{i}]: must be an object")
+            item_id, met, note = e.get("item_id"), e.get("met"), e.get("note", "")
+            if not isinstance(item_id, str) or item_id not in allowed:
+                raise HTTPException(400, f"labels[{i}].item_id: {item_id!r} is not a judge-graded item of this run "
+                                         f"(items: {', '.join(sorted(allowed))})")
+            if not isinstance(met, bool):
+                raise HTTPException(400, f"labels[{i}].met: must be true or false")
+            if not isinstance(note, str) or len(note) > MAX_NOTE_CHARS:
+                raise HTTPException(400, f"labels[{i}].note: text of at most {MAX_NOTE_CHARS} characters")
+            items.append(ItemLabel(item_id=item_id, met=met, note=note))
+        if not items:
+            raise HTTPException(400, "no label given")
+        save_labels(store, rec.run_id, rec.key.task_id, who.name, items)
+        return rec
+
+    @app.post("/runs/{run_id}/labels")
+    async def run_labels_form(request: Request, run_id: str) -> RedirectResponse:
+        form = _form(await request.body())
+        entries: list[Any] = []
+        for key, value in form.items():
+            if key.startswith("item_") and form.get(f"met_{key[5:]}") in ("met", "not"):
+                n = key[5:]
+                entries.append({"item_id": value, "met": form[f"met_{n}"] == "met", "note": form.get(f"note_{n}", "")})
+        rec = label_run(request, run_id, entries)
+        return RedirectResponse(f"/runs/{quote(rec.run_id)}#labels", status_code=303)
+
+    @app.post("/api/runs/{run_id}/labels")
+    async def api_run_labels(request: Request, run_id: str) -> JSONResponse:
+        body = await _json_body(request)
+        given = body.get("labels")
+        rec = label_run(request, run_id, given if isinstance(given, list) else [])
+        return JSONResponse({"run_id": rec.run_id,
+                             "labels": [lab.model_dump() for lab in labels_of_run(store, rec.run_id)]})
 
     @app.get("/api/docs", response_class=HTMLResponse)
     def api_docs(request: Request) -> HTMLResponse:
@@ -242,7 +309,7 @@ def create_app(store_url: str, suites: list[Path] | None = None, *, token: str |
     def api_report(campaign: str | None = None) -> JSONResponse:
         if campaign is not None and campaign not in store.campaigns():
             raise HTTPException(404, f"no campaign named {campaign!r}")
-        return JSONResponse(_json_safe(build_report(campaign, store.runs(campaign))))
+        return JSONResponse(_json_safe(build_report(campaign, store.runs(campaign), labels=expert_labels())))
 
     @app.get("/api/runs/{run_id}")
     def api_run(run_id: str) -> JSONResponse:
@@ -331,6 +398,13 @@ def create_app(store_url: str, suites: list[Path] | None = None, *, token: str |
         return JSONResponse({"output": output})
 
     return app
+
+
+def _labellable(rec: RunRecord) -> list[str]:
+    """Ids of the run's rubric items an LLM judge graded (what judge-human agreement compares)."""
+    if rec.status != "done" or rec.grade.rubric is None:
+        return []
+    return [it.id for it in rec.grade.rubric.items if not it.check and not it.na and it.hit is not None]
 
 
 def _form(body: bytes) -> dict[str, str]:
