@@ -87,6 +87,7 @@ def test_expert_labels_feed_judge_human_agreement(tmp_path: Path) -> None:
     rep = json.loads((cwd / "rep.json").read_text())
     ha = by_agent(rep)["reference"]["human_agreement"]["finance"]
     assert ha["n"] == 4 and ha["raw_agreement"] == 0.75, ha
+    assert ha["inter_rater"] == {"n": 1, "raw_agreement": 0.0}  # eve and fred on `cites`
     assert by_agent(web_report)["reference"]["human_agreement"] == by_agent(rep)["reference"]["human_agreement"]
     # a labels file adds to the stored labels
     labels = cwd / "labels.jsonl"
@@ -97,3 +98,4 @@ def test_expert_labels_feed_judge_human_agreement(tmp_path: Path) -> None:
     assert rep_run.returncode == 0, rep_run.stderr
     ha = by_agent(json.loads((cwd / "r2.json").read_text()))["reference"]["human_agreement"]["finance"]
     assert ha["n"] == 5 and ha["raw_agreement"] == 0.6, ha
+    assert ha["inter_rater"] == {"n": 2, "raw_agreement": 0.0}  # and eve and carol on `rude`
