@@ -194,7 +194,7 @@ def report(
     csv_out: Annotated[Path | None, typer.Option("--csv", help="write one CSV row per run")] = None,
     md_out: Annotated[Path | None, typer.Option("--md", help="write the report as Markdown tables")] = None,
     runs: Annotated[bool, typer.Option("--runs", help="also print every run")] = False,
-    labels: Annotated[Path | None, typer.Option("--labels", help="human labels of this campaign's runs (JSON lines: run_id, task_id, item_id, met[, labeller]) for judge-human agreement on the same answers")] = None,
+    labels: Annotated[Path | None, typer.Option("--labels", help="human labels of this campaign's runs (JSON lines: run_id, task_id, item_id, met[, labeller]) for judge-human agreement on the same answers, beside the experts' labels stored from the web app")] = None,
 ) -> None:
     """Leaderboard and breakdowns from the store, one report per campaign."""
     from assay.record import KINDS, primary_kind
@@ -211,12 +211,14 @@ def report(
     if len(chosen) > 1 and exports:
         _fail(InputError(None, "--campaign", f"the store holds {len(chosen)} campaigns ({', '.join(chosen[:10])}); "
                                              f"a report file holds one: name it with --campaign for {', '.join(exports)}"))
-    human_labels = None
+    from assay.store.labels import stored_labels
+
+    human_labels = stored_labels(st) or None  # experts' labels given in the web app
     if labels is not None:
         from assay.report.agreement import load_labels
 
         try:
-            human_labels = load_labels(labels)
+            human_labels = load_labels(labels) + (human_labels or [])
         except InputError as e:
             _fail(e)
     agents = set(agent or [])
@@ -409,24 +411,129 @@ def show(
 
 @app.command()
 def serve(
-    host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
+    host: Annotated[str, typer.Option(help="address to listen on (not loopback: needs accounts or --token)")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="port to listen on")] = 8700,
     store: Annotated[str | None, typer.Option(help="store URL")] = None,
     suite: Annotated[list[Path] | None, typer.Option("--suite", help="tasks offered for human play; repeatable")] = None,
+    token: Annotated[str | None, typer.Option("--token",
+                                              help="(or ASSAY_TOKEN) a shared secret that signs in as the one identity `admin` (plays as human:admin); accounts from `assay users` work beside it")] = None,
+    allowed_host: Annotated[list[str] | None, typer.Option("--allowed-host", help="a host name browsers use to reach this server (the Host header), beside the loopback names; repeatable")] = None,
 ) -> None:
-    """The web app: leaderboard, run viewer, JSON API, and human play (human:NAME) on --suite tasks."""
+    """The web app: leaderboard, run viewer, JSON API, and human play (human:NAME) on --suite tasks.
+
+    With a token or accounts, every page and API call needs sign-in (docs/web.md)."""
     import uvicorn
 
-    from assay.config import load_config, store_url
+    from assay.config import load_config, settings, store_url
     from assay.web.app import create_app
 
     try:
         url = store_url(store, load_config())
-        web = create_app(url, suite or None)
+        token = token if token is not None else settings().web_token
+        web = create_app(url, suite or None, token=token, allowed_hosts=allowed_host or [], listen_host=host)
     except InputError as e:
         _fail(e)
-    err.print(f"assay web app on http://{host}:{port}/ (store {url}); Ctrl-C to stop")
+    try:
+        _check_port_free(host, port)
+    except InputError as e:
+        _fail(e)
+    if token is not None and len(token) < 16:
+        sys.stderr.write("warning: --token is shorter than 16 characters; anyone who can reach the server may guess it\n")
+    shown = f"[{host}]" if ":" in host else host
+    err.print(f"assay web app on http://{shown}:{port}/ (store {url}); Ctrl-C to stop")
     uvicorn.run(web, host=host, port=port, log_level="warning")
+
+
+def _check_port_free(host: str, port: int) -> None:
+    """A port in use (or an address this machine lacks) is exit 2, not uvicorn's traceback."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host.strip("[]"), port))
+        except OSError as e:
+            raise InputError(None, "--port", f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+
+
+users_app = typer.Typer(no_args_is_help=True, help="people who may use the web app (assay serve): add, list, remove")
+app.add_typer(users_app, name="users")
+
+
+def _users_store(store: str | None, create: bool) -> Store:
+    from assay.config import load_config, store_url
+    from assay.store import Store
+
+    try:
+        url = store_url(store, load_config())
+        return Store(url) if create else _open_existing(url)
+    except InputError as e:
+        _fail(e)
+
+
+@users_app.command("add")
+def users_add(
+    name: Annotated[str, typer.Argument(help="the person's name (their plays are human:NAME)")],
+    role: Annotated[str, typer.Option(help="user|expert|admin: experts grade rubric items by hand, admins see every session")] = "user",
+    store: Annotated[str | None, typer.Option(help="store URL")] = None,
+) -> None:
+    """Add an account; prints its secret token once (the store keeps only a hash of it)."""
+    from assay.store.accounts import add_account
+
+    st = _users_store(store, create=True)
+    try:
+        secret = add_account(st, name, role)
+    except InputError as e:
+        _fail(e)
+    finally:
+        st.close()
+    sys.stdout.write(secret + "\n")
+    sys.stderr.write(f"added {name} ({role}); the token above is shown only now: give it to {name}, "
+                     "who pastes it at the web app's sign-in page\n")
+
+
+@users_app.command("list")
+def users_list(
+    store: Annotated[str | None, typer.Option(help="store URL")] = None,
+    json_flag: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """The accounts: name, role, when added (never a token)."""
+    import datetime
+
+    from assay.store.accounts import accounts
+
+    st = _users_store(store, create=False)
+    try:
+        rows = [a.model_dump() for a in accounts(st)]
+    finally:
+        st.close()
+    if json_flag:
+        sys.stdout.write(json.dumps({"users": rows}, indent=2) + "\n")
+        return
+    for r in rows:
+        when = datetime.datetime.fromtimestamp(r["created_at"], datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+        sys.stdout.write(f"{r['name']}\t{r['role']}\t{when}\n")
+    if not rows:
+        sys.stderr.write("no accounts\n")
+
+
+@users_app.command("remove")
+def users_remove(
+    name: Annotated[str, typer.Argument(help="the account to remove (its sign-ins end at once)")],
+    store: Annotated[str | None, typer.Option(help="store URL")] = None,
+) -> None:
+    """Remove an account; its stored runs stay."""
+    from assay.store.accounts import remove_account
+
+    st = _users_store(store, create=False)
+    try:
+        remove_account(st, name)
+    except InputError as e:
+        _fail(e)
+    finally:
+        st.close()
+    sys.stderr.write(f"removed {name}\n")
 
 
 def _version(value: bool) -> None:

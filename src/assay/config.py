@@ -91,6 +91,7 @@ class Settings(BaseModel):
     copy_max_files: int = COPY_MAX_FILES  # ASSAY_COPY_MAX_FILES
     copy_max_depth: int = COPY_MAX_DEPTH  # ASSAY_COPY_MAX_DEPTH
     brave_url: str | None = None  # ASSAY_BRAVE_URL (the Brave Search API's base URL; tests point it at a fake)
+    web_token: str | None = Field(default=None, repr=False)  # ASSAY_TOKEN (assay serve's shared sign-in token)
 
 
 def _seconds(name: str, default: float) -> float:
@@ -145,6 +146,7 @@ def settings() -> Settings:
         copy_max_files=_count("ASSAY_COPY_MAX_FILES", COPY_MAX_FILES, minimum=1),
         copy_max_depth=_count("ASSAY_COPY_MAX_DEPTH", COPY_MAX_DEPTH, minimum=1),
         brave_url=_url("ASSAY_BRAVE_URL"),
+        web_token=(env.get("ASSAY_TOKEN") or "").strip() or None,
     )
 
 

@@ -12,7 +12,9 @@ Per domain the report gives `n` (pairs), `raw_agreement` (share of pairs where t
 the person agree on met / not met) and `pearson_r`, `p_value`: Pearson's r, two-sided p,
 over the points each side awards per pair (the item's weight when met, 0 when not), as
 OneMillion-Bench compares auto and human scores; null when r is undefined (fewer than 3
-pairs, or one side constant).
+pairs, or one side constant). Where two or more people labelled the same item of the same
+run, `inter_rater` gives how often two of them agree (`n` pairs of people, `raw_agreement`):
+the ceiling a judge can be expected to reach.
 """
 
 from __future__ import annotations
@@ -123,12 +125,35 @@ def agreement_stats(pairs: list[tuple[bool, bool, float]]) -> dict[str, Any]:
     return {"pearson_r": r, "p_value": p, "raw_agreement": raw, "n": n}
 
 
+def rater_pairs(runs: Iterable[RunRecord], labels: list[dict[str, Any]]) -> dict[str, list[bool]]:
+    """Whether two people agree, per pair of people who labelled the same judged item of the
+    same run, by domain: the human ceiling a judge is held to."""
+    out: dict[str, list[bool]] = defaultdict(list)
+    for r in runs:
+        if r.status != "done" or r.grade.rubric is None:
+            continue
+        human = _file_labels(r, labels)
+        domain = str(r.task_meta.get("domain") or "unknown")
+        for it in r.grade.rubric.items:
+            if it.check or it.na or it.hit is None or len(human.get(it.id, {})) < 2:
+                continue
+            verdicts = list(human[it.id].values())
+            out[domain] += [a == b for i, a in enumerate(verdicts) for b in verdicts[i + 1:]]
+    return dict(out)
+
+
 def human_agreement(runs: Iterable[RunRecord], labels: list[dict[str, Any]] | None = None
                     ) -> dict[str, dict[str, Any]]:
-    """`{domain: {pearson_r, p_value, raw_agreement, n}}`, only domains with labelled pairs."""
+    """`{domain: {pearson_r, p_value, raw_agreement, n[, inter_rater: {n, raw_agreement}]}}`,
+    only domains with labelled pairs; `inter_rater` when two or more people labelled an item."""
     if not labels:
         return {}
-    return {d: agreement_stats(p) for d, p in sorted(human_pairs(runs, labels).items()) if p}
+    runs = list(runs)
+    out = {d: agreement_stats(p) for d, p in sorted(human_pairs(runs, labels).items()) if p}
+    for d, agree in rater_pairs(runs, labels).items():
+        if d in out and agree:
+            out[d]["inter_rater"] = {"n": len(agree), "raw_agreement": sum(agree) / len(agree)}
+    return out
 
 
 def judge_summary(runs: Iterable[RunRecord]) -> dict[str, Any] | None:

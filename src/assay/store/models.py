@@ -97,3 +97,36 @@ runs_t: Table = Run.__table__  # type: ignore[assignment]
 events_t: Table = EventRow.__table__  # type: ignore[assignment]
 grades_t: Table = Grade.__table__  # type: ignore[assignment]
 judge_cache_t: Table = JudgeCache.__table__  # type: ignore[assignment]
+
+
+class User(Base):
+    """A person who may use the web app (`assay users`): the token is stored as its SHA-256 only."""
+
+    __tablename__ = "users"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    token_sha256: Mapped[str] = mapped_column(String(64), unique=True, nullable=False)
+    role: Mapped[str] = mapped_column(String(16), nullable=False)
+    created_at: Mapped[float] = mapped_column(Float, nullable=False)
+
+
+users_t: Table = User.__table__  # type: ignore[assignment]
+
+
+class ExpertLabel(Base):
+    """An expert's verdict on one rubric item of one stored run's answer (web app, part 3)."""
+
+    __tablename__ = "expert_labels"
+
+    run_id: Mapped[str] = mapped_column(
+        String(64), ForeignKey("runs.run_id", ondelete="CASCADE"), primary_key=True
+    )
+    item_id: Mapped[str] = mapped_column(String(300), primary_key=True)
+    labeller: Mapped[str] = mapped_column(String(64), primary_key=True)
+    task_id: Mapped[str] = mapped_column(String(300), nullable=False)
+    met: Mapped[bool] = mapped_column(Boolean, nullable=False)
+    note: Mapped[str] = mapped_column(Text, nullable=False)
+    created_at: Mapped[float] = mapped_column(Float, nullable=False)
+
+
+expert_labels_t: Table = ExpertLabel.__table__  # type: ignore[assignment]

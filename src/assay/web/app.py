@@ -4,10 +4,15 @@ Pages are server-rendered Jinja2 with autoescaping on (every string from a task,
 or a person is escaped); the play page adds a little plain JavaScript that posts actions
 and polls for results. The JSON API returns exactly what the command line prints:
 `/api/report` is `assay report --json`, `/api/runs/{id}` is `assay show --json`.
+
+Every request passes `assay.web.security.Guard` first (Host allow-list, body cap, sign-in,
+CSRF and same-origin checks, JSON content type); routes read the caller from
+`request.state.identity` (None without sign-in).
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 from collections.abc import AsyncIterator
@@ -22,11 +27,25 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
 from assay.errors import InputError
+from assay.record import RunRecord
 from assay.report.build import build_report, run_row
 from assay.store import Store
+from assay.store.accounts import has_accounts
+from assay.store.labels import MAX_NOTE_CHARS, ItemLabel, labels_of_run, save_labels, stored_labels
 from assay.task.discover import discover
 from assay.task.model import Task
-from assay.web.human import DEFAULT_CAMPAIGN, PlayError, PlayManager, playable
+from assay.web.human import DEFAULT_CAMPAIGN, PlayError, PlayManager, PlaySession, playable
+from assay.web.security import (
+    COOKIE,
+    LOOPBACK_NAMES,
+    MAX_BODY_BYTES,
+    SESSION_HOURS,
+    Guard,
+    Identity,
+    WebAuth,
+    check_allowed_host,
+    is_loopback_host,
+)
 
 HERE = Path(__file__).resolve().parent
 KINDS = ("rubric", "scenario", "contract")
@@ -66,6 +85,10 @@ def _ci(ci: list[float] | None) -> str:
     return "–" if not ci else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
 
 
+def _utc(t: float) -> str:
+    return datetime.datetime.fromtimestamp(t, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
 def _tojson(x: Any) -> str:
     return json.dumps(x, ensure_ascii=False, indent=1, default=str)
 
@@ -77,7 +100,7 @@ def _compact(x: Any) -> str:
 def _env() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(HERE / "templates")), autoescape=True,
                              undefined=jinja2.ChainableUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(num=_num, pct=_pct, money=_money, usd=_usd, ci=_ci, pretty=_tojson, compact=_compact, urlq=quote)
+    env.filters.update(num=_num, pct=_pct, money=_money, usd=_usd, ci=_ci, pretty=_tojson, compact=_compact, urlq=quote, utc=_utc)
     return env
 
 
@@ -86,16 +109,32 @@ def _json_safe(obj: Any) -> Any:
     return json.loads(json.dumps(obj, ensure_ascii=False, default=str))
 
 
-def create_app(store_url: str, suites: list[Path] | None = None) -> FastAPI:  # noqa: C901 (the app's routes, one small closure each over the same store)
+def create_app(store_url: str, suites: list[Path] | None = None, *, token: str | None = None,  # noqa: C901 (the app's routes, one small closure each over the same store)
+               allowed_hosts: list[str] | None = None, listen_host: str = "127.0.0.1") -> FastAPI:
     """The app over one store; `suites` are the task folders offered for human play.
 
-    Bad suites are refused here (`assay.errors.InputError`), before the server starts.
+    `token` is a shared secret (one identity, `SHARED_TOKEN_NAME`); accounts come from the
+    store (`assay users`). Listening on a non-loopback `listen_host` needs one or the other.
+    Bad suites, URLs or host names are refused here (`assay.errors.InputError`), before the
+    server starts.
     """
     if not (store_url.startswith("sqlite:") or store_url.startswith("postgresql")):
         raise InputError(None, "--store", f"unsupported store URL {store_url!r} "
                                           "(sqlite:///PATH or postgresql+psycopg://...)")
+    if token is not None and not token.strip():
+        raise InputError(None, "--token", "the token is empty")
+    hosts = set(LOOPBACK_NAMES) | {check_allowed_host(h) for h in allowed_hosts or []}
+    local = is_loopback_host(listen_host)
+    if listen_host.strip("[]") not in ("0.0.0.0", "::", ""):  # a specific address is a name of this server
+        hosts.add(check_allowed_host(listen_host))
     tasks: list[Task] = discover(list(suites)) if suites else []
     store = Store(store_url)
+    if not local and token is None and not has_accounts(store):
+        store.close()
+        raise InputError(None, "--host", f"{listen_host} is reachable from other machines, and this server has no "
+                                         "sign-in: add accounts (assay users add NAME) or pass --token TOKEN "
+                                         "(or ASSAY_TOKEN); without either, listen on 127.0.0.1")
+    auth = WebAuth(store=store, token=token, always=not local, allowed_hosts=frozenset(hosts))
     play = PlayManager(store, tasks)
     templates = _env()
 
@@ -105,54 +144,160 @@ def create_app(store_url: str, suites: list[Path] | None = None) -> FastAPI:  # 
         await play.aclose()
         store.close()
 
-    app = FastAPI(title="assay", lifespan=lifespan, docs_url="/api/docs", redoc_url=None)
+    # FastAPI's /docs and /redoc load their scripts from a CDN (blank offline): /api/docs is local.
+    app = FastAPI(title="assay", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url="/api/openapi.json")
     app.state.store = store
     app.state.play = play
+    app.state.auth = auth
+    app.add_middleware(Guard, auth=auth)
     app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
 
-    def page(name: str, status: int = 200, **ctx: Any) -> HTMLResponse:
+    def me(request: Request) -> Identity | None:
+        who: Identity | None = request.state.identity
+        return who
+
+    def owner(request: Request) -> tuple[str | None, bool]:
+        who = me(request)
+        return (None, False) if who is None else (who.name, who.admin)
+
+    def page(request: Request, name: str, status: int = 200, **ctx: Any) -> HTMLResponse:
+        ctx.update(me=me(request), csrf=request.state.csrf, auth_required=request.state.auth_required)
         return HTMLResponse(templates.get_template(name).render(**ctx), status_code=status)
 
-    def not_found(what: str) -> HTMLResponse:
-        return page("error.html", status=404, title="not found", message=what)
+    def not_found(request: Request, what: str) -> HTMLResponse:
+        return page(request, "error.html", status=404, title="not found", message=what)
+
+    def expert_labels() -> list[dict[str, Any]] | None:
+        return stored_labels(store) or None
 
     def campaign_blocks(names: list[str]) -> list[dict[str, Any]]:
         blocks = []
+        labels = expert_labels()
         for name in names:
-            rep = build_report(name, store.runs(name))
+            rep = build_report(name, store.runs(name), labels=labels)
             blocks.append({"name": name, "report": rep,
                            "kinds": [k for k in KINDS if any(k in a for a in rep["agents"])]})
         return blocks
 
+    # ---------------------------------------------------------------- sign-in
+
+    @app.get("/signin", response_class=HTMLResponse)
+    def signin_page(request: Request, next: str = "/") -> HTMLResponse:  # noqa: A002 (the query parameter's name)
+        return page(request, "signin.html", title="sign in", next=_local_path(next), error=None)
+
+    @app.post("/signin")
+    async def signin(request: Request) -> Any:
+        form = _form(await request.body())
+        target = _local_path(form.get("next", "/"))
+        made = auth.sign_in(form.get("token", ""))
+        if made is None:
+            return page(request, "signin.html", status=401, title="sign in", next=target,
+                        error="that token is not valid")
+        sid, _session = made
+        resp = RedirectResponse(target, status_code=303)
+        resp.set_cookie(COOKIE, sid, max_age=SESSION_HOURS * 3600, path="/", httponly=True, samesite="strict",
+                        secure=bool(request.state.secure))
+        return resp
+
+    @app.post("/signout")
+    def signout(request: Request) -> RedirectResponse:
+        auth.sign_out(request.state.cookie_session)
+        resp = RedirectResponse("/signin", status_code=303)
+        resp.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict", secure=bool(request.state.secure))
+        return resp
+
     # ---------------------------------------------------------------- pages
 
     @app.get("/", response_class=HTMLResponse)
-    def index() -> HTMLResponse:
+    def index(request: Request) -> HTMLResponse:
         names = store.campaigns()
-        return page("index.html", title="leaderboard", campaigns=campaign_blocks(names),
+        return page(request, "index.html", title="leaderboard", campaigns=campaign_blocks(names),
                     playable=bool(tasks))
 
     @app.get("/campaigns/{name}", response_class=HTMLResponse)
-    def campaign(name: str) -> HTMLResponse:
+    def campaign(request: Request, name: str) -> HTMLResponse:
         if name not in store.campaigns():
-            return not_found(f"no campaign named {name!r}")
+            return not_found(request, f"no campaign named {name!r}")
         block = campaign_blocks([name])[0]
-        return page("campaign.html", title=f"campaign {name}", c=block, runs=block["report"]["runs"])
+        return page(request, "campaign.html", title=f"campaign {name}", c=block, runs=block["report"]["runs"])
 
     @app.get("/runs/{run_id}", response_class=HTMLResponse)
-    def run_page(run_id: str) -> HTMLResponse:
+    def run_page(request: Request, run_id: str) -> HTMLResponse:
         try:
             rec = store.get_run(run_id)
         except ValueError as e:
-            return page("error.html", status=400, title="ambiguous run id", message=str(e))
+            return page(request, "error.html", status=400, title="ambiguous run id", message=str(e))
         if rec is None:
-            return not_found(f"no run {run_id!r}")
+            return not_found(request, f"no run {run_id!r}")
         row = run_row(rec)
         g = row["grade"]
         scenario = {k: g[k] for k in SCENARIO_FIELDS if k in g}
-        return page("run.html", title=f"run {rec.run_id}", run=row, rec=rec, grade=g, scenario=scenario,
-                    rubric_items=g.get("items") or [],
+        who = me(request)
+        labels = labels_of_run(store, rec.run_id)
+        mine = {lab.item_id: lab for lab in labels if who is not None and lab.labeller == who.name}
+        return page(request, "run.html", title=f"run {rec.run_id}", run=row, rec=rec, grade=g, scenario=scenario,
+                    rubric_items=g.get("items") or [], labels=labels, my_labels=mine,
+                    labellable=_labellable(rec) if who is not None and who.role == "expert" else [],
                     events=[e.wire() for e in store.events(rec.run_id)])
+
+    def label_run(request: Request, run_id: str, entries: list[Any]) -> RunRecord:
+        """Store the signed-in expert's labels of the run's judged rubric items."""
+        who = me(request)
+        if who is None or who.role != "expert":
+            raise HTTPException(403, "only an account with the expert role labels rubric items "
+                                     "(assay users add NAME --role expert)")
+        try:
+            rec = store.get_run(run_id)
+        except ValueError as bad:
+            raise HTTPException(400, str(bad)) from None
+        if rec is None:
+            raise HTTPException(404, f"no run {run_id!r}")
+        allowed = set(_labellable(rec))
+        if not allowed:
+            raise HTTPException(409, f"run {rec.run_id} has no judge-graded rubric item to label")
+        items: list[ItemLabel] = []
+        for i, e in enumerate(entries):
+            if not isinstance(e, dict):
+                raise HTTPException(400, f"labels[{i}]: must be an object")
+            item_id, met, note = e.get("item_id"), e.get("met"), e.get("note", "")
+            if not isinstance(item_id, str) or item_id not in allowed:
+                raise HTTPException(400, f"labels[{i}].item_id: {item_id!r} is not a judge-graded item of this run "
+                                         f"(items: {', '.join(sorted(allowed))})")
+            if not isinstance(met, bool):
+                raise HTTPException(400, f"labels[{i}].met: must be true or false")
+            if not isinstance(note, str) or len(note) > MAX_NOTE_CHARS:
+                raise HTTPException(400, f"labels[{i}].note: text of at most {MAX_NOTE_CHARS} characters")
+            items.append(ItemLabel(item_id=item_id, met=met, note=note))
+        if not items:
+            raise HTTPException(400, "no label given")
+        save_labels(store, rec.run_id, rec.key.task_id, who.name, items)
+        return rec
+
+    @app.post("/runs/{run_id}/labels")
+    async def run_labels_form(request: Request, run_id: str) -> RedirectResponse:
+        form = _form(await request.body())
+        entries: list[Any] = []
+        for key, value in form.items():
+            if key.startswith("item_") and form.get(f"met_{key[5:]}") in ("met", "not"):
+                n = key[5:]
+                entries.append({"item_id": value, "met": form[f"met_{n}"] == "met", "note": form.get(f"note_{n}", "")})
+        rec = label_run(request, run_id, entries)
+        return RedirectResponse(f"/runs/{quote(rec.run_id)}#labels", status_code=303)
+
+    @app.post("/api/runs/{run_id}/labels")
+    async def api_run_labels(request: Request, run_id: str) -> JSONResponse:
+        body = await _json_body(request)
+        given = body.get("labels")
+        rec = label_run(request, run_id, given if isinstance(given, list) else [])
+        return JSONResponse({"run_id": rec.run_id,
+                             "labels": [lab.model_dump() for lab in labels_of_run(store, rec.run_id)]})
+
+    @app.get("/api/docs", response_class=HTMLResponse)
+    def api_docs(request: Request) -> HTMLResponse:
+        spec = app.openapi()
+        routes = [{"method": m.upper(), "path": p, "summary": op.get("summary", "")}
+                  for p, ops in spec.get("paths", {}).items() for m, op in ops.items()]
+        return page(request, "api_docs.html", title="API", routes=routes, max_body=MAX_BODY_BYTES)
 
     # ---------------------------------------------------------------- JSON API
 
@@ -164,7 +309,7 @@ def create_app(store_url: str, suites: list[Path] | None = None) -> FastAPI:  # 
     def api_report(campaign: str | None = None) -> JSONResponse:
         if campaign is not None and campaign not in store.campaigns():
             raise HTTPException(404, f"no campaign named {campaign!r}")
-        return JSONResponse(_json_safe(build_report(campaign, store.runs(campaign))))
+        return JSONResponse(_json_safe(build_report(campaign, store.runs(campaign), labels=expert_labels())))
 
     @app.get("/api/runs/{run_id}")
     def api_run(run_id: str) -> JSONResponse:
@@ -181,57 +326,69 @@ def create_app(store_url: str, suites: list[Path] | None = None) -> FastAPI:  # 
     def api_tasks() -> dict[str, Any]:
         return {"tasks": [_task_row(t) for t in tasks]}
 
+    @app.get("/api/me")
+    def api_me(request: Request) -> dict[str, Any]:
+        who = me(request)
+        return {"name": None if who is None else who.name, "role": None if who is None else who.role,
+                "agent": None if who is None else f"human:{who.name}"}
+
     # ---------------------------------------------------------------- human play
 
+    def play_index_page(request: Request, status: int = 200, error: str | None = None) -> HTMLResponse:
+        viewer, admin = owner(request)
+        return page(request, "play_index.html", status=status, title="play", tasks=[_task_row(t) for t in tasks],
+                    default_campaign=DEFAULT_CAMPAIGN, error=error, sessions=play.visible(viewer, admin))
+
+    def start(request: Request, fields: dict[str, Any]) -> PlaySession:
+        """A session of the signed-in account (its name, never one typed in), else of the name given."""
+        viewer, _admin = owner(request)
+        name = viewer if viewer is not None else str(fields.get("name", ""))
+        return play.start(str(fields.get("task_id", "")), name, str(fields.get("campaign") or DEFAULT_CAMPAIGN),
+                          fields.get("level") or None, owner=viewer)
+
     @app.get("/play", response_class=HTMLResponse)
-    def play_index(error: str | None = None) -> HTMLResponse:
-        return page("play_index.html", title="play", tasks=[_task_row(t) for t in tasks],
-                    default_campaign=DEFAULT_CAMPAIGN, error=error,
-                    sessions=sorted(play.sessions.values(), key=lambda s: -s.created))
+    def play_index(request: Request, error: str | None = None) -> HTMLResponse:
+        return play_index_page(request, error=error)
 
     @app.post("/play")
     async def play_start_form(request: Request) -> Any:
-        form = {k: v[-1] for k, v in parse_qs((await request.body()).decode("utf-8", "replace")).items()}
         try:
-            s = play.start(form.get("task_id", ""), form.get("name", ""), form.get("campaign", DEFAULT_CAMPAIGN),
-                           form.get("level") or None)
+            s = start(request, _form(await request.body()))
         except PlayError as e:
-            return page("play_index.html", status=400, title="play", tasks=[_task_row(t) for t in tasks],
-                        default_campaign=DEFAULT_CAMPAIGN, error=str(e),
-                        sessions=sorted(play.sessions.values(), key=lambda s: -s.created))
+            return play_index_page(request, status=400, error=str(e))
         return RedirectResponse(f"/play/{s.id}", status_code=303)
 
     @app.get("/play/{session_id}", response_class=HTMLResponse)
-    def play_page(session_id: str) -> HTMLResponse:
-        s = play.sessions.get(session_id)
-        if s is None:
-            return not_found("no such play session (sessions live in the server process: a restart ends them; "
-                             "finished runs are in the store)")
-        return page("play.html", title=f"play {s.task.id}", s=s)
+    def play_page(request: Request, session_id: str) -> HTMLResponse:
+        try:
+            s = play.get(session_id, *owner(request))
+        except KeyError:
+            return not_found(request, "no such play session (sessions live in the server process: a restart ends "
+                                      "them; finished runs are in the store)")
+        return page(request, "play.html", title=f"play {s.task.id}", s=s)
 
     @app.post("/api/play")
     async def api_play_start(request: Request) -> JSONResponse:
         body = await _json_body(request)
         try:
-            s = play.start(str(body.get("task_id", "")), str(body.get("name", "")),
-                           str(body.get("campaign") or DEFAULT_CAMPAIGN), body.get("level") or None)
+            s = start(request, body)
         except PlayError as e:
             raise HTTPException(400, str(e)) from None
-        return JSONResponse({"session": s.id, "url": f"/play/{s.id}"})
+        return JSONResponse({"session": s.id, "url": f"/play/{s.id}", "agent": s.factory.spec})
 
     @app.get("/api/play/{session_id}")
-    async def api_play_state(session_id: str, since: int = 0) -> JSONResponse:
+    async def api_play_state(request: Request, session_id: str, since: int = 0) -> JSONResponse:
         try:
-            s = play.get(session_id)
+            s = play.get(session_id, *owner(request))
         except KeyError:
             raise HTTPException(404, "no such play session") from None
         return JSONResponse(_json_safe(s.view(max(0, since))))
 
     @app.post("/api/play/{session_id}/action")
-    async def api_play_action(session_id: str, request: Request) -> JSONResponse:
+    async def api_play_action(request: Request, session_id: str) -> JSONResponse:
         body = await _json_body(request)
         try:
-            output = await play.act(session_id, body)
+            output = await play.act(session_id, body, owner(request)[0])
         except KeyError:
             raise HTTPException(404, "no such play session") from None
         except PlayError as e:
@@ -243,10 +400,28 @@ def create_app(store_url: str, suites: list[Path] | None = None) -> FastAPI:  # 
     return app
 
 
+def _labellable(rec: RunRecord) -> list[str]:
+    """Ids of the run's rubric items an LLM judge graded (what judge-human agreement compares)."""
+    if rec.status != "done" or rec.grade.rubric is None:
+        return []
+    return [it.id for it in rec.grade.rubric.items if not it.check and not it.na and it.hit is not None]
+
+
+def _form(body: bytes) -> dict[str, str]:
+    return {k: v[-1] for k, v in parse_qs(body.decode("utf-8", "replace")).items()}
+
+
+def _local_path(target: str) -> str:
+    """A redirect target on this server only (`/x`, never `//evil.example` or `https://...`)."""
+    if not target.startswith("/") or target.startswith("//") or "\\" in target or any(ord(c) < 32 for c in target):
+        return "/"
+    return target
+
+
 async def _json_body(request: Request) -> dict[str, Any]:
     try:
         body = json.loads(await request.body() or b"{}")
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except (ValueError, RecursionError):  # bad JSON, bad UTF-8, a number too long, nesting too deep
         raise HTTPException(400, "the body is not JSON") from None
     if not isinstance(body, dict):
         raise HTTPException(400, "the body must be a JSON object")

@@ -5,6 +5,10 @@ sandbox, limits, grading, audit and storage are the harness's own.
 
 Play sessions live in this server process only: a restart loses the ones still in flight
 (their workspaces are removed, nothing is stored); finished runs are in the store.
+
+With sign-in on, a session belongs to the account that started it (`owner`): `get` and
+`visible` hide it from everyone else (an admin sees all), so another person cannot even
+learn its id. Without sign-in (a local single user) `owner` is None and everything is shared.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ from assay.task.model import Task
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
 CAMPAIGN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}$")
 DEFAULT_CAMPAIGN = "human"
+#: sessions one account may have running at once (each is a sandbox, a uid and a disk quota)
+MAX_LIVE_PER_OWNER = 4
 #: transcript kinds a person sees live, as a model would (stakeholder ledger lines are the
 #: harness's record; the person reads the replies in `bin/ask`'s output, like a model).
 LIVE_KINDS = {"system", "user", "assistant", "tool_call", "tool_result", "harness", "error"}
@@ -60,6 +66,7 @@ class PlaySession:
     level: str | None
     epoch: int
     factory: HumanFactory
+    owner: str | None = None
     created: float = field(default_factory=time.time)
     runner: asyncio.Task[RunRecord | None] | None = None
     record: RunRecord | None = None
@@ -122,13 +129,20 @@ class PlayManager:
                   if s.campaign == campaign and s.task.id == task.id and s.factory.spec == spec and s.level == level]
         return max(taken, default=0) + 1
 
-    def start(self, task_id: str, name: str, campaign: str = DEFAULT_CAMPAIGN, level: str | None = None) -> PlaySession:
+    def start(self, task_id: str, name: str, campaign: str = DEFAULT_CAMPAIGN, level: str | None = None,
+              owner: str | None = None) -> PlaySession:
+        """A new session; with sign-in on, `owner` is the account and `name` must be its name."""
         name = (name or "").strip()
         campaign = (campaign or "").strip() or DEFAULT_CAMPAIGN
         if not NAME_RE.match(name):
             raise PlayError("name: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit")
         if not CAMPAIGN_RE.match(campaign):
             raise PlayError("campaign: use letters, digits, '.', '_' or '-', starting with a letter or digit")
+        if owner is not None:
+            live = [x for x in self.sessions.values() if x.owner == owner and x.state() not in ("done", "error")]
+            if len(live) >= MAX_LIVE_PER_OWNER:
+                raise PlayError(f"you already have {len(live)} sessions running (at most {MAX_LIVE_PER_OWNER}): "
+                                "submit one first")
         task = self.tasks.get(task_id)
         if task is None:
             raise PlayError(f"no task {task_id!r} in the suites this server was started with")
@@ -149,7 +163,7 @@ class PlayManager:
         planned = PlannedRun(task=task, agent=factory, level=planned.level, epoch=epoch,
                              key=planned.key.model_copy(update={"epoch": epoch}))
         session = PlaySession(id=secrets.token_urlsafe(12), task=task, name=name, campaign=campaign,
-                              level=planned.level, epoch=epoch, factory=factory)
+                              level=planned.level, epoch=epoch, factory=factory, owner=owner)
         ctx = RunContext(store=self.store, options=options)
         session.runner = asyncio.get_running_loop().create_task(self._run(session, planned, ctx))
         self.sessions[session.id] = session
@@ -170,8 +184,9 @@ class PlayManager:
             session.agent._drain()
         return session.record
 
-    async def act(self, session_id: str, body: dict[str, Any]) -> str:
-        session = self.get(session_id)
+    async def act(self, session_id: str, body: dict[str, Any], viewer: str | None = None) -> str:
+        """One action of the session's owner (an admin may view another's session, not act in it)."""
+        session = self.get(session_id, viewer)
         agent = session.agent
         if not agent.ready.is_set():
             await asyncio.wait_for(agent.ready.wait(), timeout=120)
@@ -193,11 +208,16 @@ class PlayManager:
         except RunEnded as e:
             raise PlayError(str(e)) from None
 
-    def get(self, session_id: str) -> PlaySession:
+    def get(self, session_id: str, viewer: str | None = None, admin: bool = False) -> PlaySession:
+        """The session, if `viewer` may see it (KeyError otherwise, as for an unknown id)."""
         s = self.sessions.get(session_id)
-        if s is None:
+        if s is None or not _may_see(s, viewer, admin):
             raise KeyError(session_id)
         return s
+
+    def visible(self, viewer: str | None = None, admin: bool = False) -> list[PlaySession]:
+        """The sessions `viewer` may see, newest first."""
+        return sorted((s for s in self.sessions.values() if _may_see(s, viewer, admin)), key=lambda s: -s.created)
 
     async def aclose(self) -> None:
         """Server shutdown: in-flight runs end as interrupted (not stored, workspaces removed)."""
@@ -207,6 +227,10 @@ class PlayManager:
         for t in running:
             with contextlib.suppress(BaseException):
                 await t
+
+
+def _may_see(s: PlaySession, viewer: str | None, admin: bool) -> bool:
+    return admin or s.owner == viewer
 
 
 def _clean_args(tool: str, args: dict[str, Any]) -> dict[str, Any]:

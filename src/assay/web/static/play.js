@@ -10,6 +10,8 @@
   let busy = false;
   let setupDone = false;
   let timer = null;
+  const csrfMeta = document.querySelector("meta[name=csrf-token]");
+  const csrf = csrfMeta ? csrfMeta.content : "";
 
   function el(tag, cls, text) {
     const e = document.createElement(tag);
@@ -131,7 +133,7 @@
     showError("");
     try {
       const r = await fetch("/api/play/" + encodeURIComponent(sid) + "/action", {
-        method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
+        method: "POST", headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf }, body: JSON.stringify(body),
       });
       if (!r.ok) {
         const j = await r.json().catch(() => ({}));
