@@ -22,8 +22,9 @@ from typing import Any
 import pytest
 
 from assay.campaign.options import RunOptions
-from assay.campaign.ray_backend import RAY_RETRIES
+from assay.campaign.ray_backend import RAY_RETRIES, RayBackend, check_ray_store
 from assay.campaign.runner import runs_root
+from assay.config import Config
 from assay.errors import InputError
 from assay.store import Store
 from tests.helpers import REPO, answer_task, assay
@@ -296,3 +297,22 @@ def test_in_memory_sqlite_store_is_refused_for_ray(tmp_path: Path) -> None:
     r = assay("run", str(tmp_path / "suite"), "--agent", "noop", "--backend", "ray", "--store", "sqlite://",
               cwd=tmp_path, env={"PYTHONPATH": str(REPO / "src")})
     assert r.returncode == 2 and "in-memory SQLite store" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize(("url", "address"), [
+    ("sqlite:///x.db", None), ("sqlite:///x.db", "auto"), ("sqlite:///x.db", "127.0.0.1:6379"),
+    ("sqlite:///x.db", "localhost:6379"), ("sqlite:///x.db", "ray://[::1]:10001"),
+    ("postgresql+psycopg://u@db.example/assay", "10.0.0.1:6379"),
+])
+def test_stores_ray_workers_can_reach_are_allowed(url: str, address: str | None) -> None:
+    check_ray_store(url, address)
+
+
+def test_a_relative_sqlite_store_reaches_workers_as_an_absolute_path(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Workers start in other folders: the driver hands them the store file's absolute path."""
+    monkeypatch.chdir(tmp_path)
+    backend = RayBackend(RunOptions(backend="ray"), Config(), "sqlite:///sub/a.db")
+    assert backend.store_url == f"sqlite:///{tmp_path.resolve()}/sub/a.db"
+    pg = "postgresql+psycopg://u:secret@127.0.0.1:5432/assay"
+    assert RayBackend(RunOptions(backend="ray"), Config(), pg).store_url == pg

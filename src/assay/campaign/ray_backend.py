@@ -21,6 +21,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
+import socket
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +37,8 @@ from assay.campaign.options import RunOptions
 from assay.campaign.plan import PlannedRun
 from assay.campaign.runner import RunContext, execute_run, lost_run
 from assay.config import Config
-from assay.errors import InputError
+from assay.env.sandbox import bwrap_available
+from assay.errors import HarnessError, InputError
 from assay.grade.judge import Judge
 from assay.llm.resolve import KEY_ENV
 from assay.llm.urls import is_loopback
@@ -84,8 +88,19 @@ def _worker_store(url: str) -> Store:
 
 
 def run_on_worker(job: WorkerRun) -> str:
-    """The Ray task: run one planned run on this worker, store it, return its record as JSON."""
-    return asyncio.run(_work(job))
+    """The Ray task: run one planned run on this worker, store it, return its record as JSON.
+
+    `ray.cancel` interrupts the task's thread as a SIGINT would; with Python's own handler in
+    place, `asyncio.run` turns that into a cancel of the run (`execute_run` then stores
+    nothing, stops the sandbox and removes the run folder), not a KeyboardInterrupt landing at
+    some random point in it."""
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler) if main else None
+    try:
+        return asyncio.run(_work(job))
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
 
 
 async def _tick() -> None:
@@ -96,9 +111,13 @@ async def _tick() -> None:
 async def _work(job: WorkerRun) -> str:
     from assay.campaign.service import brave_search
 
-    store = _worker_store(job.store_url)
-    # Built afresh per run: their HTTP clients belong to this run's event loop.
+    # Built afresh per run: their HTTP clients (created on first use) belong to this run's event loop.
     agent = AgentFactory(job.agent_spec, job.config)
+    if agent.kind in ("model", "script") and not job.options.unsafe_no_sandbox and not bwrap_available():
+        # The driver checked its own machine; this worker would silently run the agent unsandboxed.
+        raise HarnessError(f"bubblewrap is not installed on the Ray worker at {socket.gethostname()}, so "
+                           f"{job.agent_spec} cannot be sandboxed there (install it on every worker)")
+    store = _worker_store(job.store_url)
     judge = Judge.from_specs(list(job.options.judges), job.config, mode=job.options.judge_mode,
                              repeats=job.options.judge_repeats) if job.options.judges else None
     if judge is not None:
