@@ -27,8 +27,11 @@ from assay.campaign.runner import runs_root
 from assay.config import Config
 from assay.errors import InputError
 from assay.store import Store
+from tests import test_store
 from tests.helpers import REPO, answer_task, assay
 
+pg_server = test_store.pg_server  # fixtures: a real PostgreSQL server, shared with the store tests
+pg_url = test_store.pg_url
 HAVE_RAY = importlib.util.find_spec("ray") is not None
 HAVE_NS = shutil.which("unshare") is not None and shutil.which("nsenter") is not None and os.geteuid() == 0
 needs_ray = pytest.mark.skipif(not (HAVE_RAY and HAVE_NS and shutil.which("bwrap")),
@@ -63,14 +66,16 @@ class NetNamespace:
         self.env.update(HOME=str(home), RAY_AUTH_MODE="disabled", RAY_TMPDIR=tempfile.mkdtemp(prefix="ar", dir="/tmp"),
                         RAY_USAGE_STATS_ENABLED="0", PYTHONPATH=str(REPO / "src"), COLUMNS="200")
 
-    def argv(self, cmd: list[str]) -> list[str]:
-        return ["nsenter", "-t", str(self.init_pid), "-n", "-p", "-m", "--", *cmd]
+    def argv(self, cmd: list[str], cwd: Path) -> list[str]:
+        # Entering the mount namespace resets the working folder unless --wd names it.
+        return ["nsenter", "-t", str(self.init_pid), "-n", "-p", "-m", f"--wd={cwd}", "--", *cmd]
 
     def run(self, cmd: list[str], cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(self.argv(cmd), cwd=cwd, env=self.env, text=True, capture_output=True, timeout=timeout)
+        return subprocess.run(self.argv(cmd, cwd), cwd=cwd, env=self.env, text=True, capture_output=True,
+                              timeout=timeout)
 
     def popen(self, cmd: list[str], cwd: Path) -> subprocess.Popen[str]:
-        return subprocess.Popen(self.argv(cmd), cwd=cwd, env=self.env, text=True, stdout=subprocess.PIPE,
+        return subprocess.Popen(self.argv(cmd, cwd), cwd=cwd, env=self.env, text=True, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE)
 
     def pids(self, *markers: bytes) -> list[int]:
@@ -159,6 +164,31 @@ def _wait_for(pred: Any, timeout: float, what: str) -> Any:
             return got
         time.sleep(0.1)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+@needs_ray
+def test_ray_campaign_into_a_postgresql_store(cluster: NetNamespace, tmp_path: Path, pg_server: dict[str, Any],
+                                              pg_url: str) -> None:
+    """The team set-up: the driver and the Ray workers share a PostgreSQL store (reached here
+    through its Unix socket, the namespace has no route to the host's loopback); every key is
+    stored once, done, and the local backend then finds the campaign finished."""
+    answer_task(tmp_path / "suite" / "answer")
+    # The run folders' parent of a PostgreSQL store (`.assay` here) is made by hand: that a fresh
+    # folder works on any store URL is issue 12's part 3, on either backend.
+    (tmp_path / ".assay").mkdir()
+    url = f"postgresql+psycopg://postgres@/{pg_url.rsplit('/', 1)[1]}?host={pg_server['socket_dir']}" \
+          f"&port={pg_server['port']}"
+    args = ("run", str(tmp_path / "suite"), "--agent", "reference", "--agent", "noop", "--epochs", "2",
+            "--store", url, "-q")
+    r = cluster.run(assay_argv(*args, "--backend", "ray", "--ray-address", f"127.0.0.1:{HEAD_PORT}"), cwd=tmp_path)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    with Store(url) as st:
+        attempts = st.all_attempts("default")
+    assert len(attempts) == 4 and len({a.key.digest for a in attempts}) == 4
+    assert sorted((a.key.agent, a.passed, a.sandbox) for a in attempts) == \
+        [("noop", False, "bwrap")] * 2 + [("reference", True, "bwrap")] * 2
+    again = assay(*args, cwd=tmp_path, env={"PYTHONPATH": str(REPO / "src")})
+    assert again.returncode == 0 and "0 runs this time, 4 already done" in again.stderr, again.stderr[-3000:]
 
 
 @needs_ray

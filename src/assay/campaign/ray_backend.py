@@ -73,6 +73,7 @@ class WorkerRun:
     options: RunOptions
     store_url: str
     attempt: int
+    cwd: str  # the driver's folder: relative paths (a PostgreSQL store's `.assay/runs`) mean the same there
 
 
 # --- the worker side ----------------------------------------------------------------------
@@ -111,6 +112,8 @@ async def _tick() -> None:
 async def _work(job: WorkerRun) -> str:
     from assay.campaign.service import brave_search
 
+    if os.path.isdir(job.cwd):  # same machine or a shared filesystem: work where the driver works
+        os.chdir(job.cwd)
     # Built afresh per run: their HTTP clients (created on first use) belong to this run's event loop.
     agent = AgentFactory(job.agent_spec, job.config)
     if agent.kind in ("model", "script") and not job.options.unsafe_no_sandbox and not bwrap_available():
@@ -204,6 +207,7 @@ class RayBackend:
         self.config = config
         self.store_url = _absolute_store_url(store_url)
         self.console = console or Console(stderr=True)
+        self.cwd = os.getcwd()
         self._remote: Any = None
         self._cancelled: list[Any] = []
 
@@ -235,7 +239,7 @@ class RayBackend:
     def _job(self, planned: PlannedRun, attempt: int) -> WorkerRun:
         return WorkerRun(task=planned.task, level=planned.level, epoch=planned.epoch, key=planned.key,
                          agent_spec=planned.agent.spec, config=self.config, options=self.options,
-                         store_url=self.store_url, attempt=attempt)
+                         store_url=self.store_url, attempt=attempt, cwd=self.cwd)
 
     async def execute(self, planned: PlannedRun, ctx: RunContext, attempt: int) -> RunRecord:
         """Run one planned run on a Ray worker; the worker stores its record."""

@@ -115,7 +115,8 @@ class Store:
     def _alembic_config(self) -> Config:
         cfg = Config()
         cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
-        cfg.set_main_option("sqlalchemy.url", self.engine.url.render_as_string(hide_password=False))
+        # ConfigParser interpolates `%`: a URL's escapes (a Unix-socket `?host=%2Ftmp...`) are doubled.
+        cfg.set_main_option("sqlalchemy.url", self.engine.url.render_as_string(hide_password=False).replace("%", "%%"))
         return cfg
 
     def migrate(self) -> None:
