@@ -149,7 +149,7 @@ def pg_server() -> Iterator[dict[str, Any]]:
     )
     pid = int((data / "postmaster.pid").read_text().split()[0])
     try:
-        yield {"host": "127.0.0.1", "port": port}
+        yield {"host": "127.0.0.1", "port": port, "socket_dir": str(tmp)}  # also a Unix socket there
     finally:
         try:
             os.kill(pid, signal.SIGINT)  # "fast" shutdown

@@ -80,6 +80,8 @@ def run(
     routing: Annotated[str | None, typer.Option(help="stakeholder routing for scenarios: regex|lexical|embedding|llm (default: each scenario's own matcher; `llm` without --router-model falls back to lexical)")] = None,
     router_model: Annotated[str | None, typer.Option("--router-model", help="model spec that routes questions and judges gates when routing is llm")] = None,
     gateway_model: Annotated[str | None, typer.Option("--gateway-model", help="OpenAI-compatible model (spec or assay.toml alias) behind scenarios' company LLM gateway (default: ASSAY_GATEWAY_MODEL)")] = None,
+    backend: Annotated[str, typer.Option(help="local|ray: where runs execute; ray sends each run to a Ray worker with its own workspace and sandbox, into the same store (the `ray` extra; every worker needs the suite at the same path)")] = "local",
+    ray_address: Annotated[str | None, typer.Option("--ray-address", help="Ray cluster to use with --backend ray (HOST:PORT, ray://HOST:PORT or auto; default: a private local Ray instance); a SQLite store needs the workers on this machine")] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="write the report JSON here")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar")] = False,
 ) -> None:
@@ -92,7 +94,8 @@ def run(
                      judge_mode=judge_mode, judge_repeats=judge_repeats, values=values, task_ids=task or [],
                      tasks_from=tasks_from, max_turns=max_turns, max_minutes=max_minutes, max_usd=max_usd,
                      search=search, unsafe_no_sandbox=unsafe_no_sandbox, gateway_model=gateway_model,
-                     routing=routing, router_model=router_model, skip_invalid=skip_invalid)
+                     routing=routing, router_model=router_model, skip_invalid=skip_invalid, backend=backend,
+                     ray_address=ray_address)
     try:
         prepared = prepare_campaign(req)
     except InputError as e:
@@ -110,7 +113,7 @@ def run(
         return
     try:
         result, report = asyncio.run(run_prepared(prepared, console=err, show_progress=not quiet))
-    except InputError as e:  # the store cannot be opened or written (finished runs stay stored)
+    except InputError as e:  # the store cannot be opened or written, or Ray cannot be started or reached
         _fail(e)
     except KeyboardInterrupt:
         err.print("[yellow]interrupted; finished runs are stored, run the same command again to resume[/]")

@@ -8,6 +8,7 @@ change a result, hashed into every run key.
 
 from __future__ import annotations
 
+import importlib.util
 import math
 from pathlib import Path
 from typing import Any, Literal
@@ -18,7 +19,9 @@ from assay.config import DEFAULTS
 from assay.errors import InputError
 from assay.task.model import LEVELS
 
-__all__ = ["JUDGE_MODES", "ROUTINGS", "SEARCH_MODES", "RunOptions"]
+__all__ = ["BACKENDS", "JUDGE_MODES", "ROUTINGS", "SEARCH_MODES", "RunOptions"]
+
+BACKENDS = ("local", "ray")
 
 JUDGE_MODES = ("batched", "per-item")
 SEARCH_MODES = ("off", "native", "local", "brave")
@@ -52,6 +55,9 @@ class RunOptions(BaseModel):
     gateway_model: str | None = None  # model behind scenarios' company LLM gateway; None: $ASSAY_GATEWAY_MODEL
     routing: str | None = None  # stakeholder topic routing override; None: each scenario's own matcher
     router_model: str | None = None  # model for `llm` routing and gates
+    # Where runs execute; not in result_options(): a run key is the same on either backend.
+    backend: str = "local"  # local: this process's asyncio scheduler; ray: Ray tasks (the `ray` extra)
+    ray_address: str | None = None  # None with --backend ray: a private local Ray instance
 
     def check(self) -> None:
         """Refuse bad values up front, naming the flag (InputError: exit 2, nothing run)."""
@@ -78,11 +84,23 @@ class RunOptions(BaseModel):
             raise InputError(None, "--routing", f"{self.routing!r} is not one of {', '.join(ROUTINGS)}")
         if self.routing == "llm" and not self.router_model:
             raise InputError(None, "--router-model", "--routing llm needs --router-model SPEC")
+        self._check_backend()
         seen: set[str] = set()
         for spec in self.agents:
             if spec in seen:
                 raise InputError(None, "--agent", f"agent {spec!r} given twice")
             seen.add(spec)
+
+    def _check_backend(self) -> None:
+        if self.backend not in BACKENDS:
+            raise InputError(None, "--backend", f"{self.backend!r} is not local or ray")
+        if self.ray_address is not None and self.backend != "ray":
+            raise InputError(None, "--ray-address", "needs --backend ray")
+        if self.ray_address is not None and not self.ray_address.strip():
+            raise InputError(None, "--ray-address", "empty address (HOST:PORT, ray://HOST:PORT or auto)")
+        if self.backend == "ray" and importlib.util.find_spec("ray") is None:
+            raise InputError(None, "--backend", "--backend ray needs Ray: install the ray extra "
+                                                "(pip install -e '.[ray]')")
 
     def result_options(self) -> dict[str, Any]:
         """Everything that can change a result; hashed into every run key."""

@@ -34,12 +34,12 @@ from assay.errors import GraderError, HarnessError, InputError, ProviderError
 from assay.grade.grader import GradeInput, GradeOutcome, grade_run
 from assay.grade.inputs import JudgeService
 from assay.llm.messages import ImagePart
-from assay.record import VOID_REASONS, Grade, RunRecord, UsageCost, safe_text
+from assay.record import VOID_REASONS, Event, Grade, RunRecord, UsageCost, safe_text
 from assay.scenario.lifecycle import ScenarioRun
 from assay.store import Store
 from assay.version import HARNESS_VERSION
 
-__all__ = ["GRACE_S", "RunContext", "effective_limits", "execute_run", "runs_root"]
+__all__ = ["GRACE_S", "RunContext", "effective_limits", "execute_run", "lost_run", "runs_root"]
 
 GRACE_S = 30.0
 
@@ -321,3 +321,13 @@ async def execute_run(planned: PlannedRun, ctx: RunContext, attempt: int = 1) ->
         elif run.run_dir is not None:
             shutil.rmtree(run.run_dir, ignore_errors=True)
     return record
+
+
+def lost_run(planned: PlannedRun, ctx: RunContext, attempt: int, reason: str) -> tuple[RunRecord, list[Event]]:
+    """The void record (and its one event) of a run that never came back from the worker it was
+    sent to (`--backend ray`: the worker died every time it was tried); re-run on resume."""
+    run = _Run(planned, ctx, attempt)
+    run.outcome = AgentOutcome(end_reason="harness_error", error=reason)
+    run.void_reason = reason
+    run.transcript.error("harness", reason)
+    return run.record(), run.transcript.events

@@ -20,8 +20,8 @@ from assay.agent.brave import BRAVE_URL, BraveSearch
 from assay.agent.spec import AgentFactory
 from assay.campaign.options import RunOptions
 from assay.campaign.plan import Plan, build_plan
-from assay.campaign.runner import RunContext
-from assay.campaign.scheduler import CampaignResult, run_campaign
+from assay.campaign.runner import RunContext, execute_run
+from assay.campaign.scheduler import CampaignResult, Executor, run_campaign
 from assay.config import Config, load_config, settings, store_url
 from assay.env.net.gateway import GATEWAY_MODEL_ENV, gateway_model_spec, resolve_upstream
 from assay.env.sandbox import bwrap_available
@@ -53,6 +53,7 @@ class PreparedCampaign:
     store_url: str
     judge: Judge | None = None
     skipped: list[dict[str, Any]] = field(default_factory=list)  # bad task files left out (--skip-invalid)
+    config: Config = field(default_factory=Config)  # assay.toml as read (Ray workers rebuild agents from it)
     _store: Store | None = None
 
     @property
@@ -111,8 +112,12 @@ def prepare_campaign(req: RunOptions) -> PreparedCampaign:
         if req.judges else None
     url = store_url(req.store, config)
     _check_store_url(url)
+    if req.backend == "ray":
+        from assay.campaign.ray_backend import check_ray_store
+
+        check_ray_store(url, req.ray_address)
     return PreparedCampaign(tasks=tasks, agents=agents, plan=plan, options=options, store_url=url, judge=judge,
-                            skipped=InvalidTasks(found.invalid).rows() if found.invalid else [])
+                            skipped=InvalidTasks(found.invalid).rows() if found.invalid else [], config=config)
 
 
 def brave_search() -> BraveSearch:
@@ -158,15 +163,34 @@ def _check_store_url(url: str) -> None:
 
 async def run_prepared(prepared: PreparedCampaign, *, console: Console | None = None,
                        show_progress: bool = True) -> tuple[CampaignResult, dict[str, Any]]:
-    """Run a prepared campaign (resuming what the store already holds); the result and the report."""
-    store = prepared.store
+    """Run a prepared campaign (resuming what the store already holds); the result and the report.
+
+    `--backend ray` connects to Ray (or starts a local instance) first: InputError (exit 2)
+    when it cannot, before the store is touched."""
+    execute: Executor = execute_run
+    ray_backend = None
+    if prepared.options.backend == "ray":
+        from assay.campaign.ray_backend import RayBackend
+
+        ray_backend = RayBackend(prepared.options, prepared.config, prepared.store_url, console)
+        ray_backend.start()
+        execute = ray_backend.execute
+    try:
+        store = prepared.store
+    except BaseException:
+        if ray_backend is not None:
+            ray_backend.close()
+        raise
     if prepared.judge is not None:
         prepared.judge.cache = store
     brave = brave_search() if prepared.options.search == "brave" else None
     ctx = RunContext(store=store, options=prepared.options, judge=prepared.judge, brave=brave)
     try:
-        result = await run_campaign(prepared.plan, ctx, console=console, show_progress=show_progress)
+        result = await run_campaign(prepared.plan, ctx, console=console, show_progress=show_progress,
+                                    execute=execute)
     finally:
+        if ray_backend is not None:
+            ray_backend.close()
         if brave is not None:
             brave.close()
         for a in prepared.agents:

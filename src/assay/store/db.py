@@ -119,7 +119,8 @@ class Store:
     def _alembic_config(self) -> Config:
         cfg = Config()
         cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
-        cfg.set_main_option("sqlalchemy.url", self.engine.url.render_as_string(hide_password=False))
+        # ConfigParser interpolates `%`: a URL's escapes (a Unix-socket `?host=%2Ftmp...`) are doubled.
+        cfg.set_main_option("sqlalchemy.url", self.engine.url.render_as_string(hide_password=False).replace("%", "%%"))
         return cfg
 
     def migrate(self) -> None:
@@ -267,6 +268,17 @@ class Store:
                 .distinct()
             )
             return {r[0] for r in rows}
+
+    def done_run(self, campaign: str, digest: str) -> RunRecord | None:
+        """The finished (``done``) attempt of one run key, if it has one (the latest when several)."""
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                select(runs_t.c.record)
+                .where(runs_t.c.campaign == campaign, runs_t.c.key_digest == digest, runs_t.c.status == "done")
+                .order_by(runs_t.c.attempt.desc(), runs_t.c.created_at.desc())
+                .limit(1)
+            ).first()
+        return RunRecord.model_validate_json(row[0]) if row is not None else None
 
     def attempts(self, campaign: str) -> dict[str, int]:
         """Highest stored attempt number per key digest of the campaign."""
