@@ -207,7 +207,7 @@ class _Run:
         except (HarnessError, OSError):
             raise
         except ProviderError as e:  # a search provider that failed (model agents handle their own)
-            self.outcome = AgentOutcome(end_reason="api_error", error=e.reason)
+            self.outcome = AgentOutcome(end_reason="api_error", error=e.reason, error_status=e.status)
             self.transcript.error("provider", reason=e.reason, status=e.status)
         except InputError as e:  # a policy's own bad input is a fault of this run, not the user's command
             self.outcome = AgentOutcome(end_reason="harness_error", error=e.message)
@@ -278,6 +278,7 @@ class _Run:
             harness_version=HARNESS_VERSION, model=getattr(agent, "model", None),
             prices=getattr(agent, "prices", None), sandbox="bwrap" if isolated else "none",
             status="void" if void else "done", end_reason=out.end_reason, void_reason=self.void_reason,
+            provider_status=out.error_status if out.end_reason == "api_error" else None,
             score=None if void else self.graded.score, passed=None if void else self.graded.passed,
             value={"amount": task.value.amount, "currency": task.value.currency} if task.value else None,
             usage=UsageCost.of(out.usage, out.cost_usd),

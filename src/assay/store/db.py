@@ -7,6 +7,12 @@ transaction, so a crash (even ``kill -9``) leaves either the whole run or nothin
 resume relies on that: a key digest counts as finished only when a complete ``done`` run
 exists.
 
+Several workers (processes, machines) share one campaign through leases: a worker runs a key
+only after :meth:`Store.claim` gave it the key's lease (one transaction that refuses a
+finished key or a live lease of another worker, takes over an expired one, and decides the
+attempt number); :meth:`Store.heartbeat` keeps a worker's leases alive and
+:meth:`Store.release` gives them back.
+
 The hot path (``save_run``) uses SQLAlchemy Core with executemany, not the ORM: it is called
 thousands of times per campaign alongside model calls and takes about a millisecond on
 SQLite (WAL journal, ``synchronous=NORMAL``).
@@ -25,7 +31,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, Engine, create_engine, event, func, select
+from sqlalchemy import ColumnElement, Connection, Engine, create_engine, event, func, literal, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import StaticPool
@@ -33,7 +39,7 @@ from sqlalchemy.pool import StaticPool
 from assay.config import store_url
 from assay.errors import InputError
 from assay.record import Event, RunRecord, event_from_wire, safe_json
-from assay.store.models import campaigns_t, events_t, grades_t, judge_cache_t, runs_t
+from assay.store.models import campaigns_t, events_t, grades_t, judge_cache_t, leases_t, runs_t
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 BUSY_TIMEOUT_MS = 30_000
@@ -229,6 +235,81 @@ class Store:
                 conn.execute(judge_cache_t.delete().where(judge_cache_t.c.key == key))
                 conn.execute(judge_cache_t.insert().values(key=key, value=value, created_at=now))
 
+    # --- leases --------------------------------------------------------------------------
+
+    def _clock(self, conn: Connection) -> float:
+        """The store's clock: the database server's on PostgreSQL, so workers on several
+        machines compare heartbeats on one clock; this machine's for a SQLite file."""
+        if self._backend == "postgresql":
+            return float(conn.execute(select(_pg_now())).scalar_one())
+        return time.time()
+
+    def claim(self, campaign: str, digest: str, holder: str, ttl_s: float) -> int | None:
+        """Claim run key `digest` of `campaign` for `holder`; the attempt number to run, or
+        None when the key is finished (a ``done`` run is stored) or another holder's lease on
+        it is live. An expired lease (no heartbeat for its TTL) is taken over.
+
+        One transaction: on SQLite the writer's ``BEGIN IMMEDIATE`` serialises it against
+        every other writer; on PostgreSQL the lease row is locked (``SELECT ... FOR UPDATE``)
+        and a new one inserted with ``ON CONFLICT DO NOTHING``, so of two workers racing for
+        a key exactly one wins. The attempt number is one past both the highest stored attempt
+        and the lease's last one, so two attempts of a key never share a number."""
+        lk = leases_t.c
+        where = (lk.campaign == campaign, lk.key_digest == digest)
+        run_where = (runs_t.c.campaign == campaign, runs_t.c.key_digest == digest)
+        with self._write_lock, self._writer() as conn, conn.begin():
+            now = self._clock(conn)
+            lease = conn.execute(
+                select(lk.holder, lk.heartbeat_at, lk.ttl_s, lk.attempt).where(*where).with_for_update()
+            ).first()
+            if lease is not None and lease.holder != holder and lease.heartbeat_at + lease.ttl_s > now:
+                return None
+            done = conn.execute(select(runs_t.c.run_id).where(*run_where, runs_t.c.status == "done").limit(1)).first()
+            if done is not None:
+                if lease is not None:  # a finished key's leftover lease (its holder died after saving)
+                    conn.execute(leases_t.delete().where(*where))
+                return None
+            stored = conn.execute(select(func.max(runs_t.c.attempt)).where(*run_where)).scalar()
+            attempt = max(int(stored or 0), lease.attempt if lease is not None else 0) + 1
+            row = {"holder": holder, "heartbeat_at": now, "ttl_s": ttl_s, "attempt": attempt, "claimed_at": now}
+            if lease is not None:
+                conn.execute(update(leases_t).where(*where).values(**row))
+                return attempt
+            ins = self._insert(leases_t)
+            if ins is None:
+                conn.execute(leases_t.insert().values(campaign=campaign, key_digest=digest, **row))
+                return attempt
+            won = conn.execute(ins.values(campaign=campaign, key_digest=digest, **row)
+                               .on_conflict_do_nothing(index_elements=["campaign", "key_digest"]))
+            # rowcount 0: another worker inserted the lease after our read (PostgreSQL); theirs stands
+            return attempt if won.rowcount == 1 else None
+
+    def heartbeat(self, holder: str) -> int:
+        """Renew every lease of `holder` in one statement; how many it still holds."""
+        with self._write_lock, self._writer() as conn, conn.begin():
+            now: ColumnElement[Any] = _pg_now() if self._backend == "postgresql" else literal(time.time())
+            res = conn.execute(update(leases_t).where(leases_t.c.holder == holder).values(heartbeat_at=now))
+            return int(res.rowcount)
+
+    def release(self, holder: str, campaign: str | None = None, digests: Sequence[str] | None = None) -> None:
+        """Give back `holder`'s leases: those on `digests` of `campaign`, or all of them."""
+        stmt = leases_t.delete().where(leases_t.c.holder == holder)
+        if campaign is not None:
+            stmt = stmt.where(leases_t.c.campaign == campaign)
+        if digests is not None:
+            if not digests:
+                return
+            stmt = stmt.where(leases_t.c.key_digest.in_(list(digests)))
+        with self._write_lock, self._writer() as conn, conn.begin():
+            conn.execute(stmt)
+
+    def leases(self, campaign: str) -> dict[str, tuple[str, int]]:
+        """The campaign's leases: key digest -> (holder, attempt)."""
+        lk = leases_t.c
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(lk.key_digest, lk.holder, lk.attempt).where(lk.campaign == campaign))
+            return {d: (h, int(a)) for d, h, a in rows}
+
     # --- reads ---------------------------------------------------------------------------
 
     def cache_get(self, key: str) -> str | None:
@@ -354,6 +435,12 @@ class Store:
 
     def __repr__(self) -> str:
         return f"Store({self.engine.url.render_as_string(hide_password=True)!r})"
+
+
+def _pg_now() -> ColumnElement[Any]:
+    """PostgreSQL's wall clock as epoch seconds (``clock_timestamp()``: now, not the
+    transaction's start)."""
+    return func.extract("epoch", func.clock_timestamp())
 
 
 def open_store(url: str | None = None) -> Store:
