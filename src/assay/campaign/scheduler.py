@@ -3,7 +3,8 @@
 Every run is claimed through the store before it starts (`Store.claim`), so several
 `assay run` processes, on one machine or many, can share one campaign: a run another live
 worker holds is skipped and looked at again at the end, when it is either finished (counted
-as done by another worker) or, once its holder stopped heart-beating, taken over here. A
+as done by another worker) or, once its holder stopped heart-beating, taken over here (at
+once when the holder was a process of this machine that is gone). A
 background task renews this process's leases every third of their TTL (`ASSAY_LEASE_TTL_S`);
 a run's lease is released once its record is stored, and all of them on Ctrl-C.
 
@@ -20,7 +21,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Literal
 
 from rich.console import Console
@@ -54,8 +55,30 @@ HEARTBEATS_PER_TTL = 3
 
 
 def lease_holder() -> str:
-    """A name for this worker's leases, unique across processes and machines."""
+    """A name for this worker's leases, unique across processes and machines: host:pid:nonce."""
     return f"{socket.gethostname()[:120]}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+
+
+def dead_local_holders(holders: Iterable[str]) -> set[str]:
+    """The holders that were processes of this machine and are gone: their leases need not
+    wait for their TTL (a run killed with kill -9 resumes at once). A pid now used by another
+    process counts as alive, which only means waiting for the TTL."""
+    host = socket.gethostname()[:120]
+    dead: set[str] = set()
+    for h in holders:
+        parts = h.rsplit(":", 2)
+        if len(parts) != 3 or parts[0] != host or not parts[1].isdigit():
+            continue
+        pid = int(parts[1])
+        if pid == os.getpid():
+            continue
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            dead.add(h)
+        except PermissionError:  # alive, another user's
+            continue
+    return dead
 
 
 class CampaignResult:
@@ -154,6 +177,12 @@ class _Worker:
         self.interval = self.ttl / HEARTBEATS_PER_TTL
         self.holder = lease_holder()
         self.guard = CredentialGuard()
+        self.dead: set[str] = set()
+
+    async def look_for_dead(self) -> None:
+        """Note the holders of this campaign's leases that were processes here and died."""
+        leases = await asyncio.to_thread(self.store.leases, self.campaign)
+        self.dead = dead_local_holders({h for h, _ in leases.values()})
 
     async def run(self, runs: list[PlannedRun]) -> None:
         beat = asyncio.create_task(self.heartbeat())
@@ -168,6 +197,7 @@ class _Worker:
             self.result.stopped_agents = dict(self.guard.stopped)
 
     async def everything(self, runs: list[PlannedRun]) -> None:
+        await self.look_for_dead()
         held = await self.wave(runs)
         while held:  # runs other workers hold: wait until they finish them or their lease expires
             done = await asyncio.to_thread(self.store.finished_digests, self.campaign)
@@ -178,6 +208,7 @@ class _Worker:
             held = [p for p in held if p.key.digest not in done]
             if held:
                 await asyncio.sleep(self.interval)
+                await self.look_for_dead()
                 held = await self.wave(held)
 
     async def wave(self, runs: list[PlannedRun]) -> list[PlannedRun]:
@@ -197,7 +228,8 @@ class _Worker:
         async with self.sem:
             if p.key.agent in self.guard.stopped:
                 return "stopped"
-            attempt = await asyncio.to_thread(self.store.claim, self.campaign, p.key.digest, self.holder, self.ttl)
+            attempt = await asyncio.to_thread(self.store.claim, self.campaign, p.key.digest, self.holder, self.ttl,
+                                              self.dead)
             if attempt is None:
                 return "taken"
             rec = await self.execute(p, self.ctx, attempt)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -244,10 +244,12 @@ class Store:
             return float(conn.execute(select(_pg_now())).scalar_one())
         return time.time()
 
-    def claim(self, campaign: str, digest: str, holder: str, ttl_s: float) -> int | None:
+    def claim(self, campaign: str, digest: str, holder: str, ttl_s: float,
+              dead_holders: Collection[str] = ()) -> int | None:
         """Claim run key `digest` of `campaign` for `holder`; the attempt number to run, or
         None when the key is finished (a ``done`` run is stored) or another holder's lease on
-        it is live. An expired lease (no heartbeat for its TTL) is taken over.
+        it is live. An expired lease (no heartbeat for its TTL) is taken over, and so is one
+        of `dead_holders` (workers known to be gone, e.g. a process of this machine that died).
 
         One transaction: on SQLite the writer's ``BEGIN IMMEDIATE`` serialises it against
         every other writer; on PostgreSQL the lease row is locked (``SELECT ... FOR UPDATE``)
@@ -262,7 +264,8 @@ class Store:
             lease = conn.execute(
                 select(lk.holder, lk.heartbeat_at, lk.ttl_s, lk.attempt).where(*where).with_for_update()
             ).first()
-            if lease is not None and lease.holder != holder and lease.heartbeat_at + lease.ttl_s > now:
+            if lease is not None and lease.holder != holder and lease.holder not in dead_holders \
+                    and lease.heartbeat_at + lease.ttl_s > now:
                 return None
             done = conn.execute(select(runs_t.c.run_id).where(*run_where, runs_t.c.status == "done").limit(1)).first()
             if done is not None:
@@ -280,9 +283,10 @@ class Store:
                 conn.execute(leases_t.insert().values(campaign=campaign, key_digest=digest, **row))
                 return attempt
             won = conn.execute(ins.values(campaign=campaign, key_digest=digest, **row)
-                               .on_conflict_do_nothing(index_elements=["campaign", "key_digest"]))
-            # rowcount 0: another worker inserted the lease after our read (PostgreSQL); theirs stands
-            return attempt if won.rowcount == 1 else None
+                               .on_conflict_do_nothing(index_elements=["campaign", "key_digest"])
+                               .returning(leases_t.c.attempt)).first()
+            # nothing inserted: another worker inserted the lease after our read (PostgreSQL); theirs stands
+            return attempt if won is not None else None
 
     def heartbeat(self, holder: str) -> int:
         """Renew every lease of `holder` in one statement; how many it still holds."""
