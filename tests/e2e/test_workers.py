@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, inspect, text
 
 from assay.env.sandbox import bwrap_available
 from tests.helpers import answer_task, assay
@@ -167,3 +167,35 @@ def test_a_worker_killed_mid_run_is_taken_over(tmp_path: Path, shared_url: str, 
     r = assay("run", str(tasks), "--agent", f"script:{script}", "--agent", "reference", "--store", shared_url, "-q",
               cwd=tmp_path, env={"PYTHONPATH": SRC})
     assert r.returncode == 0 and "0 runs this time, 20 already done" in r.stderr, r.stderr
+
+
+def test_a_postgresql_store_in_a_fresh_folder_runs_tasks_with_a_workspace(tmp_path: Path, pg_url: str) -> None:
+    """The run folders' parent (./.assay) is created for a store that is not a SQLite file."""
+    os.chmod(tmp_path, 0o711)
+    answer_task(tmp_path / "tasks" / "t1")
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    r = assay("run", str(tmp_path / "tasks"), "--agent", "reference", "--store", pg_url, "-q", cwd=fresh,
+              env={"PYTHONPATH": SRC})
+    assert r.returncode == 0, r.stderr
+    (row,) = _rows(pg_url)
+    assert row[1] == "done"
+    assert (fresh / ".assay" / "runs").is_dir()
+
+
+@pytest.mark.parametrize(("what", "field"), [("task", "id"), ("campaign", "--campaign")])
+def test_strings_longer_than_the_store_keeps_are_refused_up_front(tmp_path: Path, pg_url: str, what: str,
+                                                                   field: str) -> None:
+    """PostgreSQL refuses a task id over 300 or a campaign name over 200 characters at save time;
+    assay refuses them before anything runs (exit 2, naming the field)."""
+    task_id = "t" * (301 if what == "task" else 10)
+    answer_task(tmp_path / "tasks" / "t1", id=task_id)
+    campaign = "c" * (201 if what == "campaign" else 5)
+    r = assay("run", str(tmp_path / "tasks"), "--agent", "reference", "--store", pg_url, "--campaign", campaign,
+              "-q", cwd=tmp_path, env={"PYTHONPATH": SRC})
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr
+    assert field in r.stderr and "the store keeps at most" in r.stderr, r.stderr
+    eng = create_engine(pg_url)
+    assert inspect(eng).get_table_names() == []  # nothing written, not even the schema
+    eng.dispose()

@@ -94,6 +94,8 @@ def runs_root(store_dir: Path) -> Path:
     so such runs live under /var/tmp/assay-runs/<store digest>/ instead (recorded per run).
     """
     root = store_dir / "runs"
+    # The store's folder need not exist yet (a PostgreSQL store in a fresh folder: ./.assay).
+    root.mkdir(parents=True, exist_ok=True)
     if os.geteuid() != 0 or _searchable_by_others(root):
         return root
     digest = hashlib.sha256(str(store_dir.resolve()).encode()).hexdigest()[:12]

@@ -112,6 +112,14 @@ class JudgeCache(Base):
     created_at: Mapped[float] = mapped_column(Float, nullable=False)
 
 
+def max_length(table: Table, column: str) -> int:
+    """The most characters `table.column` stores (PostgreSQL refuses longer strings)."""
+    length = getattr(table.c[column].type, "length", None)
+    if not isinstance(length, int):
+        raise TypeError(f"{table.name}.{column} has no length limit")
+    return length
+
+
 campaigns_t: Table = Campaign.__table__  # type: ignore[assignment]
 runs_t: Table = Run.__table__  # type: ignore[assignment]
 events_t: Table = EventRow.__table__  # type: ignore[assignment]
