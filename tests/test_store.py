@@ -224,8 +224,10 @@ def test_atomic_when_grade_insert_fails(store: Store, monkeypatch: pytest.Monkey
 def test_duplicate_run_id_rejected(store: Store) -> None:
     rec = make_record()
     store.save_run(rec, make_events(2))
-    with pytest.raises(Exception, match="(?i)unique|duplicate"):
-        store.save_run(rec, make_events(3))
+    with pytest.raises(Exception, match="(?i)unique|duplicate"):  # same id, another key
+        store.save_run(make_record("t2", run_id=rec.run_id), make_events(3))
+    assert len(store.events(rec.run_id)) == 2
+    assert store.save_run(rec, make_events(3)) is False  # the same finished key again: not stored
     assert len(store.events(rec.run_id)) == 2
 
 

@@ -130,3 +130,15 @@ def test_processes_racing_for_keys_have_one_winner_each(store_url: str, tmp_path
     assert all(p.returncode == 0 for p in procs)
     counts = Counter(k for out in outs for k in json.loads(out))
     assert sorted(counts) == list(range(20)) and set(counts.values()) == {1}
+
+
+def test_a_second_finished_run_of_a_key_is_not_stored(store: Store) -> None:
+    """A worker that lost its lease and finished anyway adds no second finished attempt."""
+    first = make_record("t1", campaign="c", attempt=1)
+    late = make_record("t1", campaign="c", attempt=2)
+    void = make_record("t1", campaign="c", attempt=3, status="void", end_reason="api_error", score=None)
+    assert store.save_run(first, make_events(2)) is True
+    assert store.save_run(late, make_events(2)) is False
+    assert store.save_run(void, []) is True  # void attempts are kept, they change nothing
+    assert [r.run_id for r in store.all_attempts("c") if r.status == "done"] == [first.run_id]
+    assert store.get_run(late.run_id) is None and store.events(late.run_id) == []

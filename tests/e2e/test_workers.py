@@ -199,3 +199,25 @@ def test_strings_longer_than_the_store_keeps_are_refused_up_front(tmp_path: Path
     eng = create_engine(pg_url)
     assert inspect(eng).get_table_names() == []  # nothing written, not even the schema
     eng.dispose()
+
+
+def test_ctrl_c_gives_the_leases_back(tmp_path: Path) -> None:
+    """SIGINT: exit 130, finished runs kept, and no lease left for another worker to wait on."""
+    tasks, script = _suite(tmp_path, 2.0)
+    url = f"sqlite:///{tmp_path}/shared/assay.db"
+    p = subprocess.Popen(_run_cmd(tasks, script, url), cwd=tmp_path, env=_env(), text=True,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        _wait_for_leases(url, 1)
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(timeout=30)
+    assert p.returncode == 130, err
+    eng = create_engine(url)
+    with eng.connect() as c:
+        assert c.execute(text("select count(*) from leases")).scalar_one() == 0
+        assert c.execute(text("select count(*) from runs where status = 'done'")).scalar_one() >= 1
+    eng.dispose()

@@ -21,6 +21,7 @@ SQLite (WAL journal, ``synchronous=NORMAL``).
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections.abc import Collection, Sequence
@@ -40,6 +41,8 @@ from assay.config import store_url
 from assay.errors import InputError
 from assay.record import Event, RunRecord, event_from_wire, safe_json
 from assay.store.models import campaigns_t, events_t, grades_t, judge_cache_t, leases_t, runs_t
+
+log = logging.getLogger(__name__)
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 BUSY_TIMEOUT_MS = 30_000
@@ -161,8 +164,12 @@ class Store:
 
     # --- writes --------------------------------------------------------------------------
 
-    def save_run(self, record: RunRecord, events: Sequence[Event]) -> None:
-        """Store a run attempt, its events and its grade in one transaction (all or nothing)."""
+    def save_run(self, record: RunRecord, events: Sequence[Event]) -> bool:
+        """Store a run attempt, its events and its grade in one transaction (all or nothing).
+
+        A ``done`` run of a key that already has one is not stored (False): a worker that lost
+        its lease (it stalled past the TTL) and finished anyway never adds a second finished
+        attempt. The key's lease row is locked first on PostgreSQL, so two such saves queue."""
         key = record.key
         now = time.time()
         run_row = {
@@ -198,6 +205,10 @@ class Store:
         ]
         new_campaign = key.campaign not in self._known_campaigns
         with self._write_lock, self._writer() as conn, conn.begin():
+            if record.status == "done" and self._finished(conn, key.campaign, key.digest):
+                log.warning("run %s not stored: run key %s of campaign %s is already finished (another worker "
+                            "took it over)", record.run_id, key.digest, key.campaign)
+                return False
             if new_campaign:
                 self._ensure_campaign(conn, key.campaign, now)
             conn.execute(runs_t.insert(), run_row)
@@ -206,6 +217,16 @@ class Store:
             conn.execute(grades_t.insert(), grade_row)
         if new_campaign:
             self._known_campaigns.add(key.campaign)
+        return True
+
+    def _finished(self, conn: Connection, campaign: str, digest: str) -> bool:
+        """Whether the key has a stored ``done`` run, after locking its lease row (if any)."""
+        lk = leases_t.c
+        conn.execute(select(lk.attempt).where(lk.campaign == campaign, lk.key_digest == digest).with_for_update())
+        done = conn.execute(select(runs_t.c.run_id).where(runs_t.c.campaign == campaign,
+                                                          runs_t.c.key_digest == digest,
+                                                          runs_t.c.status == "done").limit(1)).first()
+        return done is not None
 
     def _ensure_campaign(self, conn: Connection, name: str, now: float) -> None:
         ins = self._insert(campaigns_t)
