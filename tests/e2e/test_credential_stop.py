@@ -59,7 +59,8 @@ def test_refused_credentials_stop_one_agent_and_the_rest_go_on(tmp_path: Path) -
     tasks = tmp_path / "tasks"
     for i in range(N_TASKS):
         answer_task(tasks / f"t{i}", want="40")
-    with KeyCheckingOpenAI("sk-right") as bad_srv, KeyCheckingOpenAI("sk-good") as good_srv:
+    bad_srv, good_srv = KeyCheckingOpenAI("sk-right"), KeyCheckingOpenAI("sk-good")
+    with bad_srv, good_srv:
         model_alias(tmp_path, "bad", "openai", bad_srv.url, api_key_env="BAD_KEY")
         model_alias(tmp_path, "good", "openai", good_srv.url, api_key_env="GOOD_KEY")
         args = ("run", str(tasks), "--agent", "bad", "--agent", "good", "--concurrency", "1", "--max-turns", "4", "-q")
