@@ -84,20 +84,22 @@ def shared_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return str(request.getfixturevalue("pg_url"))
 
 
-def test_two_workers_run_every_key_once(tmp_path: Path, shared_url: str) -> None:
+@pytest.mark.parametrize("workers", [2, 3])
+def test_workers_run_every_key_once(tmp_path: Path, shared_url: str, workers: int) -> None:
     tasks, script = _suite(tmp_path, 0.6)
     procs = [subprocess.Popen(_run_cmd(tasks, script, shared_url), cwd=tmp_path, env=_env(), text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(workers)]
     outs = [p.communicate(timeout=600) for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], [o[1] for o in outs]
+    assert [p.returncode for p in procs] == [0] * workers, [o[1] for o in outs]
     rows = _rows(shared_url)
     per_key = Counter(d for d, _, _ in rows)
     assert len(per_key) == 2 * N_TASKS and set(per_key.values()) == {1}, per_key
     assert all(s == "done" and a == 1 for _, s, a in rows)
     summaries = [o[1].strip().splitlines()[-1] for o in outs]
     ran = [int(s.split(" runs this time")[0]) for s in summaries]
-    assert sum(ran) == 2 * N_TASKS and all(n > 0 for n in ran), summaries  # both worked, no key twice
-    assert all("done by another worker" in s for s in summaries), summaries
+    # the work was shared (a worker that started last may find nothing left) and no key ran twice
+    assert sum(ran) == 2 * N_TASKS and sum(n > 0 for n in ran) >= 2, summaries
+    assert all("done by another worker" in s for s, n in zip(summaries, ran, strict=True) if n > 0), summaries
     # The report is the one a single process gives.
     single = f"sqlite:///{tmp_path}/single/assay.db"
     r = subprocess.run(_run_cmd(tasks, script, single), cwd=tmp_path, env=_env(), text=True, capture_output=True,
