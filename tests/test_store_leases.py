@@ -142,3 +142,36 @@ def test_a_second_finished_run_of_a_key_is_not_stored(store: Store) -> None:
     assert store.save_run(void, []) is True  # void attempts are kept, they change nothing
     assert [r.run_id for r in store.all_attempts("c") if r.status == "done"] == [first.run_id]
     assert store.get_run(late.run_id) is None and store.events(late.run_id) == []
+
+
+def test_a_store_of_the_previous_schema_is_migrated_with_its_runs(store_url: str) -> None:
+    """A store at revision 0001 (before leases) with a run in it: opening it adds the leases
+    table and keeps the run, which counts as finished."""
+    from alembic import command
+    from alembic.config import Config
+    from sqlalchemy import create_engine, inspect, text
+
+    from assay.store.db import MIGRATIONS_DIR
+
+    if store_url.startswith("sqlite:///"):
+        Path(store_url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    eng = create_engine(store_url)
+    with eng.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0001")
+        conn.execute(text("insert into campaigns (name, created_at) values ('c', 0)"))
+        conn.execute(text(
+            "insert into runs (run_id, campaign, key_digest, task_id, task_hash, agent, epoch, options_hash, "
+            "attempt, status, end_reason, harness_version, sandbox, created_at, record) values "
+            "('r1', 'c', 'k1', 't1', 'h', 'a', 0, 'o', 1, 'done', 'finished', 'v', 'none', 0, '{}')"))
+    with eng.connect() as conn:
+        assert "leases" not in inspect(conn).get_table_names()
+    eng.dispose()
+    with open_store(store_url) as s:
+        assert s.finished_digests("c") == {"k1"}
+        assert s.claim("c", "k1", "A", 30) is None
+        assert s.claim("c", "k2", "A", 30) == 1
+        with s.engine.connect() as conn:
+            assert conn.execute(text("select version_num from alembic_version")).scalar_one() == "0002"
