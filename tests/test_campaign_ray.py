@@ -27,11 +27,8 @@ from assay.campaign.runner import runs_root
 from assay.config import Config
 from assay.errors import InputError
 from assay.store import Store
-from tests import test_store
 from tests.helpers import REPO, answer_task, assay
 
-pg_server = test_store.pg_server  # fixtures: a real PostgreSQL server, shared with the store tests
-pg_url = test_store.pg_url
 HAVE_RAY = importlib.util.find_spec("ray") is not None
 HAVE_NS = shutil.which("unshare") is not None and shutil.which("nsenter") is not None and os.geteuid() == 0
 needs_ray = pytest.mark.skipif(not (HAVE_RAY and HAVE_NS and shutil.which("bwrap")),

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import glob
 import os
-import shutil
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import textwrap
 import time
 import uuid
@@ -19,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import create_engine, inspect, text
+from sqlalchemy import inspect, text
 
 from assay.config import store_url as default_store_url
 from assay.errors import InputError
@@ -28,7 +24,6 @@ from assay.store import Store, open_store
 from assay.store.models import Base
 
 SRC = Path(__file__).resolve().parents[1] / "src"
-INITDB = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
 
 
 # --- helpers -----------------------------------------------------------------------------
@@ -89,101 +84,7 @@ def make_events(n: int = 5) -> list[Event]:
     ]
 
 
-# --- backends ----------------------------------------------------------------------------
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _as_postgres(cmd: list[str]) -> list[str]:
-    return ["runuser", "-u", "postgres", "--", *cmd] if os.geteuid() == 0 else cmd
-
-
-@pytest.fixture(scope="session")
-def pg_server() -> Iterator[dict[str, Any]]:
-    """A private PostgreSQL server in a temp dir, killed by pid at the end of the session."""
-    if not INITDB:
-        pytest.skip("PostgreSQL binaries not installed (/usr/lib/postgresql/*/bin/initdb)")
-    bindir = Path(INITDB[-1]).parent
-    tmp = Path(tempfile.mkdtemp(prefix="assay-pg-"))
-    data = tmp / "data"
-    if os.geteuid() == 0:
-        shutil.chown(tmp, "postgres", "postgres")
-    port = _free_port()
-    subprocess.run(
-        _as_postgres(
-            [
-                str(bindir / "initdb"),
-                "-D",
-                str(data),
-                "-U",
-                "postgres",
-                "--auth=trust",
-                "-E",
-                "UTF8",
-                "--locale=C.UTF-8",
-            ]
-        ),
-        check=True,
-        capture_output=True,
-    )
-    subprocess.run(
-        _as_postgres(
-            [
-                str(bindir / "pg_ctl"),
-                "-D",
-                str(data),
-                "-l",
-                str(tmp / "log"),
-                "-w",
-                "-o",
-                f"-c listen_addresses=127.0.0.1 -p {port} -k {tmp} -c fsync=off",
-                "start",
-            ]
-        ),
-        check=True,
-        capture_output=True,
-    )
-    pid = int((data / "postmaster.pid").read_text().split()[0])
-    try:
-        yield {"host": "127.0.0.1", "port": port, "socket_dir": str(tmp)}  # also a Unix socket there
-    finally:
-        try:
-            os.kill(pid, signal.SIGINT)  # "fast" shutdown
-            for _ in range(100):
-                os.kill(pid, 0)
-                time.sleep(0.05)
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
-@pytest.fixture
-def pg_url(pg_server: dict[str, Any]) -> Iterator[str]:
-    name = "t_" + uuid.uuid4().hex[:12]
-    admin = create_engine(
-        f"postgresql+psycopg://postgres@{pg_server['host']}:{pg_server['port']}/postgres",
-        isolation_level="AUTOCOMMIT",
-    )
-    with admin.connect() as c:
-        c.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield f"postgresql+psycopg://postgres@{pg_server['host']}:{pg_server['port']}/{name}"
-    finally:
-        with admin.connect() as c:
-            c.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path}/.assay/assay.db"
-    return str(request.getfixturevalue("pg_url"))
+# --- backends (tests/pg.py starts the PostgreSQL server) ---------------------------------
 
 
 @pytest.fixture
@@ -323,8 +224,10 @@ def test_atomic_when_grade_insert_fails(store: Store, monkeypatch: pytest.Monkey
 def test_duplicate_run_id_rejected(store: Store) -> None:
     rec = make_record()
     store.save_run(rec, make_events(2))
-    with pytest.raises(Exception, match="(?i)unique|duplicate"):
-        store.save_run(rec, make_events(3))
+    with pytest.raises(Exception, match="(?i)unique|duplicate"):  # same id, another key
+        store.save_run(make_record("t2", run_id=rec.run_id), make_events(3))
+    assert len(store.events(rec.run_id)) == 2
+    assert store.save_run(rec, make_events(3)) is False  # the same finished key again: not stored
     assert len(store.events(rec.run_id)) == 2
 
 
@@ -366,9 +269,9 @@ def test_migrations_idempotent(store_url: str) -> None:
     s2.migrate()  # explicit second upgrade is a no-op too
     assert s2.get_run(rec.run_id) == rec
     with s2.engine.connect() as c:
-        assert c.execute(text("select version_num from alembic_version")).scalars().all() == ["0002u"]
+        assert c.execute(text("select version_num from alembic_version")).scalars().all() == ["0003"]
         names = set(inspect(c).get_table_names())
-    assert {"campaigns", "runs", "events", "grades", "judge_cache", "users", "expert_labels", "alembic_version"} <= names
+    assert {"campaigns", "runs", "events", "grades", "judge_cache", "leases", "users", "expert_labels", "alembic_version"} <= names
     s2.close()
 
 

@@ -12,7 +12,6 @@ from sqlalchemy import create_engine, text
 from assay.store import open_store
 from assay.store.accounts import find_by_token
 from tests.helpers import assay
-from tests.test_store import pg_server, pg_url  # noqa: F401 (fixtures)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

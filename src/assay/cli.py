@@ -123,13 +123,15 @@ def run(
     out.print(leaderboard(report))
     for r in [r for r in report["runs"] if r["status"] == "void"][:20]:
         sys.stderr.write(f"void: {r['run_id']} {r['task_id']} {r['agent']}: {r['end_reason']}: {r['void_reason']}\n")
-    sys.stderr.write(f"{len(result.records)} runs this time, {result.already_done} already done; "
-                     f"{result.void} void; store {prepared.store.url}\n")
+    others = f", {result.by_others} done by another worker" if result.by_others else ""
+    left = f"; {result.not_started} left to do (not started)" if result.not_started else ""
+    sys.stderr.write(f"{len(result.records)} runs this time, {result.already_done} already done{others}; "
+                     f"{result.void} void{left}; store {prepared.store.url}\n")
     if json_out is not None:
         _write_json(json_out, report)
     if result.interrupted:
         raise typer.Exit(130)
-    if any(r["status"] == "void" for r in report["runs"]):
+    if result.stopped_agents or any(r["status"] == "void" for r in report["runs"]):
         raise typer.Exit(1)
 
 

@@ -43,6 +43,9 @@ COPY_MAX_FILES = 100_000
 """Default cap on the entries of a workspace copied or walked for grading."""
 COPY_MAX_DEPTH = 64
 """Default cap on the folder depth of a workspace copied or walked for grading."""
+LEASE_TTL_S = 60.0
+"""Default lifetime of a claimed run's lease without a heartbeat (renewed every third of it);
+another worker takes the run over once it has expired (docs/user-guide.md, "Several workers")."""
 
 
 class PriceConfig(BaseModel):
@@ -92,6 +95,7 @@ class Settings(BaseModel):
     copy_max_depth: int = COPY_MAX_DEPTH  # ASSAY_COPY_MAX_DEPTH
     brave_url: str | None = None  # ASSAY_BRAVE_URL (the Brave Search API's base URL; tests point it at a fake)
     web_token: str | None = Field(default=None, repr=False)  # ASSAY_TOKEN (assay serve's shared sign-in token)
+    lease_ttl_s: float = LEASE_TTL_S  # ASSAY_LEASE_TTL_S (a claimed run's lease without a heartbeat expires)
 
 
 def _seconds(name: str, default: float) -> float:
@@ -147,6 +151,7 @@ def settings() -> Settings:
         copy_max_depth=_count("ASSAY_COPY_MAX_DEPTH", COPY_MAX_DEPTH, minimum=1),
         brave_url=_url("ASSAY_BRAVE_URL"),
         web_token=(env.get("ASSAY_TOKEN") or "").strip() or None,
+        lease_ttl_s=_seconds("ASSAY_LEASE_TTL_S", LEASE_TTL_S),
     )
 
 

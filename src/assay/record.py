@@ -438,6 +438,7 @@ class RunRecord(BaseModel):
     status: Literal["done", "void"]
     end_reason: EndReason
     void_reason: str | None = None
+    provider_status: int | None = None  # HTTP status of the provider failure that voided the run (api_error)
     score: float | None = None
     passed: bool | None = None
     value: dict[str, Any] | None = None

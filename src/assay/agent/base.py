@@ -52,6 +52,7 @@ class AgentOutcome:
     cost_usd: float | None = 0.0
     turns: int = 0
     error: str | None = None
+    error_status: int | None = None  # the provider's HTTP status when it ended the run (api_error)
     model: str | None = None
 
     def stop_at_limit(self, env: AgentEnv) -> bool:

@@ -128,6 +128,7 @@ class ModelAgent(Agent):
         except ProviderError as e:
             out.end_reason = "api_error"
             out.error = e.reason
+            out.error_status = e.status
             env.transcript.error("provider", reason=e.reason, status=e.status)
         out.usage = usage
         return out

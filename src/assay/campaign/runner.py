@@ -94,6 +94,8 @@ def runs_root(store_dir: Path) -> Path:
     so such runs live under /var/tmp/assay-runs/<store digest>/ instead (recorded per run).
     """
     root = store_dir / "runs"
+    # The store's folder need not exist yet (a PostgreSQL store in a fresh folder: ./.assay).
+    root.mkdir(parents=True, exist_ok=True)
     if os.geteuid() != 0 or _searchable_by_others(root):
         return root
     digest = hashlib.sha256(str(store_dir.resolve()).encode()).hexdigest()[:12]
@@ -207,7 +209,7 @@ class _Run:
         except (HarnessError, OSError):
             raise
         except ProviderError as e:  # a search provider that failed (model agents handle their own)
-            self.outcome = AgentOutcome(end_reason="api_error", error=e.reason)
+            self.outcome = AgentOutcome(end_reason="api_error", error=e.reason, error_status=e.status)
             self.transcript.error("provider", reason=e.reason, status=e.status)
         except InputError as e:  # a policy's own bad input is a fault of this run, not the user's command
             self.outcome = AgentOutcome(end_reason="harness_error", error=e.message)
@@ -278,6 +280,7 @@ class _Run:
             harness_version=HARNESS_VERSION, model=getattr(agent, "model", None),
             prices=getattr(agent, "prices", None), sandbox="bwrap" if isolated else "none",
             status="void" if void else "done", end_reason=out.end_reason, void_reason=self.void_reason,
+            provider_status=out.error_status if out.end_reason == "api_error" else None,
             score=None if void else self.graded.score, passed=None if void else self.graded.passed,
             value={"amount": task.value.amount, "currency": task.value.currency} if task.value else None,
             usage=UsageCost.of(out.usage, out.cost_usd),

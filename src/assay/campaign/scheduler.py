@@ -1,12 +1,31 @@
-"""The asyncio scheduler: bounded concurrency, live progress, resume, clean Ctrl-C."""
+"""The asyncio scheduler: bounded concurrency, live progress, resume, clean Ctrl-C.
+
+Every run is claimed through the store before it starts (`Store.claim`), so several
+`assay run` processes, on one machine or many, can share one campaign: a run another live
+worker holds is skipped and looked at again at the end, when it is either finished (counted
+as done by another worker) or, once its holder stopped heart-beating, taken over here (at
+once when the holder was a process of this machine that is gone). A
+background task renews this process's leases every third of their TTL (`ASSAY_LEASE_TTL_S`);
+a run's lease is released once its record is stored, and all of them on Ctrl-C.
+
+An agent whose provider refuses its credentials or model name (HTTP 401/403/404) on
+`CREDENTIAL_STOP_AFTER` runs in a row is stopped for the rest of the campaign with one
+message: its remaining runs are not started (they stay to do) and the other agents go on.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
+import socket
 import time
-from collections.abc import Awaitable, Callable
+import uuid
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Literal
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -16,14 +35,50 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+from sqlalchemy.exc import SQLAlchemyError
 
 from assay.campaign.plan import Plan, PlannedRun
 from assay.campaign.runner import RunContext, execute_run
+from assay.config import settings
 from assay.record import RunRecord
+
+log = logging.getLogger(__name__)
 
 Executor = Callable[[PlannedRun, RunContext, int], Awaitable[RunRecord]]
 """Runs one planned run (with its attempt number) to a stored record: `execute_run` in this
-process, or a backend that sends it to another worker (`--backend ray`)."""
+process, or a backend that sends it to another worker (`--backend ray`). Claiming, heartbeats
+and releasing stay here, around the executor, whichever runs it."""
+
+CREDENTIAL_STATUSES = frozenset({401, 403, 404})
+CREDENTIAL_STOP_AFTER = 3
+HEARTBEATS_PER_TTL = 3
+
+
+def lease_holder() -> str:
+    """A name for this worker's leases, unique across processes and machines: host:pid:nonce."""
+    return f"{socket.gethostname()[:120]}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+
+
+def dead_local_holders(holders: Iterable[str]) -> set[str]:
+    """The holders that were processes of this machine and are gone: their leases need not
+    wait for their TTL (a run killed with kill -9 resumes at once). A pid now used by another
+    process counts as alive, which only means waiting for the TTL."""
+    host = socket.gethostname()[:120]
+    dead: set[str] = set()
+    for h in holders:
+        parts = h.rsplit(":", 2)
+        if len(parts) != 3 or parts[0] != host or not parts[1].isdigit():
+            continue
+        pid = int(parts[1])
+        if pid == os.getpid():
+            continue
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            dead.add(h)
+        except PermissionError:  # alive, another user's
+            continue
+    return dead
 
 
 class CampaignResult:
@@ -32,6 +87,9 @@ class CampaignResult:
     def __init__(self) -> None:
         self.records: list[RunRecord] = []
         self.already_done = 0
+        self.by_others = 0  # runs of this plan another worker finished while this one ran
+        self.not_started = 0  # runs of stopped agents, left to do
+        self.stopped_agents: dict[str, str] = {}  # agent -> why it was stopped
         self.interrupted = False
         self.void = 0
         self.passed = 0
@@ -46,8 +104,32 @@ class CampaignResult:
         self.cost_usd += (rec.usage.cost_usd or 0.0) + (rec.judge_usage.cost_usd or 0.0)
 
 
+class CredentialGuard:
+    """Counts each agent's runs refused by its provider (401/403/404) in a row."""
+
+    def __init__(self) -> None:
+        self.streak: dict[str, int] = {}
+        self.stopped: dict[str, str] = {}
+
+    def seen(self, rec: RunRecord) -> str | None:
+        """Note a finished run; the stop message when this run stops its agent."""
+        agent = rec.key.agent
+        if rec.end_reason != "api_error" or rec.provider_status not in CREDENTIAL_STATUSES:
+            self.streak[agent] = 0
+            return None
+        self.streak[agent] = n = self.streak.get(agent, 0) + 1
+        if n < CREDENTIAL_STOP_AFTER or agent in self.stopped:
+            return None
+        self.stopped[agent] = why = (
+            f"agent {agent} stopped: its provider refused its credentials or model name "
+            f"(HTTP {rec.provider_status}) on {n} runs in a row ({rec.void_reason}); its remaining runs "
+            "are not started and stay to do: fix the key or model name and run the same command again")
+        return why
+
+
 def pending_runs(plan: Plan, ctx: RunContext) -> tuple[list[tuple[PlannedRun, int]], int]:
-    """Runs still to do (with their attempt number) and how many are already finished."""
+    """Runs still to do (with the attempt number they would get now) and how many are already
+    finished. The attempt a run really gets is decided when it is claimed."""
     done = ctx.store.finished_digests(ctx.options.campaign)
     attempts = ctx.store.attempts(ctx.options.campaign)
     todo: list[tuple[PlannedRun, int]] = []
@@ -67,7 +149,6 @@ async def run_campaign(plan: Plan, ctx: RunContext, *, console: Console | None =
                        execute: Executor = execute_run) -> CampaignResult:
     result = CampaignResult()
     todo, result.already_done = pending_runs(plan, ctx)
-    sem = asyncio.Semaphore(max(1, ctx.options.concurrency))
     console = console or Console(stderr=True)
     progress = Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -75,29 +156,102 @@ async def run_campaign(plan: Plan, ctx: RunContext, *, console: Console | None =
         console=console, transient=False, disable=not show_progress,
     )
     t0 = time.monotonic()
-
-    async def one(p: PlannedRun, attempt: int, bar: TaskID) -> None:
-        async with sem:
-            rec = await execute(p, ctx, attempt)
-        result.add(rec)
-        if on_record is not None:
-            on_record(rec)
-        progress.update(bar, advance=1, stats=_stats(result))
-
     with progress:
         bar = progress.add_task(f"campaign {ctx.options.campaign}", total=len(todo), stats=_stats(result))
-        tasks = [asyncio.create_task(one(p, a, bar)) for p, a in todo]
-        try:
-            if tasks:
-                await asyncio.gather(*tasks)
-        except asyncio.CancelledError:
-            result.interrupted = True
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+        worker = _Worker(ctx, result, progress, bar, on_record, execute)
+        await worker.run([p for p, _ in todo])
     result.elapsed_s = time.monotonic() - t0
     return result
 
 
+class _Worker:
+    """One `run_campaign` call's claims, runs and heartbeats."""
+
+    def __init__(self, ctx: RunContext, result: CampaignResult, progress: Progress, bar: TaskID,
+                 on_record: Callable[[RunRecord], None] | None, execute: Executor) -> None:
+        self.ctx, self.result, self.progress, self.bar = ctx, result, progress, bar
+        self.on_record, self.execute = on_record, execute
+        self.store, self.campaign = ctx.store, ctx.options.campaign
+        self.sem = asyncio.Semaphore(max(1, ctx.options.concurrency))
+        self.ttl = settings().lease_ttl_s
+        self.interval = self.ttl / HEARTBEATS_PER_TTL
+        self.holder = lease_holder()
+        self.guard = CredentialGuard()
+        self.dead: set[str] = set()
+
+    async def look_for_dead(self) -> None:
+        """Note the holders of this campaign's leases that were processes here and died."""
+        leases = await asyncio.to_thread(self.store.leases, self.campaign)
+        self.dead = dead_local_holders({h for h, _ in leases.values()})
+
+    async def run(self, runs: list[PlannedRun]) -> None:
+        beat = asyncio.create_task(self.heartbeat())
+        try:
+            await self.everything(runs)
+        except asyncio.CancelledError:
+            self.result.interrupted = True
+        finally:
+            beat.cancel()
+            await asyncio.gather(beat, return_exceptions=True)
+            await asyncio.shield(asyncio.to_thread(self.store.release, self.holder))
+            self.result.stopped_agents = dict(self.guard.stopped)
+
+    async def everything(self, runs: list[PlannedRun]) -> None:
+        await self.look_for_dead()
+        held = await self.wave(runs)
+        while held:  # runs other workers hold: wait until they finish them or their lease expires
+            done = await asyncio.to_thread(self.store.finished_digests, self.campaign)
+            theirs = sum(p.key.digest in done for p in held)
+            if theirs:
+                self.result.by_others += theirs
+                self.progress.update(self.bar, advance=theirs, stats=_stats(self.result))
+            held = [p for p in held if p.key.digest not in done]
+            if held:
+                await asyncio.sleep(self.interval)
+                await self.look_for_dead()
+                held = await self.wave(held)
+
+    async def wave(self, runs: list[PlannedRun]) -> list[PlannedRun]:
+        """Run what can be claimed; the runs another worker holds."""
+        tasks = [asyncio.create_task(self.one(p)) for p in runs]
+        try:
+            outcomes = await asyncio.gather(*tasks)
+        except BaseException:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        self.result.not_started += sum(o == "stopped" for o in outcomes)
+        return [p for p, o in zip(runs, outcomes, strict=True) if o == "taken"]
+
+    async def one(self, p: PlannedRun) -> Literal["ran", "taken", "stopped"]:
+        async with self.sem:
+            if p.key.agent in self.guard.stopped:
+                return "stopped"
+            attempt = await asyncio.to_thread(self.store.claim, self.campaign, p.key.digest, self.holder, self.ttl,
+                                              self.dead)
+            if attempt is None:
+                return "taken"
+            rec = await self.execute(p, self.ctx, attempt)
+            await asyncio.to_thread(self.store.release, self.holder, self.campaign, [p.key.digest])
+        self.result.add(rec)
+        stop = self.guard.seen(rec)
+        if stop is not None:
+            self.progress.console.print(f"[red]{escape(stop)}[/]", soft_wrap=True)
+        if self.on_record is not None:
+            self.on_record(rec)
+        self.progress.update(self.bar, advance=1, stats=_stats(self.result))
+        return "ran"
+
+    async def heartbeat(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            try:
+                await asyncio.to_thread(self.store.heartbeat, self.holder)
+            except SQLAlchemyError as e:  # the next beat retries; a lease lost meanwhile is taken over
+                log.warning("lease heartbeat failed (retried in %.1fs): %s", self.interval, e)
+
+
 def _stats(result: CampaignResult) -> str:
-    return f"passed {result.passed}/{len(result.records)}  void {result.void}  ${result.cost_usd:.2f}"
+    others = f"  by others {result.by_others}" if result.by_others else ""
+    return f"passed {result.passed}/{len(result.records)}  void {result.void}{others}  ${result.cost_usd:.2f}"

@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 from rich.console import Console
+from sqlalchemy import Table
 
 from assay.agent.brave import BRAVE_URL, BraveSearch
 from assay.agent.spec import AgentFactory
@@ -34,6 +35,7 @@ from assay.llm.resolve import resolve_model
 from assay.record import RunRecord
 from assay.report.build import build_report
 from assay.store import Store
+from assay.store.models import campaigns_t, max_length, runs_t
 from assay.task.discover import find_tasks, select
 from assay.task.formats.values import apply_found_value_tables, apply_value_table
 from assay.task.manifest import read_manifest_tasks
@@ -102,6 +104,7 @@ def prepare_campaign(req: RunOptions) -> PreparedCampaign:
                                               "sandboxed; install it (scripts/setup-system.sh) or pass "
                                               "--unsafe-no-sandbox")
     _check_gateway(plan, options)
+    _check_lengths(plan, options)
     if req.search == "brave" and any(p.agent.kind in ("model", "script") for p in plan.runs):
         brave_search().close()  # refuses a missing key now (exit 2), not in every run
     judged = sorted({p.task.id for p in plan.runs if needs_judge(p.task)})
@@ -154,6 +157,31 @@ def _check_gateway(plan: Plan, options: RunOptions) -> None:
         raise InputError(None, "--gateway-model", f"these scenarios use the company LLM gateway (engagement.json "
                                                   f"llm: true): {_shown(needing)}; pass --gateway-model MODEL (an "
                                                   "OpenAI-compatible model or alias) or set ASSAY_GATEWAY_MODEL")
+
+
+def _check_lengths(plan: Plan, options: RunOptions) -> None:
+    """Every string the store keeps fits its column (PostgreSQL would refuse it at save time,
+    after the run's work): exit 2 naming the field, before anything runs."""
+    def check(value: str | None, column: str, file: Path | str | None, field: str, table: Table = runs_t) -> None:
+        limit = max_length(table, column)
+        if value is not None and len(value) > limit:
+            shown = value[:60] + "..."
+            raise InputError(file, field, f"{shown!r} is {len(value)} characters; the store keeps at most {limit}")
+
+    check(options.campaign, "name", None, "--campaign", campaigns_t)
+    seen: set[tuple[str, str, str | None]] = set()
+    for p in plan.runs:
+        what = (p.task.id, p.agent.spec, p.level)
+        if what in seen:
+            continue
+        seen.add(what)
+        origin = p.task.origin or None
+        check(p.key.task_id, "task_id", origin, "id")
+        check(p.key.level, "level", origin, "levels")
+        check(p.key.agent, "agent", None, "--agent")
+        model = getattr(p.agent, "model", None)
+        if model is not None:
+            check(f"{model.spec.provider}/{model.spec.model}", "model", None, "--agent")
 
 
 def _check_store_url(url: str) -> None:

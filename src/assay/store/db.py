@@ -7,6 +7,12 @@ transaction, so a crash (even ``kill -9``) leaves either the whole run or nothin
 resume relies on that: a key digest counts as finished only when a complete ``done`` run
 exists.
 
+Several workers (processes, machines) share one campaign through leases: a worker runs a key
+only after :meth:`Store.claim` gave it the key's lease (one transaction that refuses a
+finished key or a live lease of another worker, takes over an expired one, and decides the
+attempt number); :meth:`Store.heartbeat` keeps a worker's leases alive and
+:meth:`Store.release` gives them back.
+
 The hot path (``save_run``) uses SQLAlchemy Core with executemany, not the ORM: it is called
 thousands of times per campaign alongside model calls and takes about a millisecond on
 SQLite (WAL journal, ``synchronous=NORMAL``).
@@ -15,9 +21,10 @@ SQLite (WAL journal, ``synchronous=NORMAL``).
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +32,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, Engine, create_engine, event, exc, func, select
+from sqlalchemy import ColumnElement, Connection, Engine, create_engine, event, exc, func, literal, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import StaticPool
@@ -33,7 +40,9 @@ from sqlalchemy.pool import StaticPool
 from assay.config import store_url
 from assay.errors import InputError
 from assay.record import Event, RunRecord, event_from_wire, safe_json
-from assay.store.models import campaigns_t, events_t, grades_t, judge_cache_t, runs_t
+from assay.store.models import campaigns_t, events_t, grades_t, judge_cache_t, leases_t, runs_t
+
+log = logging.getLogger(__name__)
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 BUSY_TIMEOUT_MS = 30_000
@@ -165,8 +174,12 @@ class Store:
 
     # --- writes --------------------------------------------------------------------------
 
-    def save_run(self, record: RunRecord, events: Sequence[Event]) -> None:
-        """Store a run attempt, its events and its grade in one transaction (all or nothing)."""
+    def save_run(self, record: RunRecord, events: Sequence[Event]) -> bool:
+        """Store a run attempt, its events and its grade in one transaction (all or nothing).
+
+        A ``done`` run of a key that already has one is not stored (False): a worker that lost
+        its lease (it stalled past the TTL) and finished anyway never adds a second finished
+        attempt. The key's lease row is locked first on PostgreSQL, so two such saves queue."""
         key = record.key
         now = time.time()
         run_row = {
@@ -203,6 +216,10 @@ class Store:
         new_campaign = key.campaign not in self._known_campaigns
         try:
             with self._write_lock, self._writer() as conn, conn.begin():
+                if record.status == "done" and self._finished(conn, key.campaign, key.digest):
+                    log.warning("run %s not stored: run key %s of campaign %s is already finished (another worker "
+                                "took it over)", record.run_id, key.digest, key.campaign)
+                    return False
                 if new_campaign:
                     self._ensure_campaign(conn, key.campaign, now)
                 conn.execute(runs_t.insert(), run_row)
@@ -214,6 +231,16 @@ class Store:
                              "every finished run is kept: run the same command again to resume") from None
         if new_campaign:
             self._known_campaigns.add(key.campaign)
+        return True
+
+    def _finished(self, conn: Connection, campaign: str, digest: str) -> bool:
+        """Whether the key has a stored ``done`` run, after locking its lease row (if any)."""
+        lk = leases_t.c
+        conn.execute(select(lk.attempt).where(lk.campaign == campaign, lk.key_digest == digest).with_for_update())
+        done = conn.execute(select(runs_t.c.run_id).where(runs_t.c.campaign == campaign,
+                                                          runs_t.c.key_digest == digest,
+                                                          runs_t.c.status == "done").limit(1)).first()
+        return done is not None
 
     def _ensure_campaign(self, conn: Connection, name: str, now: float) -> None:
         ins = self._insert(campaigns_t)
@@ -242,6 +269,85 @@ class Store:
             else:
                 conn.execute(judge_cache_t.delete().where(judge_cache_t.c.key == key))
                 conn.execute(judge_cache_t.insert().values(key=key, value=value, created_at=now))
+
+    # --- leases --------------------------------------------------------------------------
+
+    def _clock(self, conn: Connection) -> float:
+        """The store's clock: the database server's on PostgreSQL, so workers on several
+        machines compare heartbeats on one clock; this machine's for a SQLite file."""
+        if self._backend == "postgresql":
+            return float(conn.execute(select(_pg_now())).scalar_one())
+        return time.time()
+
+    def claim(self, campaign: str, digest: str, holder: str, ttl_s: float,
+              dead_holders: Collection[str] = ()) -> int | None:
+        """Claim run key `digest` of `campaign` for `holder`; the attempt number to run, or
+        None when the key is finished (a ``done`` run is stored) or another holder's lease on
+        it is live. An expired lease (no heartbeat for its TTL) is taken over, and so is one
+        of `dead_holders` (workers known to be gone, e.g. a process of this machine that died).
+
+        One transaction: on SQLite the writer's ``BEGIN IMMEDIATE`` serialises it against
+        every other writer; on PostgreSQL the lease row is locked (``SELECT ... FOR UPDATE``)
+        and a new one inserted with ``ON CONFLICT DO NOTHING``, so of two workers racing for
+        a key exactly one wins. The attempt number is one past both the highest stored attempt
+        and the lease's last one, so two attempts of a key never share a number."""
+        lk = leases_t.c
+        where = (lk.campaign == campaign, lk.key_digest == digest)
+        run_where = (runs_t.c.campaign == campaign, runs_t.c.key_digest == digest)
+        with self._write_lock, self._writer() as conn, conn.begin():
+            now = self._clock(conn)
+            lease = conn.execute(
+                select(lk.holder, lk.heartbeat_at, lk.ttl_s, lk.attempt).where(*where).with_for_update()
+            ).first()
+            if lease is not None and lease.holder != holder and lease.holder not in dead_holders \
+                    and lease.heartbeat_at + lease.ttl_s > now:
+                return None
+            done = conn.execute(select(runs_t.c.run_id).where(*run_where, runs_t.c.status == "done").limit(1)).first()
+            if done is not None:
+                if lease is not None:  # a finished key's leftover lease (its holder died after saving)
+                    conn.execute(leases_t.delete().where(*where))
+                return None
+            stored = conn.execute(select(func.max(runs_t.c.attempt)).where(*run_where)).scalar()
+            attempt = max(int(stored or 0), lease.attempt if lease is not None else 0) + 1
+            row = {"holder": holder, "heartbeat_at": now, "ttl_s": ttl_s, "attempt": attempt, "claimed_at": now}
+            if lease is not None:
+                conn.execute(update(leases_t).where(*where).values(**row))
+                return attempt
+            ins = self._insert(leases_t)
+            if ins is None:
+                conn.execute(leases_t.insert().values(campaign=campaign, key_digest=digest, **row))
+                return attempt
+            won = conn.execute(ins.values(campaign=campaign, key_digest=digest, **row)
+                               .on_conflict_do_nothing(index_elements=["campaign", "key_digest"])
+                               .returning(leases_t.c.attempt)).first()
+            # nothing inserted: another worker inserted the lease after our read (PostgreSQL); theirs stands
+            return attempt if won is not None else None
+
+    def heartbeat(self, holder: str) -> int:
+        """Renew every lease of `holder` in one statement; how many it still holds."""
+        with self._write_lock, self._writer() as conn, conn.begin():
+            now: ColumnElement[Any] = _pg_now() if self._backend == "postgresql" else literal(time.time())
+            res = conn.execute(update(leases_t).where(leases_t.c.holder == holder).values(heartbeat_at=now))
+            return int(res.rowcount)
+
+    def release(self, holder: str, campaign: str | None = None, digests: Sequence[str] | None = None) -> None:
+        """Give back `holder`'s leases: those on `digests` of `campaign`, or all of them."""
+        stmt = leases_t.delete().where(leases_t.c.holder == holder)
+        if campaign is not None:
+            stmt = stmt.where(leases_t.c.campaign == campaign)
+        if digests is not None:
+            if not digests:
+                return
+            stmt = stmt.where(leases_t.c.key_digest.in_(list(digests)))
+        with self._write_lock, self._writer() as conn, conn.begin():
+            conn.execute(stmt)
+
+    def leases(self, campaign: str) -> dict[str, tuple[str, int]]:
+        """The campaign's leases: key digest -> (holder, attempt)."""
+        lk = leases_t.c
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(lk.key_digest, lk.holder, lk.attempt).where(lk.campaign == campaign))
+            return {d: (h, int(a)) for d, h, a in rows}
 
     # --- reads ---------------------------------------------------------------------------
 
@@ -386,6 +492,12 @@ def db_reason(e: BaseException) -> str:
     orig = getattr(e, "orig", None) or e
     text = str(orig).strip().splitlines()
     return text[0] if text else type(orig).__name__
+
+
+def _pg_now() -> ColumnElement[Any]:
+    """PostgreSQL's wall clock as epoch seconds (``clock_timestamp()``: now, not the
+    transaction's start)."""
+    return func.extract("epoch", func.clock_timestamp())
 
 
 def open_store(url: str | None = None) -> Store:

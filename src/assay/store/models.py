@@ -2,9 +2,9 @@
 
 The tables mirror the pydantic records in :mod:`assay.record`: one row per run attempt with
 the columns reports filter and group on, plus the full :class:`~assay.record.RunRecord` as
-JSON text so nothing is lost; the transcript events; the grade with its audit; and the judge
-cache. JSON is stored as ``Text`` (serialised by the store) so the same schema works
-unchanged on SQLite and PostgreSQL. Timestamps are UTC epoch seconds (``Float``).
+JSON text so nothing is lost; the transcript events; the grade with its audit; the leases
+(run keys claimed by a worker); and the judge cache. JSON is stored as ``Text`` (serialised
+by the store) so the same schema works unchanged on SQLite and PostgreSQL. Timestamps are UTC epoch seconds (``Float``).
 
 The migrations in ``migrations/versions`` create exactly this schema; change both together.
 """
@@ -84,6 +84,26 @@ class Grade(Base):
     audit: Mapped[str | None] = mapped_column(Text, nullable=True)  # JSON: grade["audit"], if any
 
 
+class Lease(Base):
+    """A claim on one run key: which worker runs it, since when it last showed it is alive.
+
+    A lease is live while ``heartbeat_at + ttl_s`` lies ahead (store clock: the database
+    server's on PostgreSQL); a lease past that is taken over by the next claim. ``attempt`` is
+    the attempt number the holder runs, decided under the claim so two attempts of one key
+    never share a number.
+    """
+
+    __tablename__ = "leases"
+
+    campaign: Mapped[str] = mapped_column(String(200), primary_key=True)
+    key_digest: Mapped[str] = mapped_column(String(64), primary_key=True)
+    holder: Mapped[str] = mapped_column(String(200), nullable=False, index=True)
+    heartbeat_at: Mapped[float] = mapped_column(Float, nullable=False)
+    ttl_s: Mapped[float] = mapped_column(Float, nullable=False)
+    attempt: Mapped[int] = mapped_column(Integer, nullable=False)
+    claimed_at: Mapped[float] = mapped_column(Float, nullable=False)
+
+
 class JudgeCache(Base):
     __tablename__ = "judge_cache"
 
@@ -92,10 +112,19 @@ class JudgeCache(Base):
     created_at: Mapped[float] = mapped_column(Float, nullable=False)
 
 
+def max_length(table: Table, column: str) -> int:
+    """The most characters `table.column` stores (PostgreSQL refuses longer strings)."""
+    length = getattr(table.c[column].type, "length", None)
+    if not isinstance(length, int):
+        raise TypeError(f"{table.name}.{column} has no length limit")
+    return length
+
+
 campaigns_t: Table = Campaign.__table__  # type: ignore[assignment]
 runs_t: Table = Run.__table__  # type: ignore[assignment]
 events_t: Table = EventRow.__table__  # type: ignore[assignment]
 grades_t: Table = Grade.__table__  # type: ignore[assignment]
+leases_t: Table = Lease.__table__  # type: ignore[assignment]
 judge_cache_t: Table = JudgeCache.__table__  # type: ignore[assignment]
 
 

@@ -1,8 +1,8 @@
 """Accounts of the web app: users (name, SHA-256 of the secret token, role), and the
 experts' labels of rubric items of stored runs (expert_labels: who, when, met, note).
 
-Revision ID: 0002u
-Revises: 0001
+Revision ID: 0003
+Revises: 0002
 Create Date: 2026-12-01
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0002u"
-down_revision: str | None = "0001"
+revision: str = "0003"
+down_revision: str | None = "0002"
 branch_labels: str | None = None
 depends_on: str | None = None
 
