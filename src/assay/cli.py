@@ -193,11 +193,12 @@ def report(
     md_out: Annotated[Path | None, typer.Option("--md", help="write the report as Markdown tables")] = None,
     runs: Annotated[bool, typer.Option("--runs", help="also print every run")] = False,
     labels: Annotated[Path | None, typer.Option("--labels", help="human labels of this campaign's runs (JSON lines: run_id, task_id, item_id, met[, labeller]) for judge-human agreement on the same answers")] = None,
+    shared_tasks: Annotated[bool, typer.Option("--shared-tasks", help="per kind, keep only the tasks every agent that ran the kind finished (a done run), so every block compares the same work")] = False,
 ) -> None:
-    """Leaderboard and breakdowns from the store, one report per campaign."""
+    """Leaderboard and per-kind blocks from the store, one report per campaign."""
     from assay.record import KINDS, primary_kind
     from assay.report.build import build_report
-    from assay.report.table import leaderboard, runs_table
+    from assay.report.table import kind_tables, leaderboard, runs_table
 
     url, st, names = _existing_store(store)
     if campaign is not None and campaign not in names:
@@ -225,8 +226,11 @@ def report(
                     and (kind is None or primary_kind(r.kinds) == kind)]
         if agents and name is not None and not any(r.key.agent in agents for r in st.runs(name)):
             sys.stderr.write(f"note: campaign {name!r} has no runs of {', '.join(sorted(agents))}\n")
-        rep = build_report(name, selected, labels=human_labels)
+        rep = build_report(name, selected, labels=human_labels, shared_tasks=shared_tasks,
+                           details=runs or bool(exports))
         out.print(leaderboard(rep))
+        for block in kind_tables(rep):
+            out.print(block)
         for w in rep["warnings"]:
             sys.stderr.write(f"warning: campaign {name}: {w}\n")
         if runs:

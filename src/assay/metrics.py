@@ -34,7 +34,9 @@ __all__ = [
     "paired_permutation_p",
     "pareto_front",
     "pass_at_k",
+    "pass_at_k_curve",
     "pass_hat_k",
+    "pass_hat_k_curve",
     "passed",
     "pearson",
     "run_score",
@@ -202,6 +204,36 @@ def pass_hat_k(n: int, c: int, k: int) -> float:
     if c < k:
         return 0.0
     return float(Fraction(math.comb(c, k), math.comb(n, k)))
+
+
+def pass_at_k_curve(n: int, c: int) -> list[float]:
+    """``[pass_at_k(n, c, k) for k in 1..n]`` in O(n) float steps.
+
+    ``C(n-c, k) / C(n, k) = prod_{i<k} (n-c-i) / (n-i)``: each k's ratio is the previous one's
+    times ``(n-c-k+1) / (n-k+1)``, so the whole curve costs n multiplications (the exact
+    :func:`pass_at_k` builds binomials of n digits for every k: quadratic or worse over a
+    curve). Agrees with :func:`pass_at_k` to float rounding.
+    """
+    if not 0 <= c <= n:
+        raise ValueError(f"need 0 <= c <= n, got n={n}, c={c}")
+    out: list[float] = []
+    ratio = 1.0
+    for k in range(1, n + 1):
+        ratio = 0.0 if n - c < k else ratio * (n - c - k + 1) / (n - k + 1)
+        out.append(1.0 - ratio)
+    return out
+
+
+def pass_hat_k_curve(n: int, c: int) -> list[float]:
+    """``[pass_hat_k(n, c, k) for k in 1..n]`` in O(n): ``prod_{i<k} (c-i) / (n-i)`` step by step."""
+    if not 0 <= c <= n:
+        raise ValueError(f"need 0 <= c <= n, got n={n}, c={c}")
+    out: list[float] = []
+    prod = 1.0
+    for k in range(1, n + 1):
+        prod = 0.0 if c < k else prod * (c - k + 1) / (n - k + 1)
+        out.append(prod)
+    return out
 
 
 # --- statistics --------------------------------------------------------------------------
