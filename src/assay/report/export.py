@@ -86,16 +86,19 @@ def write_markdown(report: dict[str, Any], path: Path) -> None:
         having.sort(key=lambda a: (-(a[kind][head] if a[kind][head] is not None else float("-inf")), a["agent"]))
         lines += [f"## {kind}", ""]
         lines += _md_table(["agent", *cols], [[a["agent"], *(a[kind].get(c) for c in cols)] for a in having])
+        lines += [f"### {kind} · reliability and cost", ""]
         lines += _md_table(["agent", "pass@1 (pass@k)", "pass^1 (pass^k)", *COST_COLUMNS,
                             "cost/run min / median / p90 / max"],
                            [[a["agent"], _curve(a[kind].get("pass_at_k", {})), _curve(a[kind].get("pass_hat_k", {})),
                              *(a[kind].get(c) for c in COST_COLUMNS), _dist(a[kind].get("cost_distribution"))]
                             for a in having])
         if kind == "rubric" and any(a["rubric"].get("value") for a in having):
+            lines += ["### rubric · value earned vs available", ""]
             lines += _md_table(["agent", "currency", "value earned", "value available"],
                                [[a["agent"], cur, v["earned"], v["available"]]
                                 for a in having for cur, v in a["rubric"].get("value", {}).items()])
         if kind == "scenario" and any(a["scenario"].get("families") for a in having):
+            lines += ["### scenario · families", ""]
             lines += _md_table(["agent", "family", "mean S", "variants", "spread"],
                                [[a["agent"], fam, f["mean_s"], len(f["variants"]), f["spread"]]
                                 for a in having for fam, f in a["scenario"].get("families", {}).items()])
