@@ -139,7 +139,7 @@ def test_markdown_carries_value_curves_cost_and_families(tmp_path: Path) -> None
 
     write_markdown(build_report("c", synthetic()), tmp_path / "r.md")
     md = (tmp_path / "r.md").read_text()
-    rubric = md.split("## rubric")[1].split("## scenario")[0]
+    rubric = md.split("\n## rubric")[1].split("\n## scenario")[0]
     assert "| a | USD | 66.67 | 100 |" in rubric and "| a | EUR | 0 | 50 |" in rubric
     assert "0.3333 (k=3: 0.5)" in rubric and "0.01 / 0.04 / 0.044 / 0.05" in rubric
-    assert "| a | fam | -0.1 | 2 | 1.8 |" in md.split("## scenario")[1]
+    assert "| a | fam | -0.1 | 2 | 1.8 |" in md.split("\n## scenario")[1]
