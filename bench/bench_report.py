@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -79,7 +80,10 @@ def fill(db: Path, runs: int, agents: int, tasks: int | None) -> float:
     return time.perf_counter() - t0
 
 
-def timed(cwd: Path, *args: str) -> float:
+def timed(cwd: Path, *args: str) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of one `assay report` subprocess: on a busy machine the CPU
+    time says what the report costs, the wall time what a user waits."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     with open(cwd / "out.txt", "w") as out:
         r = subprocess.run([sys.executable, "-m", "assay.cli", "report", "--campaign", "bench", *args], cwd=cwd,
@@ -87,7 +91,9 @@ def timed(cwd: Path, *args: str) -> float:
                            env={**os.environ, "PYTHONPATH": str(REPO / "src")})
     if r.returncode != 0:
         sys.exit(r.stderr)
-    return time.perf_counter() - t0
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def main() -> None:
@@ -104,7 +110,9 @@ def main() -> None:
             terminal = timed(cwd)
             html = timed(cwd, "--html", "r.html")
             results.append({"shape": shape, "runs": args.runs, "agents": args.agents, "fill_s": round(fill_s, 1),
-                            "terminal_s": round(terminal, 2), "html_s": round(html, 2),
+                            "terminal_s": round(terminal[0], 2), "terminal_cpu_s": round(terminal[1], 2),
+                            "html_s": round(html[0], 2), "html_cpu_s": round(html[1], 2),
+                            "load": round(os.getloadavg()[0], 1),
                             "html_mb": round((cwd / "r.html").stat().st_size / 1e6, 1)})
             print(json.dumps(results[-1]), flush=True)
 

@@ -352,8 +352,7 @@ def build_report(campaign: str | None, runs: Iterable[RunRecord],
     runs = list(runs)
     sets = task_sets(runs)
     if shared_tasks:
-        keep = {k: set(v["shared"]) for k, v in sets.items()}
-        runs = [r for r in runs if not r.kinds or r.key.task_id in keep.get(primary_kind(r.kinds), set())]
+        runs = on_shared_tasks(runs, sets)
     by_agent: dict[str, list[RunRecord]] = defaultdict(list)
     for r in runs:
         by_agent[r.key.agent].append(r)
@@ -396,6 +395,12 @@ def task_sets(runs: list[RunRecord]) -> dict[str, dict[str, Any]]:
                      "differ": shared != union,
                      "missing": {a: sorted(union - t) for a, t in sorted(per_agent.items()) if union - t}}
     return out
+
+
+def on_shared_tasks(runs: list[RunRecord], sets: dict[str, dict[str, Any]] | None = None) -> list[RunRecord]:
+    """The runs of the tasks every agent that ran their kind finished (`--shared-tasks`)."""
+    keep = {k: set(v["shared"]) for k, v in (task_sets(runs) if sets is None else sets).items()}
+    return [r for r in runs if not r.kinds or r.key.task_id in keep.get(primary_kind(r.kinds), set())]
 
 
 def task_set_warnings(sets: dict[str, dict[str, Any]], restricted: bool) -> list[str]:

@@ -112,6 +112,14 @@ def write_markdown(report: dict[str, Any], path: Path) -> None:
             if cells:
                 lines += _md_table(["agent", *cells], [[a["agent"], *(a["contract"]["cells"].get(c) for c in cells)]
                                                       for a in having])
+    fm = report.get("failure_modes")
+    if fm:
+        lines += [f"## failure modes (judge {fm['judge']})", ""]
+        lines += _md_table(["agent", "failed", "category", "runs", "share"],
+                           [[agent, a["failed"], c, n, a["shares"][c]] for agent, a in fm["agents"].items()
+                            for c, n in a["counts"].items()])
+        lines += _md_table(["run", "agent", "task", "category", "reason"],
+                           [[m["run_id"], m["agent"], m["task_id"], m["category"], m["reason"]] for m in fm["runs"]])
     lines += ["## runs", ""]
     lines += _md_table(["run", "task", "agent", "level", "epoch", "status", "end", "score", "passed"],
                        [[r["run_id"], r["task_id"], r["agent"], r["level"], r["epoch"], r["status"], r["end_reason"],

@@ -292,6 +292,13 @@ svg .curve{fill:none;stroke-width:2}svg .tick,svg .lbl,svg .val{fill:#333}svg .a
 <div class="plots">{% for p in s.plots %}{{ p }}{% endfor %}</div>
 <table class="block"><tr>{% for h in s.head %}<th>{{ h }}</th>{% endfor %}</tr>
 {% for r in s.rows %}<tr>{% for c in r %}<td>{{ c }}</td>{% endfor %}</tr>{% endfor %}</table></section>{% endfor %}
+{% if failure_modes %}<section id="failure-modes"><h2>Failure modes (judge {{ failure_modes.judge }})</h2>
+<table><tr><th>agent</th><th>failed</th><th>category</th><th>runs</th><th>share</th></tr>
+{% for agent, a in failure_modes.agents.items() %}{% for c, n in a.counts.items() %}<tr><td>{{ agent }}</td><td>{{ a.failed }}</td>
+<td>{{ c }}</td><td>{{ n }}</td><td>{{ pct(a.shares[c]) }}</td></tr>{% endfor %}{% endfor %}</table>
+<details><summary>each failed run's category and reason</summary><table><tr><th>run</th><th>agent</th><th>task</th><th>category</th><th>reason</th></tr>
+{% for m in failure_modes.runs %}<tr><td>{{ m.run_id }}</td><td>{{ m.agent }}</td><td>{{ m.task_id }}</td><td>{{ m.category }}</td>
+<td>{{ m.reason }}</td></tr>{% endfor %}</table></details></section>{% endif %}
 <details id="runs"><summary>Runs ({{ n_runs }}): sortable, filterable</summary>
 <p><label>filter <input id="runs-filter" type="search" placeholder="agent, task, status, score…"></label>
 <label>status <select id="runs-status"><option value="">any</option><option>done</option><option>void</option></select></label>
@@ -310,7 +317,7 @@ def render_html(report: dict[str, Any]) -> str:
     return env.from_string(TEMPLATE).render(
         campaign=report.get("campaign") or "(all)", agents=report["agents"], kinds=kinds,
         sections=kind_sections(report), warnings=report.get("warnings", []), shared_tasks=report.get("shared_tasks"),
-        n_runs=len(report["runs"]), run_columns=RUN_COLUMNS, runs_json=_runs_json(report), script=Markup(SCRIPT),
+        failure_modes=report.get("failure_modes"), n_runs=len(report["runs"]), run_columns=RUN_COLUMNS, runs_json=_runs_json(report), script=Markup(SCRIPT),
         pct=lambda v: "-" if v is None else f"{100 * v:.1f}%",
         num=lambda v: "-" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v)),
         money=lambda e: " / ".join(f"{v:,.0f} {c}" for c, v in sorted(e.items())) or "-",

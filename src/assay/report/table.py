@@ -257,3 +257,13 @@ def dry_run_table(rows: list[dict[str, Any]], campaign: str) -> Table:
         table.add_row(Text(r["agent"]), str(r["to_do"]), str(r["done"]), f"{r['input_tokens']:,}",
                       f"{r['output_tokens']:,}", cost, Text("; ".join(r["basis"]) or "-"))
     return table
+
+
+def failure_table(fm: dict[str, Any]) -> Table:
+    """`assay report --failure-modes`: per agent, its failed runs and the share of each error category."""
+    cats = [*fm["categories"], "unclassified"]
+    used = [c for c in cats if any(c in a["counts"] for a in fm["agents"].values())]
+    return _grid(f"failure modes of failed runs (judge {fm['judge']})", ["agent", "failed", *used],
+                 [[Text(agent), str(a["failed"]), *(f"{_pct(a['shares'].get(c, 0.0))} ({a['counts'].get(c, 0)})"
+                                                    for c in used)]
+                  for agent, a in fm["agents"].items()])
