@@ -143,3 +143,18 @@ def test_markdown_carries_value_curves_cost_and_families(tmp_path: Path) -> None
     assert "| a | USD | 66.67 | 100 |" in rubric and "| a | EUR | 0 | 50 |" in rubric
     assert "0.3333 (k=3: 0.5)" in rubric and "0.01 / 0.04 / 0.044 / 0.05" in rubric
     assert "| a | fam | -0.1 | 2 | 1.8 |" in md.split("\n## scenario")[1]
+
+
+def test_bootstrap_of_many_scores_on_few_levels_draws_counts_and_agrees() -> None:
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    vals = list(rng.integers(0, 11, size=60_000) / 10)  # 60,000 scores on 11 levels
+    t0 = time.perf_counter()
+    lo, hi = metrics.bootstrap_ci(vals, resamples=2000)
+    fast = time.perf_counter() - t0
+    m, se = float(np.mean(vals)), float(np.std(vals) / math.sqrt(len(vals)))
+    # The percentile interval of the mean: within a few percent of mean +- 1.96 standard errors.
+    assert lo == pytest.approx(m - 1.96 * se, abs=0.15 * se) and hi == pytest.approx(m + 1.96 * se, abs=0.15 * se)
+    assert metrics.bootstrap_ci(vals, resamples=2000) == (lo, hi)  # deterministic for the seed
+    assert fast < 5  # 11 counts per resample, not 60,000 indices

@@ -253,6 +253,10 @@ def clipped_mean(values: Iterable[float]) -> float:
 
 
 _BOOT_CHUNK = 2_000_000  # resampled values drawn per batch, bounds memory for large inputs
+BOOT_COUNTS_FROM = 5000
+"""Above this many values, with at most a tenth of them distinct, `bootstrap_ci` draws each
+resample's counts of the distinct values (multinomial) instead of n indices: the same
+distribution of resampled means, far less work."""
 
 
 def bootstrap_ci(
@@ -262,7 +266,8 @@ def bootstrap_ci(
 
     Draws ``resamples`` resamples with replacement using ``numpy.random.default_rng(seed)``
     and returns the ``(1-level)/2`` and ``(1+level)/2`` percentiles of their means, so the
-    result is deterministic for a seed. A single value gives ``(v, v)``; no values raise
+    result is deterministic for a seed (large inputs with few distinct values draw the counts
+of each value instead: see `BOOT_COUNTS_FROM`). A single value gives ``(v, v)``; no values raise
     ``ValueError``. The interval is widened, if needed, to contain the sample mean (this
     only matters for floating-point rounding on (near-)constant data).
     """
@@ -280,11 +285,21 @@ def bootstrap_ci(
     n = arr.size
     rng = np.random.default_rng(seed)
     means = np.empty(resamples, dtype=float)
-    per_batch = max(1, _BOOT_CHUNK // n)
-    for start in range(0, resamples, per_batch):
-        stop = min(resamples, start + per_batch)
-        idx = rng.integers(0, n, size=(stop - start, n))
-        means[start:stop] = arr[idx].mean(axis=1)
+    uniq, counts = np.unique(arr, return_counts=True)
+    if n > BOOT_COUNTS_FROM and uniq.size * 10 <= n:
+        # A resample's mean depends only on how often it drew each distinct value: those counts
+        # are multinomial(n, share of each value), so drawing them is the same bootstrap at
+        # O(distinct values) per resample instead of O(n) (100,000 scores on a few levels).
+        per_batch = max(1, _BOOT_CHUNK // uniq.size)
+        for start in range(0, resamples, per_batch):
+            stop = min(resamples, start + per_batch)
+            means[start:stop] = rng.multinomial(n, counts / n, size=stop - start) @ uniq / n
+    else:
+        per_batch = max(1, _BOOT_CHUNK // n)
+        for start in range(0, resamples, per_batch):
+            stop = min(resamples, start + per_batch)
+            idx = rng.integers(0, n, size=(stop - start, n))
+            means[start:stop] = arr[idx].mean(axis=1)
     alpha = (1.0 - level) / 2.0
     lo, hi = np.quantile(means, [alpha, 1.0 - alpha])
     # Rounding in the resampled means can step a hair outside the data's range or past the mean.

@@ -435,12 +435,26 @@ def pareto_fronts(by_agent: dict[str, list[RunRecord]]) -> dict[str, list[dict[s
     (`rubric`, `scenario`, `contract`) and, within a kind, per modality (`contract/text`,
     `contract/multimodal`); when every run is of one kind, `all`, `text` and `multimodal` name
     that kind's fronts too. Agents whose cost is unknown (a price is missing) are left out."""
-    runs = [r for rs in by_agent.values() for r in rs if r.status == "done" and r.score is not None]
-    kinds = sorted({primary_kind(r.kinds) for r in runs})
+    # One pass over the runs: each agent's (cost, score sum, runs) per kind and per kind and modality.
+    sums: dict[tuple[str, str | None], dict[str, list[float]]] = defaultdict(dict)
+    unknown: set[tuple[str, str | None, str]] = set()
+    for agent, rs in sorted(by_agent.items()):
+        for r in rs:
+            if r.status != "done" or r.score is None:
+                continue
+            kind = primary_kind(r.kinds)
+            for scope in ((kind, None), (kind, str(r.task_meta.get("modality", "text")))):
+                acc = sums[scope].setdefault(agent, [0.0, 0.0, 0.0])
+                if r.usage.cost_usd is None:
+                    unknown.add((*scope, agent))
+                acc[0] += r.usage.cost_usd or 0.0
+                acc[1] += averaged(r)
+                acc[2] += 1
+    kinds = sorted({k for k, _m in sums})
     out: dict[str, list[dict[str, Any]]] = {}
     for kind in kinds:
         for modality in (None, "text", "multimodal"):
-            front = _front(by_agent, kind, modality)
+            front = _front(sums.get((kind, modality), {}), {a for k, m, a in unknown if (k, m) == (kind, modality)})
             if front:
                 name = kind if modality is None else f"{kind}/{modality}"
                 out[name] = front
@@ -449,15 +463,10 @@ def pareto_fronts(by_agent: dict[str, list[RunRecord]]) -> dict[str, list[dict[s
     return out
 
 
-def _front(by_agent: dict[str, list[RunRecord]], kind: str, modality: str | None) -> list[dict[str, Any]]:
-    points: list[tuple[float, float]] = []
-    names: list[str] = []
-    for agent, runs in sorted(by_agent.items()):
-        rs = [r for r in runs if r.status == "done" and r.score is not None and primary_kind(r.kinds) == kind
-              and (modality is None or r.task_meta.get("modality", "text") == modality)]
-        if not rs or any(r.usage.cost_usd is None for r in rs):
-            continue
-        points.append((sum(r.usage.cost_usd or 0.0 for r in rs), sum(averaged(r) for r in rs) / len(rs)))
-        names.append(agent)
+def _front(per_agent: dict[str, list[float]], unpriced: set[str]) -> list[dict[str, Any]]:
+    """The Pareto front of the agents' (total cost, mean score) in one scope; agents with an
+    unknown price are left out."""
+    names = [a for a in sorted(per_agent) if a not in unpriced]
+    points = [(per_agent[a][0], per_agent[a][1] / per_agent[a][2]) for a in names]
     return [{"agent": names[i], "cost_usd": points[i][0], "mean_score": points[i][1]}
             for i in metrics.pareto_front(points)]
