@@ -8,13 +8,19 @@ Additions to the SPEC's keys (documented here and in docs):
   judge could answer, counted 0); `human_agreement {domain: {pearson_r, p_value,
   raw_agreement, n}}` where a labels file (`--labels`) labels the runs' own answers (see
   `assay.report.agreement`);
-  `pass_at_k`, `pass_hat_k` averaged over tasks;
+  `pass_at_k`, `pass_hat_k` averaged over tasks; in each kind's block `kind_economics`
+  (`cost_usd`, `tokens`, `tokens_per_task`, `cost_per_task`, `score_per_1k_tokens`,
+  `score_per_usd`, `cost_distribution`, `pass_at_k`, `pass_hat_k`), the rubric block's
+  `value {currency: {earned, available}}`, the scenario block's `families`;
 - top level: `tasks`, one row per (agent, task, level, options) with the epochs run, passes,
   mean score, `pass_at_k` and `pass_hat_k` for k = 1..n; `search_delta {agent: delta}`: for
   an agent run both without search (`--search off`) and with it (`local`, `brave` or `native`), the
   mean over the tasks run both ways of (mean score with search - mean score without), and
   `search_deltas {agent: {mode: {delta, tasks, with, without}}}` per search mode; `warnings`:
-  a task run under several contents (hashes) or runs of several harness versions.
+  a task run under several contents (hashes) or runs of several harness versions, and agents
+  that finished different task sets of a kind; `task_sets {kind: {shared, agents, differ,
+  missing}}` and `shared_tasks` (true under `--shared-tasks`); `failure_modes` under
+  `--failure-modes` (`assay.report.failure_modes`).
 """
 
 from __future__ import annotations
