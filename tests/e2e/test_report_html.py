@@ -81,6 +81,7 @@ def test_plots_have_error_bars_a_front_and_readable_labels(reports: dict[str, Pa
     assert rubric.locator("svg.pareto path.front").count() >= 1 and rubric.locator("svg.pareto circle.pt").count() == 3
     assert rubric.locator("svg.curve path.curve").count() == 6  # pass@k and pass^k, three agents each
     assert page.locator("#kind-scenario svg.bars g.errbar").count() == 1  # type: ignore[attr-defined]
+    assert "1.8" in page.locator("#kind-scenario table.families").inner_text()  # type: ignore[attr-defined]
     # The long name is cut, its full text is the tooltip.
     label = bars.locator("text.lbl", has=page.locator("title", has_text=LONG))  # type: ignore[attr-defined]
     assert label.count() == 1 and LONG not in label.text_content().replace(LONG, "", 1)

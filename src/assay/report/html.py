@@ -202,7 +202,10 @@ def kind_sections(report: dict[str, Any]) -> list[dict[str, Any]]:
         cols = [*KIND_COLUMNS[kind], *COMMON_COLUMNS]
         rows = [[a["agent"], str(len(a[kind].get("tasks", []))), *(f(a[kind]) for _n, f in cols)] for a in having]
         ts = report.get("task_sets", {}).get(kind, {})
+        families = [[a["agent"], fam, f"{f['mean_s']:.4g}", str(len(f["variants"])), f"{f['spread']:.4g}", str(f["runs"])]
+                    for a in having for fam, f in a[kind].get("families", {}).items()]
         out.append({"kind": kind, "plots": plots, "head": ["agent", "tasks", *(n for n, _f in cols)], "rows": rows,
+                    "families": families,
                     "differ": bool(ts.get("differ")), "missing": ts.get("missing", {}),
                     "shared": len(ts.get("shared", []))})
     return out
@@ -291,7 +294,11 @@ svg .curve{fill:none;stroke-width:2}svg .tick,svg .lbl,svg .val{fill:#333}svg .a
 <code>assay report --shared-tasks</code> compares them on the shared ones.</p>{% endif %}
 <div class="plots">{% for p in s.plots %}{{ p }}{% endfor %}</div>
 <table class="block"><tr>{% for h in s.head %}<th>{{ h }}</th>{% endfor %}</tr>
-{% for r in s.rows %}<tr>{% for c in r %}<td>{{ c }}</td>{% endfor %}</tr>{% endfor %}</table></section>{% endfor %}
+{% for r in s.rows %}<tr>{% for c in r %}<td>{{ c }}</td>{% endfor %}</tr>{% endfor %}</table>
+{% if s.families %}<h3>Scenario families (spread: best minus worst variant's mean S)</h3><table class="families">
+<tr><th>agent</th><th>family</th><th>mean S</th><th>variants</th><th>spread</th><th>runs</th></tr>
+{% for r in s.families %}<tr>{% for c in r %}<td>{{ c }}</td>{% endfor %}</tr>{% endfor %}</table>{% endif %}
+</section>{% endfor %}
 {% if failure_modes %}<section id="failure-modes"><h2>Failure modes (judge {{ failure_modes.judge }})</h2>
 <table><tr><th>agent</th><th>failed</th><th>category</th><th>runs</th><th>share</th></tr>
 {% for agent, a in failure_modes.agents.items() %}{% for c, n in a.counts.items() %}<tr><td>{{ agent }}</td><td>{{ a.failed }}</td>
