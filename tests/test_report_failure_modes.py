@@ -51,7 +51,7 @@ def test_failure_modes_are_classified_fenced_cached_and_shared_per_agent(tmp_pat
     with FakeOpenAIServer() as srv:
         srv.handler = handler
         model_alias(tmp_path, "judge", "openai", srv.url, model="judge-model")
-        r = assay("report", "--failure-modes", "--judge", "judge", "--json", "r.json", "--md", "r.md",
+        r = assay("report", "--failure-modes", "--judge", "judge", "--json", "r.json", "--md", "r.md", "--html", "r.html",
                   cwd=tmp_path, env={"COLUMNS": "300"})
         assert r.returncode == 0, r.stderr
         prompts = [q.json["messages"][-1]["content"] for q in srv.requests]
@@ -73,6 +73,9 @@ def test_failure_modes_are_classified_fenced_cached_and_shared_per_agent(tmp_pat
         assert fm["agents"]["b"]["shares"] == {"arithmetic": 0.5, "unclassified": 0.5}
         assert "failure modes of failed runs (judge judge)" in r.stdout and "50.0% (1)" in r.stdout
         assert "## failure modes (judge judge)" in (tmp_path / "r.md").read_text()
+        html = (tmp_path / "r.html").read_text()
+        assert "Failure modes (judge judge)" in html and "hallucination_or_refusal" in html
+        assert INJECTION not in html  # the agent's text never reaches the page unescaped
         # Cached in the store: the same report again sends nothing.
         again = assay("report", "--failure-modes", "--judge", "judge", "--json", "r2.json", cwd=tmp_path)
         assert again.returncode == 0, again.stderr
