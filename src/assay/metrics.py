@@ -254,7 +254,7 @@ def clipped_mean(values: Iterable[float]) -> float:
 
 _BOOT_CHUNK = 2_000_000  # resampled values drawn per batch, bounds memory for large inputs
 BOOT_COUNTS_FROM = 5000
-"""Above this many values, with at most a tenth of them distinct, `bootstrap_ci` draws each
+"""Above this many values, with at most one in 50 of them distinct, `bootstrap_ci` draws each
 resample's counts of the distinct values (multinomial) instead of n indices: the same
 distribution of resampled means, far less work."""
 
@@ -286,7 +286,7 @@ of each value instead: see `BOOT_COUNTS_FROM`). A single value gives ``(v, v)``;
     rng = np.random.default_rng(seed)
     means = np.empty(resamples, dtype=float)
     uniq, counts = np.unique(arr, return_counts=True)
-    if n > BOOT_COUNTS_FROM and uniq.size * 10 <= n:
+    if n > BOOT_COUNTS_FROM and uniq.size * 50 <= n:
         # A resample's mean depends only on how often it drew each distinct value: those counts
         # are multinomial(n, share of each value), so drawing them is the same bootstrap at
         # O(distinct values) per resample instead of O(n) (100,000 scores on a few levels).

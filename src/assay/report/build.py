@@ -25,6 +25,7 @@ Additions to the SPEC's keys (documented here and in docs):
 
 from __future__ import annotations
 
+import gc
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from typing import Any
@@ -77,13 +78,15 @@ def pass_k(done: list[RunRecord]) -> dict[str, dict[str, float]]:
     if not by_task:
         return {"pass_at_k": {}, "pass_hat_k": {}}
     kmax = min(n for n, _c in by_task.values())
+    # Tasks with the same (epochs, passes) share a curve: one curve per distinct pair.
+    pairs = Counter((n, c) for n, c in by_task.values())
     at = [0.0] * kmax
     hat = [0.0] * kmax
-    for n, c in by_task.values():
+    for (n, c), times in pairs.items():
         for i, v in enumerate(metrics.pass_at_k_curve(n, c)[:kmax]):
-            at[i] += v
+            at[i] += v * times
         for i, v in enumerate(metrics.pass_hat_k_curve(n, c)[:kmax]):
-            hat[i] += v
+            hat[i] += v * times
     t = len(by_task)
     return {"pass_at_k": {str(k + 1): v / t for k, v in enumerate(at)},
             "pass_hat_k": {str(k + 1): v / t for k, v in enumerate(hat)}}
@@ -355,7 +358,17 @@ def build_report(campaign: str | None, runs: Iterable[RunRecord],
     `shared_tasks`: keep, per kind, only the tasks every agent that ran the kind has a done run
     on (`assay report --shared-tasks`); `details`: build the per-run and per-task rows (`runs`,
     `tasks`; left empty when False, for a terminal leaderboard that shows neither)."""
-    runs = list(runs)
+    was_enabled = gc.isenabled()
+    gc.disable()  # building allocates many small objects next to every run: collections would rescan them all
+    try:
+        return _build(campaign, list(runs), labels, skipped, shared_tasks, details)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _build(campaign: str | None, runs: list[RunRecord], labels: list[dict[str, Any]] | None,
+           skipped: list[dict[str, Any]] | None, shared_tasks: bool, details: bool) -> dict[str, Any]:
     sets = task_sets(runs)
     if shared_tasks:
         runs = on_shared_tasks(runs, sets)
