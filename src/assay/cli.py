@@ -225,9 +225,10 @@ def report(
     rep: dict[str, Any] = {}
     targets: list[str | None] = [*chosen] or [None]
     for name in targets:
-        selected = [r for r in st.runs(name) if (not agents or r.key.agent in agents)
+        stored = st.runs(name)  # read once: the store read is the larger half of a big report
+        selected = [r for r in stored if (not agents or r.key.agent in agents)
                     and (kind is None or primary_kind(r.kinds) == kind)]
-        if agents and name is not None and not any(r.key.agent in agents for r in st.runs(name)):
+        if agents and name is not None and not any(r.key.agent in agents for r in stored):
             sys.stderr.write(f"note: campaign {name!r} has no runs of {', '.join(sorted(agents))}\n")
         rep = build_report(name, selected, labels=human_labels, shared_tasks=shared_tasks,
                            details=runs or bool(exports))
