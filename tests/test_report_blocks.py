@@ -158,3 +158,15 @@ def test_bootstrap_of_many_scores_on_few_levels_draws_counts_and_agrees() -> Non
     assert lo == pytest.approx(m - 1.96 * se, abs=0.15 * se) and hi == pytest.approx(m + 1.96 * se, abs=0.15 * se)
     assert metrics.bootstrap_ci(vals, resamples=2000) == (lo, hi)  # deterministic for the seed
     assert fast < 5  # 11 counts per resample, not 60,000 indices
+
+
+def test_html_draws_scenario_levels_per_agent() -> None:
+    from assay.report.html import render_html
+    from tests.test_report_compare import record
+
+    runs = [record(agent, "case/base", 0, level=lv, scenario=(u, 0.1))
+            for agent, shift in (("m", 0.0), ("n", 0.2)) for lv, u in (("L0", 0.9), ("L1", 0.6), ("L3", -2.0 + shift))]
+    html = render_html(build_report("c", runs))
+    svg = html.split('<svg class="plot levels"')[1].split("</svg>")[0]
+    assert svg.count('class="curve level"') == 2 and svg.count("<circle") == 6
+    assert ">L0<" in svg and ">L3<" in svg and "m L3: -1.1" in svg  # S floored at -1, less its contact cost

@@ -182,6 +182,28 @@ def curves_svg(kind: str, name: str, series: list[tuple[str, dict[str, float]]])
     return _svg("curve", parts, f"{kind} {name} per agent")
 
 
+def levels_svg(series: list[tuple[str, dict[str, dict[str, Any]]]]) -> Markup:
+    """Scenario mean S per level (L0 full brief .. L3 discover everything), one line per agent."""
+    levels = sorted({lv for _a, by in series for lv in by})
+    vals = [v["mean_s"] for _a, by in series for v in by.values()]
+    ax = _Axes((-0.5, len(levels) - 0.5), _domain(vals))
+    parts = _frame(ax, "scenario: mean S per level", "level (L0 full brief .. L3 discover everything)", "mean S",
+                   xticks=False)
+    for i, lv in enumerate(levels):
+        parts.append(f'<text class="tick" x="{ax.px(i):.1f}" y="{H - MB + 14}" text-anchor="middle">{escape(lv)}</text>')
+    for j, (agent, by) in enumerate(series):
+        color = COLORS[j % len(COLORS)]
+        pts = [(levels.index(lv), by[lv]["mean_s"]) for lv in levels if lv in by]
+        d = " ".join(f"{'M' if n == 0 else 'L'}{ax.px(x):.1f},{ax.py(y):.1f}" for n, (x, y) in enumerate(pts))
+        parts.append(f'<path class="curve level" d="{d}" stroke="{color}"><title>{escape(agent)}</title></path>')
+        parts += [f'<circle cx="{ax.px(x):.1f}" cy="{ax.py(y):.1f}" r="3" fill="{color}"><title>{escape(agent)} '
+                  f"{escape(levels[x])}: {y:.4g}</title></circle>" for x, y in pts]
+        ly = MT + 4 + 14 * j
+        parts.append(f'<g class="legend"><line x1="{W - MR - 130}" y1="{ly}" x2="{W - MR - 110}" y2="{ly}" '
+                     f'stroke="{color}" stroke-width="2"/>{_label(W - MR - 106, ly + 4, agent, anchor="start")}</g>')
+    return _svg("levels", parts, "scenario mean S per level and agent")
+
+
 def kind_sections(report: dict[str, Any]) -> list[dict[str, Any]]:
     """Per kind present: its plots and the tables of the same numbers (the terminal's columns)."""
     out = []
@@ -199,6 +221,9 @@ def kind_sections(report: dict[str, Any]) -> list[dict[str, Any]]:
             series = [(a["agent"], a[kind][field]) for a in having if a[kind].get(field)]
             if series:
                 plots.append(curves_svg(kind, name, series))
+        leveled = [(a["agent"], a[kind]["levels"]) for a in having if a[kind].get("levels")]
+        if leveled:
+            plots.append(levels_svg(leveled))
         cols = [*KIND_COLUMNS[kind], *COMMON_COLUMNS]
         rows = [[a["agent"], str(len(a[kind].get("tasks", []))), *(f(a[kind]) for _n, f in cols)] for a in having]
         ts = report.get("task_sets", {}).get(kind, {})
