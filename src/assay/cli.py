@@ -200,8 +200,11 @@ def report(
     md_out: Annotated[Path | None, typer.Option("--md", help="write the report as Markdown tables")] = None,
     runs: Annotated[bool, typer.Option("--runs", help="also print every run")] = False,
     labels: Annotated[Path | None, typer.Option("--labels", help="human labels of this campaign's runs (JSON lines: run_id, task_id, item_id, met[, labeller]) for judge-human agreement on the same answers, beside the experts' labels stored from the web app")] = None,
+    shared_tasks: Annotated[bool, typer.Option("--shared-tasks", help="per kind, keep only the tasks every agent that ran the kind finished (a done run), so every block compares the same work")] = False,
+    failure_modes: Annotated[bool, typer.Option("--failure-modes", help="have --judge assign each failed run an error category (OneMillion-Bench's) with a one-line reason; cached in the store")] = False,
+    judge: Annotated[list[str] | None, typer.Option("--judge", help="judge model spec or alias for --failure-modes")] = None,
 ) -> None:
-    """Leaderboard and breakdowns from the store, one report per campaign."""
+    """Leaderboard and per-kind blocks from the store, one report per campaign."""
     from assay.record import KINDS, primary_kind
     from assay.report.build import build_report
     from assay.report.table import leaderboard, runs_table
@@ -226,20 +229,61 @@ def report(
             human_labels = load_labels(labels) + (human_labels or [])
         except InputError as e:
             _fail(e)
+    failure_judge = _failure_judge(failure_modes, judge)
     agents = set(agent or [])
     rep: dict[str, Any] = {}
     targets: list[str | None] = [*chosen] or [None]
     for name in targets:
-        selected = [r for r in st.runs(name) if (not agents or r.key.agent in agents)
+        stored = st.runs(name)  # read once: the store read is the larger half of a big report
+        selected = [r for r in stored if (not agents or r.key.agent in agents)
                     and (kind is None or primary_kind(r.kinds) == kind)]
-        if agents and name is not None and not any(r.key.agent in agents for r in st.runs(name)):
+        if agents and name is not None and not any(r.key.agent in agents for r in stored):
             sys.stderr.write(f"note: campaign {name!r} has no runs of {', '.join(sorted(agents))}\n")
-        rep = build_report(name, selected, labels=human_labels)
+        rep = build_report(name, selected, labels=human_labels, shared_tasks=shared_tasks,
+                           details=runs or bool(exports))
         out.print(leaderboard(rep))
+        if failure_judge is not None:
+            from assay.campaign.failures import failure_modes as classify_failures
+            from assay.report.build import on_shared_tasks
+
+            try:
+                rep["failure_modes"] = asyncio.run(classify_failures(
+                    failure_judge, st, on_shared_tasks(selected) if shared_tasks else selected))
+            except InputError as e:
+                _fail(e)
+        _print_blocks(rep)
         for w in rep["warnings"]:
             sys.stderr.write(f"warning: campaign {name}: {w}\n")
         if runs:
             out.print(runs_table(rep))
+    _write_report_files(rep, json_out, csv_out, md_out, html)
+
+
+def _failure_judge(failure_modes: bool, judge: list[str] | None) -> str | None:
+    """The judge spec of `--failure-modes` (checked now, before any report is built)."""
+    if not failure_modes:
+        if judge:
+            _fail(InputError(None, "--judge", "--judge here is the judge of --failure-modes; pass --failure-modes too"))
+        return None
+    from assay.campaign.failures import check_judge
+
+    try:
+        return check_judge(list(judge or []))
+    except InputError as e:
+        _fail(e)
+
+
+def _print_blocks(rep: dict[str, Any]) -> None:
+    from assay.report.table import failure_table, kind_tables
+
+    for block in kind_tables(rep):
+        out.print(block)
+    if "failure_modes" in rep:
+        out.print(failure_table(rep["failure_modes"]))
+
+
+def _write_report_files(rep: dict[str, Any], json_out: Path | None, csv_out: Path | None, md_out: Path | None,
+                        html: Path | None) -> None:
     if json_out is not None:
         _write_json(json_out, rep)
     if csv_out is not None:

@@ -34,7 +34,9 @@ __all__ = [
     "paired_permutation_p",
     "pareto_front",
     "pass_at_k",
+    "pass_at_k_curve",
     "pass_hat_k",
+    "pass_hat_k_curve",
     "passed",
     "pearson",
     "run_score",
@@ -204,6 +206,36 @@ def pass_hat_k(n: int, c: int, k: int) -> float:
     return float(Fraction(math.comb(c, k), math.comb(n, k)))
 
 
+def pass_at_k_curve(n: int, c: int) -> list[float]:
+    """``[pass_at_k(n, c, k) for k in 1..n]`` in O(n) float steps.
+
+    ``C(n-c, k) / C(n, k) = prod_{i<k} (n-c-i) / (n-i)``: each k's ratio is the previous one's
+    times ``(n-c-k+1) / (n-k+1)``, so the whole curve costs n multiplications (the exact
+    :func:`pass_at_k` builds binomials of n digits for every k: quadratic or worse over a
+    curve). Agrees with :func:`pass_at_k` to float rounding.
+    """
+    if not 0 <= c <= n:
+        raise ValueError(f"need 0 <= c <= n, got n={n}, c={c}")
+    out: list[float] = []
+    ratio = 1.0
+    for k in range(1, n + 1):
+        ratio = 0.0 if n - c < k else ratio * (n - c - k + 1) / (n - k + 1)
+        out.append(1.0 - ratio)
+    return out
+
+
+def pass_hat_k_curve(n: int, c: int) -> list[float]:
+    """``[pass_hat_k(n, c, k) for k in 1..n]`` in O(n): ``prod_{i<k} (c-i) / (n-i)`` step by step."""
+    if not 0 <= c <= n:
+        raise ValueError(f"need 0 <= c <= n, got n={n}, c={c}")
+    out: list[float] = []
+    prod = 1.0
+    for k in range(1, n + 1):
+        prod = 0.0 if c < k else prod * (c - k + 1) / (n - k + 1)
+        out.append(prod)
+    return out
+
+
 # --- statistics --------------------------------------------------------------------------
 
 
@@ -221,6 +253,10 @@ def clipped_mean(values: Iterable[float]) -> float:
 
 
 _BOOT_CHUNK = 2_000_000  # resampled values drawn per batch, bounds memory for large inputs
+BOOT_COUNTS_FROM = 5000
+"""Above this many values, with at most one in 50 of them distinct, `bootstrap_ci` draws each
+resample's counts of the distinct values (multinomial) instead of n indices: the same
+distribution of resampled means, far less work."""
 
 
 def bootstrap_ci(
@@ -230,7 +266,8 @@ def bootstrap_ci(
 
     Draws ``resamples`` resamples with replacement using ``numpy.random.default_rng(seed)``
     and returns the ``(1-level)/2`` and ``(1+level)/2`` percentiles of their means, so the
-    result is deterministic for a seed. A single value gives ``(v, v)``; no values raise
+    result is deterministic for a seed (large inputs with few distinct values draw the counts
+of each value instead: see `BOOT_COUNTS_FROM`). A single value gives ``(v, v)``; no values raise
     ``ValueError``. The interval is widened, if needed, to contain the sample mean (this
     only matters for floating-point rounding on (near-)constant data).
     """
@@ -248,11 +285,21 @@ def bootstrap_ci(
     n = arr.size
     rng = np.random.default_rng(seed)
     means = np.empty(resamples, dtype=float)
-    per_batch = max(1, _BOOT_CHUNK // n)
-    for start in range(0, resamples, per_batch):
-        stop = min(resamples, start + per_batch)
-        idx = rng.integers(0, n, size=(stop - start, n))
-        means[start:stop] = arr[idx].mean(axis=1)
+    uniq, counts = np.unique(arr, return_counts=True)
+    if n > BOOT_COUNTS_FROM and uniq.size * 50 <= n:
+        # A resample's mean depends only on how often it drew each distinct value: those counts
+        # are multinomial(n, share of each value), so drawing them is the same bootstrap at
+        # O(distinct values) per resample instead of O(n) (100,000 scores on a few levels).
+        per_batch = max(1, _BOOT_CHUNK // uniq.size)
+        for start in range(0, resamples, per_batch):
+            stop = min(resamples, start + per_batch)
+            means[start:stop] = rng.multinomial(n, counts / n, size=stop - start) @ uniq / n
+    else:
+        per_batch = max(1, _BOOT_CHUNK // n)
+        for start in range(0, resamples, per_batch):
+            stop = min(resamples, start + per_batch)
+            idx = rng.integers(0, n, size=(stop - start, n))
+            means[start:stop] = arr[idx].mean(axis=1)
     alpha = (1.0 - level) / 2.0
     lo, hi = np.quantile(means, [alpha, 1.0 - alpha])
     # Rounding in the resampled means can step a hair outside the data's range or past the mean.

@@ -8,20 +8,29 @@ Additions to the SPEC's keys (documented here and in docs):
   judge could answer, counted 0); `human_agreement {domain: {pearson_r, p_value,
   raw_agreement, n}}` where a labels file (`--labels`) labels the runs' own answers (see
   `assay.report.agreement`);
-  `pass_at_k`, `pass_hat_k` averaged over tasks;
+  `pass_at_k`, `pass_hat_k` averaged over tasks; in each kind's block `kind_economics`
+  (`cost_usd`, `tokens`, `tokens_per_task`, `cost_per_task`, `score_per_1k_tokens`,
+  `score_per_usd`, `cost_distribution`, `pass_at_k`, `pass_hat_k`), the rubric block's
+  `value {currency: {earned, available}}`, the scenario block's `families`;
 - top level: `tasks`, one row per (agent, task, level, options) with the epochs run, passes,
   mean score, `pass_at_k` and `pass_hat_k` for k = 1..n; `search_delta {agent: delta}`: for
   an agent run both without search (`--search off`) and with it (`local`, `brave` or `native`), the
   mean over the tasks run both ways of (mean score with search - mean score without), and
   `search_deltas {agent: {mode: {delta, tasks, with, without}}}` per search mode; `warnings`:
-  a task run under several contents (hashes) or runs of several harness versions.
+  a task run under several contents (hashes) or runs of several harness versions, and agents
+  that finished different task sets of a kind; `task_sets {kind: {shared, agents, differ,
+  missing}}` and `shared_tasks` (true under `--shared-tasks`); `failure_modes` under
+  `--failure-modes` (`assay.report.failure_modes`).
 """
 
 from __future__ import annotations
 
+import gc
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from typing import Any
+
+import numpy as np
 
 from assay import metrics
 from assay.record import Audit, RunRecord, primary_kind
@@ -58,20 +67,29 @@ def _mean(values: list[float]) -> float | None:
 
 
 def pass_k(done: list[RunRecord]) -> dict[str, dict[str, float]]:
-    """pass@k and pass^k averaged over tasks, for k = 1..10 and k = the smallest epoch count."""
-    by_task: dict[tuple[str, str | None, str], list[bool]] = defaultdict(list)
+    """pass@k and pass^k curves over epochs, k = 1..the smallest epoch count of a task, each k
+    the mean over tasks (task, level, options) of the unbiased estimators. Linear in the runs:
+    each task's curve comes from `metrics.pass_at_k_curve` (one multiplication per k)."""
+    by_task: dict[tuple[str, str | None, str], list[int]] = defaultdict(lambda: [0, 0])
     for r in done:
-        by_task[(r.key.task_id, r.key.level, r.key.options_hash)].append(bool(r.passed))
+        nc = by_task[(r.key.task_id, r.key.level, r.key.options_hash)]
+        nc[0] += 1
+        nc[1] += 1 if r.passed else 0
     if not by_task:
         return {"pass_at_k": {}, "pass_hat_k": {}}
-    kmax = min(len(v) for v in by_task.values())
-    at: dict[str, float] = {}
-    hat: dict[str, float] = {}
-    ks = sorted({*range(1, min(kmax, 10) + 1), kmax})  # 1..10 and the full k
-    for k in ks:
-        at[str(k)] = _mean([metrics.pass_at_k(len(v), sum(v), k) for v in by_task.values()]) or 0.0
-        hat[str(k)] = _mean([metrics.pass_hat_k(len(v), sum(v), k) for v in by_task.values()]) or 0.0
-    return {"pass_at_k": at, "pass_hat_k": hat}
+    kmax = min(n for n, _c in by_task.values())
+    # Tasks with the same (epochs, passes) share a curve: one curve per distinct pair.
+    pairs = Counter((n, c) for n, c in by_task.values())
+    at = [0.0] * kmax
+    hat = [0.0] * kmax
+    for (n, c), times in pairs.items():
+        for i, v in enumerate(metrics.pass_at_k_curve(n, c)[:kmax]):
+            at[i] += v * times
+        for i, v in enumerate(metrics.pass_hat_k_curve(n, c)[:kmax]):
+            hat[i] += v * times
+    t = len(by_task)
+    return {"pass_at_k": {str(k + 1): v / t for k, v in enumerate(at)},
+            "pass_hat_k": {str(k + 1): v / t for k, v in enumerate(hat)}}
 
 
 def task_rows(runs: list[RunRecord]) -> list[dict[str, Any]]:
@@ -88,10 +106,78 @@ def task_rows(runs: list[RunRecord]) -> list[dict[str, Any]]:
         rows.append({
             "agent": agent, "task_id": task_id, "level": level, "search": rs[0].options.get("search", "off"),
             "epochs": n, "passes": c, "mean_score": _mean([averaged(r) for r in rs]),
-            "pass_at_k": {str(k): metrics.pass_at_k(n, c, k) for k in range(1, n + 1)},
-            "pass_hat_k": {str(k): metrics.pass_hat_k(n, c, k) for k in range(1, n + 1)},
+            "pass_at_k": {str(k): v for k, v in enumerate(metrics.pass_at_k_curve(n, c), start=1)},
+            "pass_hat_k": {str(k): v for k, v in enumerate(metrics.pass_hat_k_curve(n, c), start=1)},
         })
     return rows
+
+
+def _tokens(r: RunRecord) -> int:
+    u = r.usage
+    return u.input_tokens + u.output_tokens + u.cache_read_tokens + u.cache_write_tokens
+
+
+def cost_distribution(runs: list[RunRecord]) -> dict[str, Any] | None:
+    """Per-run cost (USD) of the runs whose price is known: min, median, p90, max (numpy's
+    linear percentiles), with how many runs it covers and how many have an unknown cost."""
+    known = [r.usage.cost_usd for r in runs if r.usage.cost_usd is not None]
+    if not known:
+        return None
+    lo, med, p90, hi = (float(x) for x in np.percentile(np.asarray(known, dtype=float), [0, 50, 90, 100]))
+    return {"min": lo, "median": med, "p90": p90, "max": hi, "runs": len(known), "unknown": len(runs) - len(known)}
+
+
+def kind_economics(kind_runs: list[RunRecord], scored: list[RunRecord], headline: float | None) -> dict[str, Any]:
+    """What a kind's block cost: `cost_usd` (its runs, void ones too: they were paid for; null
+    when a price is unknown), `tokens`, `tokens_per_task` and `cost_per_task` (that spend over
+    the tasks the block covers), `score_per_1k_tokens` and `score_per_usd` (the block's
+    headline over the tokens / dollars spent per task; null when nothing was spent or the cost
+    is unknown), `cost_distribution`, and the pass@k / pass^k curves of its scored runs."""
+    n_tasks = len({r.key.task_id for r in scored}) or 1
+    tokens = sum(_tokens(r) for r in kind_runs)
+    costs = [r.usage.cost_usd for r in kind_runs]
+    cost = None if any(c is None for c in costs) else sum(c or 0.0 for c in costs)
+    tpt = tokens / n_tasks
+    cpt = None if cost is None else cost / n_tasks
+    return {
+        "cost_usd": cost, "tokens": tokens, "tokens_per_task": tpt, "cost_per_task": cpt,
+        "score_per_1k_tokens": headline / (tpt / 1000) if headline is not None and tpt > 0 else None,
+        "score_per_usd": headline / cpt if headline is not None and cpt else None,
+        "cost_distribution": cost_distribution(kind_runs),
+        **pass_k(scored),
+    }
+
+
+def rubric_value(scored: list[RunRecord]) -> dict[str, dict[str, float]]:
+    """Value earned vs value available per currency (GDPval): each task's value counts once
+    as available, and as earned times the share of its scored runs (epochs) that passed."""
+    by_task: dict[str, list[RunRecord]] = defaultdict(list)
+    for r in scored:
+        if r.value:
+            by_task[r.key.task_id].append(r)
+    out: dict[str, dict[str, float]] = {}
+    for rs in by_task.values():
+        v = rs[0].value or {}
+        cur = out.setdefault(str(v["currency"]), {"earned": 0.0, "available": 0.0})
+        amount = float(v["amount"])
+        cur["available"] += amount
+        cur["earned"] += amount * sum(1 for r in rs if r.passed) / len(rs)
+    return dict(sorted(out.items()))
+
+
+def scenario_families(scen: list[tuple[RunRecord, Any]]) -> dict[str, dict[str, Any]]:
+    """Per scenario family (the task id before its first `/`): mean S over its variants
+    (tasks), each variant's mean S, and the spread (max - min of the variants' means)."""
+    by: dict[str, dict[str, list[tuple[float, float]]]] = defaultdict(lambda: defaultdict(list))
+    for r, sg in scen:
+        by[r.key.task_id.split("/", 1)[0]][r.key.task_id].append((sg.uplift_adj, sg.contact_cost))
+    out: dict[str, dict[str, Any]] = {}
+    for fam, variants in sorted(by.items()):
+        means = {t: metrics.mean_run_score({t: v}) for t, v in sorted(variants.items())}
+        out[fam] = {"mean_s": metrics.mean_run_score(variants), "variants": means,
+                    "spread": max(means.values()) - min(means.values()),
+                    "runs": sum(len(v) for v in variants.values())}
+    return out
 
 
 def search_deltas(runs: list[RunRecord]) -> dict[str, dict[str, dict[str, Any]]]:
@@ -125,6 +211,10 @@ def agent_summary(agent: str, runs: list[RunRecord], labels: list[dict[str, Any]
     for c in currencies:
         econ.setdefault(c, 0.0)
     costs = [r.usage.cost_usd for r in runs]
+
+    def of_kind(kind: str) -> list[RunRecord]:  # the kind's runs, void ones too (they cost)
+        return [r for r in runs if r.kinds and primary_kind(r.kinds) == kind]
+
     summary: dict[str, Any] = {
         "agent": agent, "runs": len(runs), "void": len(runs) - len(done),
         "pass_rate": _mean([1.0 if r.passed else 0.0 for r in scored]),
@@ -133,8 +223,7 @@ def agent_summary(agent: str, runs: list[RunRecord], labels: list[dict[str, Any]
         "cost_usd": None if any(c is None for c in costs) else sum(c or 0.0 for c in costs),
         "judge_cost_usd": (None if any(r.judge_usage.cost_usd is None for r in runs)
                            else sum(r.judge_usage.cost_usd or 0.0 for r in runs)),  # null: a price is unknown
-        "tokens": sum(r.usage.input_tokens + r.usage.output_tokens + r.usage.cache_read_tokens
-                      + r.usage.cache_write_tokens for r in runs),
+        "tokens": sum(_tokens(r) for r in runs),
         **pass_k(scored),
         # How runs ended: how often a limit (max_turns, max_time, max_usd) or a fault stopped them.
         "end_reasons": dict(sorted(Counter(r.end_reason for r in runs).items())),
@@ -160,7 +249,10 @@ def agent_summary(agent: str, runs: list[RunRecord], labels: list[dict[str, Any]
             "na": sum(rg.na for _r, rg in rubric),
             "audit_removed": sum(_removed(r) for r, _rg in rubric),
             "tasks": _task_ids(r for r, _rg in rubric),
+            "value": rubric_value([r for r, _rg in rubric]),
         }
+        summary["rubric"].update(kind_economics(of_kind("rubric"), [r for r, _rg in rubric],
+                                                summary["rubric"]["expert_score"]))
     judged = judge_summary(runs)
     if judged is not None:
         summary["judge"] = judged
@@ -185,6 +277,7 @@ def agent_summary(agent: str, runs: list[RunRecord], labels: list[dict[str, Any]
             "audit_removed": sum(_removed(r) for r in contract),
             "tasks": _task_ids(contract),
         }
+        summary["contract"].update(kind_economics(of_kind("contract"), contract, summary["contract"]["accuracy"]))
     scen = [(r, r.grade.scenario) for r in scored if r.grade.scenario is not None]
     if scen:
         per_task: dict[str, list[tuple[float, float]]] = defaultdict(list)
@@ -204,7 +297,10 @@ def agent_summary(agent: str, runs: list[RunRecord], labels: list[dict[str, Any]
             # Doing nothing scores S = 0: the share of runs that did worse than that.
             "below_no_op": _mean([1.0 if v < 0 else 0.0 for v in s_vals]),
             **_levels(scen),
+            "families": scenario_families(scen),
         }
+        summary["scenario"].update(kind_economics(of_kind("scenario"), [r for r, _sg in scen],
+                                                  summary["scenario"]["mean_s"]))
     blocks = [(k, summary[k][field]) for k, field in (("rubric", "expert_score"), ("scenario", "mean_s"),
                                                       ("contract", "accuracy")) if k in summary]
     # One headline per agent only when its runs are of one kind: scores of different kinds are
@@ -255,10 +351,27 @@ def _removed(r: RunRecord) -> int:
 
 def build_report(campaign: str | None, runs: Iterable[RunRecord],
                  labels: list[dict[str, Any]] | None = None,
-                 skipped: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+                 skipped: list[dict[str, Any]] | None = None, *,
+                 shared_tasks: bool = False, details: bool = True) -> dict[str, Any]:
     """`labels`: human labels from a labels file (`assay.report.agreement.load_labels`), if any;
-    `skipped`: task files left out by `--skip-invalid` (file, field, reason)."""
-    runs = list(runs)
+    `skipped`: task files left out by `--skip-invalid` (file, field, reason);
+    `shared_tasks`: keep, per kind, only the tasks every agent that ran the kind has a done run
+    on (`assay report --shared-tasks`); `details`: build the per-run and per-task rows (`runs`,
+    `tasks`; left empty when False, for a terminal leaderboard that shows neither)."""
+    was_enabled = gc.isenabled()
+    gc.disable()  # building allocates many small objects next to every run: collections would rescan them all
+    try:
+        return _build(campaign, list(runs), labels, skipped, shared_tasks, details)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _build(campaign: str | None, runs: list[RunRecord], labels: list[dict[str, Any]] | None,
+           skipped: list[dict[str, Any]] | None, shared_tasks: bool, details: bool) -> dict[str, Any]:
+    sets = task_sets(runs)
+    if shared_tasks:
+        runs = on_shared_tasks(runs, sets)
     by_agent: dict[str, list[RunRecord]] = defaultdict(list)
     for r in runs:
         by_agent[r.key.agent].append(r)
@@ -267,16 +380,58 @@ def build_report(campaign: str | None, runs: Iterable[RunRecord],
         "schema": SCHEMA,
         "campaign": campaign,
         "skipped": list(skipped or []),
-        "runs": [run_row(r) for r in runs],
+        "runs": [run_row(r) for r in runs] if details else [],
         "agents": [agent_summary(a, rs, labels) for a, rs in sorted(by_agent.items())],
-        "tasks": task_rows(runs),
+        "tasks": task_rows(runs) if details else [],
         # One number per agent: the local-corpus delta where there is one, else Brave's, else native's.
         "search_delta": {a: (m.get("local") or m.get("brave") or m.get("native") or next(iter(m.values())))["delta"]
                          for a, m in deltas.items()},
         "search_deltas": deltas,
         "pareto": pareto_fronts(by_agent),
-        "warnings": mixing_warnings(runs),
+        "shared_tasks": shared_tasks,
+        "task_sets": sets,
+        "warnings": mixing_warnings(runs) + task_set_warnings(sets, shared_tasks),
     }
+
+
+def task_sets(runs: list[RunRecord]) -> dict[str, dict[str, Any]]:
+    """Per kind, the tasks every agent that ran the kind finished (has a done run on): `shared`
+    (sorted ids), `agents {agent: tasks finished}`, `differ` (true when some agent finished a
+    task another did not) and `missing {agent: [tasks another agent finished and it did not]}`."""
+    done: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    for r in runs:
+        if r.kinds:
+            per_agent = done[primary_kind(r.kinds)]
+            if r.status == "done":
+                per_agent[r.key.agent].add(r.key.task_id)
+            else:
+                per_agent.setdefault(r.key.agent, set())
+    out: dict[str, dict[str, Any]] = {}
+    for kind, per_agent in sorted(done.items()):
+        union = set().union(*per_agent.values())
+        shared = set.intersection(*per_agent.values()) if per_agent else set()
+        out[kind] = {"shared": sorted(shared), "agents": {a: len(t) for a, t in sorted(per_agent.items())},
+                     "differ": shared != union,
+                     "missing": {a: sorted(union - t) for a, t in sorted(per_agent.items()) if union - t}}
+    return out
+
+
+def on_shared_tasks(runs: list[RunRecord], sets: dict[str, dict[str, Any]] | None = None) -> list[RunRecord]:
+    """The runs of the tasks every agent that ran their kind finished (`--shared-tasks`)."""
+    keep = {k: set(v["shared"]) for k, v in (task_sets(runs) if sets is None else sets).items()}
+    return [r for r in runs if not r.kinds or r.key.task_id in keep.get(primary_kind(r.kinds), set())]
+
+
+def task_set_warnings(sets: dict[str, dict[str, Any]], restricted: bool) -> list[str]:
+    out = []
+    for kind, ts in sets.items():
+        if ts["differ"]:
+            counts = ", ".join(f"{a} {n}" for a, n in ts["agents"].items())
+            tail = ("the report keeps only those" if restricted
+                    else "pass --shared-tasks to compare them on those only")
+            out.append(f"{kind}: agents finished different task sets ({counts} tasks; {len(ts['shared'])} "
+                       f"finished by all): {tail}")
+    return out
 
 
 def mixing_warnings(runs: list[RunRecord]) -> list[str]:
@@ -299,12 +454,26 @@ def pareto_fronts(by_agent: dict[str, list[RunRecord]]) -> dict[str, list[dict[s
     (`rubric`, `scenario`, `contract`) and, within a kind, per modality (`contract/text`,
     `contract/multimodal`); when every run is of one kind, `all`, `text` and `multimodal` name
     that kind's fronts too. Agents whose cost is unknown (a price is missing) are left out."""
-    runs = [r for rs in by_agent.values() for r in rs if r.status == "done" and r.score is not None]
-    kinds = sorted({primary_kind(r.kinds) for r in runs})
+    # One pass over the runs: each agent's (cost, score sum, runs) per kind and per kind and modality.
+    sums: dict[tuple[str, str | None], dict[str, list[float]]] = defaultdict(dict)
+    unknown: set[tuple[str, str | None, str]] = set()
+    for agent, rs in sorted(by_agent.items()):
+        for r in rs:
+            if r.status != "done" or r.score is None:
+                continue
+            kind = primary_kind(r.kinds)
+            for scope in ((kind, None), (kind, str(r.task_meta.get("modality", "text")))):
+                acc = sums[scope].setdefault(agent, [0.0, 0.0, 0.0])
+                if r.usage.cost_usd is None:
+                    unknown.add((*scope, agent))
+                acc[0] += r.usage.cost_usd or 0.0
+                acc[1] += averaged(r)
+                acc[2] += 1
+    kinds = sorted({k for k, _m in sums})
     out: dict[str, list[dict[str, Any]]] = {}
     for kind in kinds:
         for modality in (None, "text", "multimodal"):
-            front = _front(by_agent, kind, modality)
+            front = _front(sums.get((kind, modality), {}), {a for k, m, a in unknown if (k, m) == (kind, modality)})
             if front:
                 name = kind if modality is None else f"{kind}/{modality}"
                 out[name] = front
@@ -313,15 +482,10 @@ def pareto_fronts(by_agent: dict[str, list[RunRecord]]) -> dict[str, list[dict[s
     return out
 
 
-def _front(by_agent: dict[str, list[RunRecord]], kind: str, modality: str | None) -> list[dict[str, Any]]:
-    points: list[tuple[float, float]] = []
-    names: list[str] = []
-    for agent, runs in sorted(by_agent.items()):
-        rs = [r for r in runs if r.status == "done" and r.score is not None and primary_kind(r.kinds) == kind
-              and (modality is None or r.task_meta.get("modality", "text") == modality)]
-        if not rs or any(r.usage.cost_usd is None for r in rs):
-            continue
-        points.append((sum(r.usage.cost_usd or 0.0 for r in rs), sum(averaged(r) for r in rs) / len(rs)))
-        names.append(agent)
+def _front(per_agent: dict[str, list[float]], unpriced: set[str]) -> list[dict[str, Any]]:
+    """The Pareto front of the agents' (total cost, mean score) in one scope; agents with an
+    unknown price are left out."""
+    names = [a for a in sorted(per_agent) if a not in unpriced]
+    points = [(per_agent[a][0], per_agent[a][1] / per_agent[a][2]) for a in names]
     return [{"agent": names[i], "cost_usd": points[i][0], "mean_score": points[i][1]}
             for i in metrics.pareto_front(points)]

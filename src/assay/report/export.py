@@ -55,6 +55,21 @@ KIND_BLOCKS: dict[str, list[str]] = {
 }
 """The columns of each kind's block in the Markdown export (the JSON holds every field)."""
 
+COST_COLUMNS = ["tokens_per_task", "cost_per_task", "score_per_1k_tokens", "score_per_usd"]
+"""Each kind's reliability and cost table: these, pass@k / pass^k at k = 1 and the largest k,
+and the per-run cost distribution."""
+
+
+def _curve(c: dict[str, float]) -> str:
+    if not c:
+        return "-"
+    kmax = max(c, key=int)
+    return f"{c['1']:.4g}" + ("" if kmax == "1" else f" (k={kmax}: {c[kmax]:.4g})")
+
+
+def _dist(d: dict[str, Any] | None) -> str:
+    return "-" if d is None else " / ".join(f"{d[k]:.4g}" for k in ("min", "median", "p90", "max"))
+
 
 def write_markdown(report: dict[str, Any], path: Path) -> None:
     """The report as Markdown for papers and pull requests: the agents, one block per kind
@@ -71,6 +86,22 @@ def write_markdown(report: dict[str, Any], path: Path) -> None:
         having.sort(key=lambda a: (-(a[kind][head] if a[kind][head] is not None else float("-inf")), a["agent"]))
         lines += [f"## {kind}", ""]
         lines += _md_table(["agent", *cols], [[a["agent"], *(a[kind].get(c) for c in cols)] for a in having])
+        lines += [f"### {kind} · reliability and cost", ""]
+        lines += _md_table(["agent", "pass@1 (pass@k)", "pass^1 (pass^k)", *COST_COLUMNS,
+                            "cost/run min / median / p90 / max"],
+                           [[a["agent"], _curve(a[kind].get("pass_at_k", {})), _curve(a[kind].get("pass_hat_k", {})),
+                             *(a[kind].get(c) for c in COST_COLUMNS), _dist(a[kind].get("cost_distribution"))]
+                            for a in having])
+        if kind == "rubric" and any(a["rubric"].get("value") for a in having):
+            lines += ["### rubric · value earned vs available", ""]
+            lines += _md_table(["agent", "currency", "value earned", "value available"],
+                               [[a["agent"], cur, v["earned"], v["available"]]
+                                for a in having for cur, v in a["rubric"].get("value", {}).items()])
+        if kind == "scenario" and any(a["scenario"].get("families") for a in having):
+            lines += ["### scenario · families", ""]
+            lines += _md_table(["agent", "family", "mean S", "variants", "spread"],
+                               [[a["agent"], fam, f["mean_s"], len(f["variants"]), f["spread"]]
+                                for a in having for fam, f in a["scenario"].get("families", {}).items()])
         if kind == "rubric":
             tags = sorted({t for a in having for t, v in a["rubric"].get("tags", {}).items() if v is not None})
             if tags:
@@ -81,6 +112,14 @@ def write_markdown(report: dict[str, Any], path: Path) -> None:
             if cells:
                 lines += _md_table(["agent", *cells], [[a["agent"], *(a["contract"]["cells"].get(c) for c in cells)]
                                                       for a in having])
+    fm = report.get("failure_modes")
+    if fm:
+        lines += [f"## failure modes (judge {fm['judge']})", ""]
+        lines += _md_table(["agent", "failed", "category", "runs", "share"],
+                           [[agent, a["failed"], c, n, a["shares"][c]] for agent, a in fm["agents"].items()
+                            for c, n in a["counts"].items()])
+        lines += _md_table(["run", "agent", "task", "category", "reason"],
+                           [[m["run_id"], m["agent"], m["task_id"], m["category"], m["reason"]] for m in fm["runs"]])
     lines += ["## runs", ""]
     lines += _md_table(["run", "task", "agent", "level", "epoch", "status", "end", "score", "passed"],
                        [[r["run_id"], r["task_id"], r["agent"], r["level"], r["epoch"], r["status"], r["end_reason"],

@@ -51,6 +51,115 @@ def leaderboard(report: dict[str, Any]) -> Table:
     return table
 
 
+def _ci_text(ci: list[float] | None) -> str:
+    return "-" if ci is None else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
+
+
+def _usd(v: float | None) -> str:
+    return "-" if v is None else f"${v:.4g}"
+
+
+def _per(v: float | None) -> str:
+    return "-" if v is None else f"{v:.4g}"
+
+
+def _dist(d: dict[str, Any] | None) -> str:
+    return "-" if d is None else " / ".join(f"{d[k]:.4g}" for k in ("min", "median", "p90", "max"))
+
+
+def _curve_end(curve: dict[str, float]) -> str:
+    """pass@k at k = 1 and at the largest k: `0.500 · k=4 0.875`."""
+    if not curve:
+        return "-"
+    kmax = max(curve, key=int)
+    return f"{curve['1']:.3f}" + ("" if kmax == "1" else f" · k={kmax} {curve[kmax]:.3f}")
+
+
+def _value_text(v: dict[str, dict[str, float]]) -> str:
+    return " / ".join(f"{c} {x['earned']:,.0f} of {x['available']:,.0f}" for c, x in v.items()) or "-"
+
+
+KIND_COLUMNS: dict[str, list[tuple[str, Any]]] = {
+    "rubric": [("score", lambda b: _num(b["expert_score"])), ("95% CI", lambda b: _ci_text(b["ci95"])),
+               ("pass rate", lambda b: _pct(b["pass_rate"])), ("NA", lambda b: str(b["na"])),
+               ("value earned of available", lambda b: _value_text(b.get("value", {})))],
+    "scenario": [("mean S", lambda b: _num(b["mean_s"])), ("95% CI", lambda b: _ci_text(b["ci95"])),
+                 ("solved", lambda b: str(b["solved"])), ("uplift (gross)", lambda b: _num(b["uplift_gross"])),
+                 ("contact cost", lambda b: _num(b["contact_cost"])), ("below no-op", lambda b: _pct(b["below_no_op"])),
+                 ("L0→L1 drop", lambda b: _num(b.get("drop_L0_L1"))), ("L1→L3 drop", lambda b: _num(b.get("drop_L1_L3")))],
+    "contract": [("accuracy", lambda b: _num(b["accuracy"])), ("95% CI", lambda b: _ci_text(b["ci95"])),
+                 ("Sat rate", lambda b: _pct(b["sat_rate"])),
+                 ("text", lambda b: _num(b.get("modalities", {}).get("text"))),
+                 ("multimodal", lambda b: _num(b.get("modalities", {}).get("multimodal"))),
+                 ("audit removed", lambda b: str(b["audit_removed"]))],
+}
+"""Each kind's own columns in the terminal; the reliability and cost columns follow them."""
+
+COMMON_COLUMNS: list[tuple[str, Any]] = [
+    ("pass@k", lambda b: _curve_end(b.get("pass_at_k", {}))), ("pass^k", lambda b: _curve_end(b.get("pass_hat_k", {}))),
+    ("tokens/task", lambda b: f"{b['tokens_per_task']:,.0f}" if "tokens_per_task" in b else "-"),
+    ("cost/task", lambda b: _usd(b.get("cost_per_task"))), ("score/1k tok", lambda b: _per(b.get("score_per_1k_tokens"))),
+    ("score/$", lambda b: _per(b.get("score_per_usd"))),
+    ("cost/run min / median / p90 / max", lambda b: _dist(b.get("cost_distribution"))),
+]
+
+
+def _grid(title: str, head: list[str], rows: list[list[str | Text]], left: int = 1) -> Table:
+    """A table whose first `left` columns are text (left-aligned), the rest numbers."""
+    table = Table(title=Text(title))
+    for i, col in enumerate(head):
+        table.add_column(Text(col), justify="left" if i < left else "right", overflow="fold")
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def _block_title(report: dict[str, Any], kind: str, head: str) -> str:
+    ts = report.get("task_sets", {}).get(kind, {})
+    if report.get("shared_tasks"):
+        return f"{kind} · ranked by {head} · the {len(ts.get('shared', []))} tasks every agent finished"
+    if ts.get("differ"):
+        return f"{kind} · ranked by {head} · agents finished different task sets (--shared-tasks compares the shared ones)"
+    return f"{kind} · ranked by {head}"
+
+
+def _detail_tables(kind: str, having: list[dict[str, Any]]) -> list[Table]:
+    """Rubric tags, contract cells, scenario families."""
+    if kind == "rubric":
+        tags = sorted({t for a in having for t, v in a["rubric"]["tags"].items() if v is not None})
+        return [_grid("rubric tags", ["agent", *tags],
+                      [[Text(a["agent"]), *(_num(a["rubric"]["tags"].get(t)) for t in tags)] for a in having])] \
+            if tags else []
+    if kind == "contract":
+        cells = sorted({c for a in having for c in a["contract"].get("cells", {})})
+        return [_grid("contract accuracy per cell (modality/execution)", ["agent", *cells],
+                      [[Text(a["agent"]), *(_num(a["contract"]["cells"].get(c)) for c in cells)] for a in having])] \
+            if cells else []
+    rows: list[list[str | Text]] = [[Text(a["agent"]), Text(fam), _num(f["mean_s"]), str(len(f["variants"])),
+                                     _num(f["spread"]), str(f["runs"])]
+                                    for a in having for fam, f in a["scenario"].get("families", {}).items()]
+    return [_grid("scenario families (spread: best minus worst variant)",
+                  ["agent", "family", "mean S", "variants", "spread", "runs"], rows, left=2)] if rows else []
+
+
+def kind_tables(report: dict[str, Any]) -> list[Table]:
+    """Per kind present, ranked by its own headline (None last): its block, its reliability
+    and cost table, then the rubric tags, the contract cells or the scenario families."""
+    tables: list[Table] = []
+    for kind, head, _label in HEADLINES:
+        having = [a for a in report["agents"] if kind in a]
+        if not having:
+            continue
+        having.sort(key=lambda a: (a[kind][head] is None, -(a[kind][head] or 0.0), a["agent"]))
+        for title, columns in ((_block_title(report, kind, head), KIND_COLUMNS[kind]),
+                               (f"{kind} · reliability and cost", COMMON_COLUMNS)):
+            tables.append(_grid(title, ["agent", "tasks", *(n for n, _f in columns)],
+                                [[Text(a["agent"]), str(len(a[kind].get("tasks", []))),
+                                  *(f(a[kind]) for _n, f in columns)] for a in having]))
+        tables += _detail_tables(kind, having)
+    return tables
+
+
 def runs_table(report: dict[str, Any], limit: int = 200) -> Table:
     table = Table(title="runs")
     for col in ("run", "task", "agent", "level", "ep", "status", "end", "score", "passed"):
@@ -148,3 +257,13 @@ def dry_run_table(rows: list[dict[str, Any]], campaign: str) -> Table:
         table.add_row(Text(r["agent"]), str(r["to_do"]), str(r["done"]), f"{r['input_tokens']:,}",
                       f"{r['output_tokens']:,}", cost, Text("; ".join(r["basis"]) or "-"))
     return table
+
+
+def failure_table(fm: dict[str, Any]) -> Table:
+    """`assay report --failure-modes`: per agent, its failed runs and the share of each error category."""
+    cats = [*fm["categories"], "unclassified"]
+    used = [c for c in cats if any(c in a["counts"] for a in fm["agents"].values())]
+    return _grid(f"failure modes of failed runs (judge {fm['judge']})", ["agent", "failed", *used],
+                 [[Text(agent), str(a["failed"]), *(f"{_pct(a['shares'].get(c, 0.0))} ({a['counts'].get(c, 0)})"
+                                                    for c in used)]
+                  for agent, a in fm["agents"].items()])
