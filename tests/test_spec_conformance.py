@@ -183,11 +183,12 @@ def test_sigint_exits_130_keeps_finished_runs_and_resumes(tmp_path: Path) -> Non
                 break
         time.sleep(1)
         proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=60)
+        _out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 130
+    assert "interrupted" in err and "resume" in err and "Traceback" not in err, err[-2000:]
     r = assay("report", "--json", "after.json", cwd=tmp_path)
     runs = json.loads((tmp_path / "after.json").read_text())["runs"]
     assert [(x["agent"], x["status"]) for x in runs if x["status"] == "done"] == [("reference", "done")]

@@ -130,6 +130,8 @@ def run(
     if json_out is not None:
         _write_json(json_out, report)
     if result.interrupted:
+        err.print(f"[yellow]interrupted: {len(result.records)} finished runs of this command are stored "
+                  "(runs in flight are not); run the same command again to resume[/]")
         raise typer.Exit(130)
     if result.stopped_agents or any(r["status"] == "void" for r in report["runs"]):
         raise typer.Exit(1)
