@@ -73,6 +73,7 @@ def run(
     max_turns: Annotated[int, typer.Option(help="turn limit per run")] = DEFAULTS.max_turns,
     max_minutes: Annotated[float, typer.Option(help="minutes per run (a task's own budget also applies)")] = DEFAULTS.max_minutes,
     max_usd: Annotated[float, typer.Option(help="model spend per run, USD")] = DEFAULTS.max_usd,
+    max_campaign_usd: Annotated[float | None, typer.Option("--max-campaign-usd", help="stop starting new runs once the campaign's spend (agents + judges, runs stored before included) reaches this many USD; runs in flight finish")] = None,
     search: Annotated[str, typer.Option(help="off|native|local|brave: native = a model's own search, local = the task's corpus, brave = the Brave Search API (BRAVE_API_KEY; DareBench tasks that need web_search run with any)")] = "off",
     unsafe_no_sandbox: Annotated[bool, typer.Option("--unsafe-no-sandbox", help="run model/script agents without bubblewrap (recorded on every run)")] = False,
     skip_invalid: Annotated[bool, typer.Option("--skip-invalid", help="list bad task files (file, field, reason) and run the others; they appear in the report's `skipped`")] = False,
@@ -95,7 +96,7 @@ def run(
                      tasks_from=tasks_from, max_turns=max_turns, max_minutes=max_minutes, max_usd=max_usd,
                      search=search, unsafe_no_sandbox=unsafe_no_sandbox, gateway_model=gateway_model,
                      routing=routing, router_model=router_model, skip_invalid=skip_invalid, backend=backend,
-                     ray_address=ray_address)
+                     ray_address=ray_address, max_campaign_usd=max_campaign_usd)
     try:
         prepared = prepare_campaign(req)
     except InputError as e:
@@ -127,13 +128,17 @@ def run(
     left = f"; {result.not_started} left to do (not started)" if result.not_started else ""
     sys.stderr.write(f"{len(result.records)} runs this time, {result.already_done} already done{others}; "
                      f"{result.void} void{left}; store {prepared.store.url}\n")
+    if result.budget_reached is not None:
+        spent = result.spent_before + result.cost_usd
+        sys.stderr.write(f"campaign budget reached: ${spent:.4f} spent of --max-campaign-usd {result.budget_reached:g}; "
+                         "the runs not started stay to do (raise the budget and run the same command again)\n")
     if json_out is not None:
         _write_json(json_out, report)
     if result.interrupted:
         err.print(f"[yellow]interrupted: {len(result.records)} finished runs of this command are stored "
                   "(runs in flight are not); run the same command again to resume[/]")
         raise typer.Exit(130)
-    if result.stopped_agents or any(r["status"] == "void" for r in report["runs"]):
+    if result.stopped_agents or result.budget_reached is not None or any(r["status"] == "void" for r in report["runs"]):
         raise typer.Exit(1)
 
 

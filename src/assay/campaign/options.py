@@ -49,6 +49,8 @@ class RunOptions(BaseModel):
     max_turns: int = DEFAULTS.max_turns
     max_minutes: float = DEFAULTS.max_minutes
     max_usd: float = DEFAULTS.max_usd
+    # Not in result_options(): it decides which runs start, not what a run scores.
+    max_campaign_usd: float | None = None  # stop starting runs once the campaign's spend reaches it
     search: str = "off"
     unsafe_no_sandbox: bool = False
     skip_invalid: bool = False  # bad task files are listed and left out instead of refusing the command
@@ -85,6 +87,9 @@ class RunOptions(BaseModel):
         if self.routing == "llm" and not self.router_model:
             raise InputError(None, "--router-model", "--routing llm needs --router-model SPEC")
         self._check_backend()
+        if self.max_campaign_usd is not None and (not math.isfinite(self.max_campaign_usd)
+                                                  or self.max_campaign_usd <= 0):
+            raise InputError(None, "--max-campaign-usd", "must be a positive, finite number")
         seen: set[str] = set()
         for spec in self.agents:
             if spec in seen:

@@ -11,6 +11,10 @@ a run's lease is released once its record is stored, and all of them on Ctrl-C.
 An agent whose provider refuses its credentials or model name (HTTP 401/403/404) on
 `CREDENTIAL_STOP_AFTER` runs in a row is stopped for the rest of the campaign with one
 message: its remaining runs are not started (they stay to do) and the other agents go on.
+
+With `--max-campaign-usd X`, no new run starts once the campaign's spend (agents and
+judges: the runs stored before this command, plus this command's) reaches X; runs already
+going finish, so the spend can pass X by what they cost. The runs not started stay to do.
 """
 
 from __future__ import annotations
@@ -88,7 +92,9 @@ class CampaignResult:
         self.records: list[RunRecord] = []
         self.already_done = 0
         self.by_others = 0  # runs of this plan another worker finished while this one ran
-        self.not_started = 0  # runs of stopped agents, left to do
+        self.not_started = 0  # runs of stopped agents, or past the campaign budget, left to do
+        self.spent_before = 0.0  # USD of the campaign's runs stored before this command
+        self.budget_reached: float | None = None  # --max-campaign-usd, when it stopped runs from starting
         self.stopped_agents: dict[str, str] = {}  # agent -> why it was stopped
         self.interrupted = False
         self.void = 0
@@ -197,6 +203,8 @@ class _Worker:
             self.result.stopped_agents = dict(self.guard.stopped)
 
     async def everything(self, runs: list[PlannedRun]) -> None:
+        if self.ctx.options.max_campaign_usd is not None:
+            self.result.spent_before = await asyncio.to_thread(self.store.campaign_cost, self.campaign)
         await self.look_for_dead()
         held = await self.wave(runs)
         while held:  # runs other workers hold: wait until they finish them or their lease expires
@@ -226,7 +234,7 @@ class _Worker:
 
     async def one(self, p: PlannedRun) -> Literal["ran", "taken", "stopped"]:
         async with self.sem:
-            if p.key.agent in self.guard.stopped:
+            if p.key.agent in self.guard.stopped or self.over_budget():
                 return "stopped"
             attempt = await asyncio.to_thread(self.store.claim, self.campaign, p.key.digest, self.holder, self.ttl,
                                               self.dead)
@@ -242,6 +250,13 @@ class _Worker:
             self.on_record(rec)
         self.progress.update(self.bar, advance=1, stats=_stats(self.result))
         return "ran"
+
+    def over_budget(self) -> bool:
+        budget = self.ctx.options.max_campaign_usd
+        if budget is None or self.result.spent_before + self.result.cost_usd < budget:
+            return False
+        self.result.budget_reached = budget
+        return True
 
     async def heartbeat(self) -> None:
         while True:

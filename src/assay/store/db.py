@@ -407,6 +407,13 @@ class Store:
             )
             return {d: int(a) for d, a in rows}
 
+    def campaign_cost(self, campaign: str) -> float:
+        """USD spent on the campaign's stored attempts, agents and judges (unknown prices count 0)."""
+        total = 0.0
+        for rec in self.all_attempts(campaign):
+            total += (rec.usage.cost_usd or 0.0) + (rec.judge_usage.cost_usd or 0.0)
+        return total
+
     def all_attempts(self, campaign: str | None = None) -> list[RunRecord]:
         """Every stored attempt, ordered by task_id, agent, level, epoch, then attempt."""
         stmt = select(runs_t.c.record)
