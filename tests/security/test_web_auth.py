@@ -381,6 +381,7 @@ def test_non_loopback_bind_without_sign_in_exits_2(tmp_path: Path) -> None:
         r = assay("serve", "--host", host, "--port", str(_free_port()), "--store", store, cwd=tmp_path, timeout=60)
         assert r.returncode == 2, (host, r.returncode, r.stderr)
         assert "--host" in r.stderr and "assay users add" in r.stderr and "Traceback" not in r.stderr, r.stderr
+        assert not (tmp_path / "store.db").exists()  # refused before anything is written
     r = assay("serve", "--allowed-host", "http://x/", "--store", store, cwd=tmp_path, timeout=60)
     assert r.returncode == 2 and "--allowed-host" in r.stderr and "Traceback" not in r.stderr, r.stderr
 

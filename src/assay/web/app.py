@@ -128,6 +128,10 @@ def create_app(store_url: str, suites: list[Path] | None = None, *, token: str |
     if listen_host.strip("[]") not in ("0.0.0.0", "::", ""):  # a specific address is a name of this server
         hosts.add(check_allowed_host(listen_host))
     tasks: list[Task] = discover(list(suites)) if suites else []
+    if not local and token is None and _no_store_yet(store_url):  # no accounts, and nothing written
+        raise InputError(None, "--host", f"{listen_host} is reachable from other machines, and this server has no "
+                                         "sign-in: add accounts (assay users add NAME) or pass --token TOKEN "
+                                         "(or ASSAY_TOKEN); without either, listen on 127.0.0.1")
     store = Store(store_url)
     if not local and token is None and not has_accounts(store):
         store.close()
@@ -416,6 +420,11 @@ def _local_path(target: str) -> str:
     if not target.startswith("/") or target.startswith("//") or "\\" in target or any(ord(c) < 32 for c in target):
         return "/"
     return target
+
+
+def _no_store_yet(url: str) -> bool:
+    """A SQLite store file that does not exist yet (so it holds no accounts)."""
+    return url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).exists()
 
 
 async def _json_body(request: Request) -> dict[str, Any]:
