@@ -73,6 +73,7 @@ def run(
     max_turns: Annotated[int, typer.Option(help="turn limit per run")] = DEFAULTS.max_turns,
     max_minutes: Annotated[float, typer.Option(help="minutes per run (a task's own budget also applies)")] = DEFAULTS.max_minutes,
     max_usd: Annotated[float, typer.Option(help="model spend per run, USD")] = DEFAULTS.max_usd,
+    response_cache: Annotated[bool, typer.Option("--response-cache", help="keep the agents' model replies in the store under the hash of the full request (and the run's identity, without the campaign); a request answered before makes no model call")] = False,
     max_campaign_usd: Annotated[float | None, typer.Option("--max-campaign-usd", help="stop starting new runs once the campaign's spend (agents + judges, runs stored before included) reaches this many USD; runs in flight finish")] = None,
     search: Annotated[str, typer.Option(help="off|native|local|brave: native = a model's own search, local = the task's corpus, brave = the Brave Search API (BRAVE_API_KEY; DareBench tasks that need web_search run with any)")] = "off",
     unsafe_no_sandbox: Annotated[bool, typer.Option("--unsafe-no-sandbox", help="run model/script agents without bubblewrap (recorded on every run)")] = False,
@@ -96,7 +97,8 @@ def run(
                      tasks_from=tasks_from, max_turns=max_turns, max_minutes=max_minutes, max_usd=max_usd,
                      search=search, unsafe_no_sandbox=unsafe_no_sandbox, gateway_model=gateway_model,
                      routing=routing, router_model=router_model, skip_invalid=skip_invalid, backend=backend,
-                     ray_address=ray_address, max_campaign_usd=max_campaign_usd)
+                     ray_address=ray_address, max_campaign_usd=max_campaign_usd,
+                     response_cache=response_cache)
     try:
         prepared = prepare_campaign(req)
     except InputError as e:

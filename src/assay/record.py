@@ -424,6 +424,12 @@ class RunKey(BaseModel):
         raw = json.dumps(self.model_dump(), sort_keys=True)
         return hashlib.sha256(raw.encode()).hexdigest()[:32]
 
+    @property
+    def cache_salt(self) -> str:
+        """The run's identity without its campaign (the response cache's share of its key):
+        the same work under another campaign name finds the same replies."""
+        return json.dumps(self.model_dump(exclude={"campaign"}), sort_keys=True)
+
 
 class RunRecord(BaseModel):
     schema_version: int = 1

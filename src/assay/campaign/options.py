@@ -51,6 +51,7 @@ class RunOptions(BaseModel):
     max_usd: float = DEFAULTS.max_usd
     # Not in result_options(): it decides which runs start, not what a run scores.
     max_campaign_usd: float | None = None  # stop starting runs once the campaign's spend reaches it
+    response_cache: bool = False  # agents' model replies kept in the store under the full request's hash
     search: str = "off"
     unsafe_no_sandbox: bool = False
     skip_invalid: bool = False  # bad task files are listed and left out instead of refusing the command

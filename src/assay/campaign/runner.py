@@ -33,6 +33,8 @@ from assay.env.workspace import materialise, needs_workspace, new_workspace
 from assay.errors import GraderError, HarnessError, InputError, ProviderError
 from assay.grade.grader import GradeInput, GradeOutcome, grade_run
 from assay.grade.inputs import JudgeService
+from assay.llm import cache as response_cache
+from assay.llm.cache import ResponseCache
 from assay.llm.messages import ImagePart
 from assay.record import VOID_REASONS, Event, Grade, RunRecord, UsageCost, safe_text
 from assay.scenario.lifecycle import ScenarioRun
@@ -201,8 +203,12 @@ class _Run:
 
     async def work(self, env: AgentEnv) -> None:
         assert self.agent is not None
+        cache = (ResponseCache(self.ctx.store, self.planned.key.cache_salt)
+                 if self.ctx.options.response_cache else None)
         try:
-            self.outcome = await asyncio.wait_for(self.agent.run(env), timeout=self.limits.max_minutes * 60 + GRACE_S)
+            with response_cache.activate(cache):
+                self.outcome = await asyncio.wait_for(self.agent.run(env),
+                                                      timeout=self.limits.max_minutes * 60 + GRACE_S)
         except TimeoutError:
             self.outcome = AgentOutcome(end_reason="max_time")
             self.transcript.harness("run exceeded its time limit; graded as the workspace stands")
@@ -217,6 +223,9 @@ class _Run:
         except Exception as e:  # an agent-side bug voids this run; the campaign goes on
             self.outcome = AgentOutcome(end_reason="harness_error", error=f"{type(e).__name__}: {e}")
             self.transcript.error("harness", traceback.format_exc(limit=8))
+        if cache is not None and cache.hits + cache.misses:
+            self.transcript.harness(f"response cache: {cache.hits} of {cache.hits + cache.misses} model replies "
+                                    "came from it")
 
     async def grade(self) -> None:
         task, out = self.planned.task, self.outcome

@@ -20,6 +20,7 @@ import anthropic
 import openai
 
 from assay.errors import ProviderError
+from assay.llm import cache as response_cache
 from assay.llm.messages import Citation, Message, ModelReply, ToolCall, ToolSpec
 
 log = logging.getLogger(__name__)
@@ -152,11 +153,40 @@ class ModelClient(ABC):
         json_mode: bool = False,
         web_search: bool = False,
     ) -> ModelReply:
-        """One model turn. Retries provider faults; raises ProviderError when they persist."""
+        """One model turn. Retries provider faults; raises ProviderError when they persist.
+        With the run's response cache active (`assay.llm.cache`), a request answered before
+        is answered from it, and a new answer is kept."""
         if max_tokens is not None:
             max_tokens = max(1, min(max_tokens, self.max_reply_tokens))
         if temperature is None:
             temperature = self.temperature
+        cache = response_cache.current()
+        if cache is None:
+            return await self._complete_retrying(messages, tools, max_tokens=max_tokens, temperature=temperature,
+                                                 json_mode=json_mode, web_search=web_search)
+        key = cache.key(f"{self.provider}/{self.model}@{getattr(self, 'base_url', None) or ''}", {
+            "messages": [m.model_dump(mode="json") for m in messages],
+            "tools": [t.model_dump(mode="json") for t in tools or []],
+            "max_tokens": max_tokens, "temperature": temperature, "json_mode": json_mode, "web_search": web_search,
+            "max_reply_tokens": self.max_reply_tokens})
+        hit = await asyncio.to_thread(cache.get, key)
+        if hit is not None:
+            return ModelReply.model_validate_json(hit)
+        reply = await self._complete_retrying(messages, tools, max_tokens=max_tokens, temperature=temperature,
+                                              json_mode=json_mode, web_search=web_search)
+        await asyncio.to_thread(cache.put, key, reply.model_dump_json())
+        return reply
+
+    async def _complete_retrying(
+        self,
+        messages: list[Message],
+        tools: list[ToolSpec] | None,
+        *,
+        max_tokens: int | None,
+        temperature: float | None,
+        json_mode: bool,
+        web_search: bool,
+    ) -> ModelReply:
         attempt = 0
         while True:
             self.attempts += 1
