@@ -427,6 +427,53 @@ def serve(
     uvicorn.run(web, host=host, port=port, log_level="warning")
 
 
+export_app = typer.Typer(no_args_is_help=True, help="Write assay tasks in another framework's format.")
+import_app = typer.Typer(no_args_is_help=True, help="Store another framework's results as runs.")
+app.add_typer(export_app, name="export")
+app.add_typer(import_app, name="import")
+
+
+@export_app.command("inspect")
+def export_inspect(
+    paths: Annotated[list[Path], typer.Argument(help="task files or folders (searched recursively)")],
+    out_dir: Annotated[Path, typer.Option("--out", help="folder to write tasks.py, samples.json and manifest.json into")],
+) -> None:
+    """Assay tasks as an Inspect AI task file whose scorer is assay's grader (docs/interop-inspect.md)."""
+    from assay.interop.export import export_inspect as do_export
+
+    try:
+        result = do_export(paths, out_dir)
+    except InputError as e:
+        _fail(e)
+    m = result.manifest
+    for row in m.not_exported:
+        sys.stderr.write(f"not exported: {row.id}: {row.reason}\n")
+    out.print(f"wrote {out_dir / m.task_file}: {len(m.exported)} task(s) as Inspect samples, "
+              f"{len(m.not_exported)} not exportable (listed in {out_dir / 'manifest.json'})")
+    out.print(f"run it: inspect eval {out_dir / m.task_file} --model MODEL; then: assay import inspect LOG")
+
+
+@import_app.command("inspect")
+def import_inspect(
+    logs: Annotated[list[Path], typer.Argument(help="Inspect log files (.eval or .json)")],
+    campaign: Annotated[str, typer.Option(help="campaign to store the runs in")] = DEFAULTS.campaign,
+    store: Annotated[str | None, typer.Option(help="store URL (default sqlite:///.assay/assay.db, or ASSAY_STORE)")] = None,
+) -> None:
+    """Inspect AI logs as runs (one per sample and epoch; agent inspect:MODEL), so assay reports cover them."""
+    from assay.config import load_config, store_url
+    from assay.interop.inspect_import import convert_logs, store_imported
+    from assay.store import Store
+
+    try:
+        url = store_url(store, load_config())
+        converted = convert_logs(logs, campaign)
+        result = store_imported(converted, Store(url), campaign, logs)
+    except InputError as e:
+        _fail(e)
+    out.print(f"{result.added} run(s) stored in campaign {campaign!r} ({result.void} void), "
+              f"{result.already} already there, from {result.samples} sample(s) of {len(logs)} log(s); store {url}")
+
+
 def _version(value: bool) -> None:
     if value:
         sys.stdout.write(f"assay {__version__}\n")
