@@ -453,6 +453,24 @@ def export_inspect(
     out.print(f"run it: inspect eval {out_dir / m.task_file} --model MODEL; then: assay import inspect LOG")
 
 
+def _import(convert: Any, files: list[Path], campaign: str, store: str | None) -> None:
+    """Read and convert every file (a bad one: exit 2, nothing written), then store the new runs."""
+    from assay.config import load_config, store_url
+    from assay.interop.runs import store_imported
+    from assay.store import Store
+
+    try:
+        url = store_url(store, load_config())
+        if not campaign.strip():
+            raise InputError(None, "--campaign", "empty campaign name")
+        result = store_imported(convert(files, campaign), Store(url), campaign, files)
+    except InputError as e:
+        _fail(e)
+    out.print(f"{result.added} run(s) stored in campaign {campaign!r} ({result.void} void), "
+              f"{result.already} already there, from {result.samples} run(s) read in {len(files)} file(s); "
+              f"store {url}")
+
+
 @import_app.command("inspect")
 def import_inspect(
     logs: Annotated[list[Path], typer.Argument(help="Inspect log files (.eval or .json)")],
@@ -460,18 +478,33 @@ def import_inspect(
     store: Annotated[str | None, typer.Option(help="store URL (default sqlite:///.assay/assay.db, or ASSAY_STORE)")] = None,
 ) -> None:
     """Inspect AI logs as runs (one per sample and epoch; agent inspect:MODEL), so assay reports cover them."""
-    from assay.config import load_config, store_url
-    from assay.interop.inspect_import import convert_logs, store_imported
-    from assay.store import Store
+    from assay.interop.inspect_import import convert_logs
 
-    try:
-        url = store_url(store, load_config())
-        converted = convert_logs(logs, campaign)
-        result = store_imported(converted, Store(url), campaign, logs)
-    except InputError as e:
-        _fail(e)
-    out.print(f"{result.added} run(s) stored in campaign {campaign!r} ({result.void} void), "
-              f"{result.already} already there, from {result.samples} sample(s) of {len(logs)} log(s); store {url}")
+    _import(convert_logs, logs, campaign, store)
+
+
+@import_app.command("omb")
+def import_omb(
+    files: Annotated[list[Path], typer.Argument(help="OneMillion-Bench task JSON files holding graded responses")],
+    campaign: Annotated[str, typer.Option(help="campaign to store the runs in")] = "omb",
+    store: Annotated[str | None, typer.Option(help="store URL")] = None,
+) -> None:
+    """OneMillion-Bench grading results (model_response, rubric_auto_score) as runs of agent omb:MODEL."""
+    from assay.interop.upstream import convert_omb
+
+    _import(convert_omb, files, campaign, store)
+
+
+@import_app.command("darebench")
+def import_darebench(
+    files: Annotated[list[Path], typer.Argument(help="DareBench results/*.json files")],
+    campaign: Annotated[str, typer.Option(help="campaign to store the runs in")] = "darebench",
+    store: Annotated[str | None, typer.Option(help="store URL")] = None,
+) -> None:
+    """DareBench results files as runs of agent darebench:MODEL (one per task and grading run)."""
+    from assay.interop.upstream import convert_darebench
+
+    _import(convert_darebench, files, campaign, store)
 
 
 def _version(value: bool) -> None:

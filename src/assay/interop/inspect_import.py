@@ -35,9 +35,9 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from assay import metrics
-from assay.config import load_config
 from assay.errors import InputError
-from assay.llm.prices import Price, cost_usd, lookup_price
+from assay.interop.runs import Imported, ImportResult, model_price, price_overrides, store_imported
+from assay.llm.prices import Price, cost_usd
 from assay.record import (
     KINDS,
     AssistantEvent,
@@ -76,19 +76,6 @@ LETTER_VALUES = {"C": 1.0, "I": 0.0, "P": 0.5, "N": 0.0}
 LIMIT_END = {"message": "max_turns", "time": "max_time", "working": "max_time", "token": "max_usd",
              "cost": "max_usd"}
 """An Inspect sample limit that ended a sample, as assay's end reason (it is graded as it stands)."""
-
-Imported = tuple[RunRecord, list[Event]]
-
-
-class ImportResult(BaseModel):
-    campaign: str
-    logs: list[str]
-    samples: int = 0
-    added: int = 0
-    already: int = 0  # run keys the store (or an earlier log of this import) already holds
-    void: int = 0
-    run_ids: list[str] = Field(default_factory=list)
-
 
 def _inspect_log_module() -> Any:
     try:
@@ -170,18 +157,13 @@ def _usage(mu: ModelUsage) -> Usage:
                  cache_write_tokens=max(0, mu.input_tokens_cache_write or 0))
 
 
-def _price(model: str, overrides: Mapping[str, Price]) -> Price | None:
-    provider, _, name = model.partition("/")
-    return lookup_price(provider, name, overrides) if name else None
-
-
 def _usages(sample: EvalSample, model: str, overrides: Mapping[str, Price]) -> tuple[UsageCost, UsageCost]:
     """(the eval model's usage and cost, every other model's: a model-graded scorer, a judge)."""
     own = UsageCost()
     other = UsageCost()
     for name, mu in (sample.model_usage or {}).items():
         usage = _usage(mu)
-        part = UsageCost.of(usage, cost_usd(usage, _price(name, overrides)))
+        part = UsageCost.of(usage, cost_usd(usage, model_price(name, overrides)))
         if name == model:
             own = own + part
         else:
@@ -289,7 +271,7 @@ def _sample_run(path: Path, i: int, log: EvalLog, sample: EvalSample, campaign: 
                 raise InputError(path, f"samples[{i}].scores.metadata.judge_usage", str(e)) from None
     note = f"imported from Inspect log {path.name}: task {spec.task}, sample {sample.id}, epoch {sample.epoch}"
     events, turns = _events(sample, safe_text(note))
-    price = _price(spec.model, overrides)
+    price = model_price(spec.model, overrides)
     record = RunRecord(
         run_id=uuid.uuid4().hex[:16], key=key, kinds=kinds, harness_version=HARNESS_VERSION, model=spec.model,
         prices=price.model_dump() if price is not None else None, sandbox="none",
@@ -310,33 +292,14 @@ def convert_log(path: Path, campaign: str, overrides: Mapping[str, Price] | None
     log = read_inspect_log(path)
     if log.samples is None:
         raise InputError(path, "samples", "the log holds no samples (was it written with sample logging off?)")
-    prices = dict(overrides) if overrides is not None else {
-        k: Price(**v.model_dump()) for k, v in load_config().prices.items()}
+    prices = dict(overrides) if overrides is not None else price_overrides()
     return [_sample_run(path, i, log, s, campaign, prices) for i, s in enumerate(log.samples)]
 
 
 def convert_logs(paths: list[Path], campaign: str) -> list[Imported]:
     """Every log read and converted (InputError naming the first bad one; nothing stored)."""
-    if not campaign.strip():
-        raise InputError(None, "--campaign", "empty campaign name")
-    overrides = {k: Price(**v.model_dump()) for k, v in load_config().prices.items()}
+    overrides = price_overrides()
     return [run for p in paths for run in convert_log(p, campaign, overrides)]
-
-
-def store_imported(converted: list[Imported], store: Store, campaign: str, paths: list[Path]) -> ImportResult:
-    """Store the converted runs whose keys the campaign does not hold yet."""
-    held = set(store.attempts(campaign))
-    result = ImportResult(campaign=campaign, logs=[str(p) for p in paths], samples=len(converted))
-    for record, events in converted:
-        if record.key.digest in held:
-            result.already += 1
-            continue
-        store.save_run(record, events)
-        held.add(record.key.digest)
-        result.added += 1
-        result.void += record.status == "void"
-        result.run_ids.append(record.run_id)
-    return result
 
 
 def import_inspect(paths: list[Path], store: Store, campaign: str) -> ImportResult:
