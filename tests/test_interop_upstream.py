@@ -5,7 +5,10 @@ own campaign (scores by assay's formulas, usage and cost, void where upstream fa
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -129,3 +132,20 @@ def test_bad_upstream_files_are_refused_and_nothing_is_written(tmp_path: Path) -
     r = assay("import", "omb", str(ungraded), cwd=tmp_path, env=_env())
     assert r.returncode == 2 and "ungraded.json" in r.stderr and "no graded response" in r.stderr
     assert not (tmp_path / ".assay").exists()
+
+
+def test_docs_example_runs(tmp_path: Path) -> None:
+    """docs/interop-upstream.md: its bash block, run as is from a folder holding the docs."""
+    text = (REPO / "docs" / "interop-upstream.md").read_text()
+    shell = text.split("```bash\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "docs").symlink_to(REPO / "docs")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "assay").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m assay.cli "$@"\n')
+    (bin_dir / "assay").chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "ASSAY_"))}
+    env.update(_env(), PATH=f"{bin_dir}:{env.get('PATH', '')}")
+    r = subprocess.run(["bash", "-euo", "pipefail", "-c", shell], cwd=tmp_path, env=env, text=True,
+                       capture_output=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "8 already there" in r.stdout and "omb:model-b" in r.stdout
