@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from assay.errors import InputError
+from assay.interop.inspect_import import convert_logs
 from assay.store import Store
 from tests.helpers import REPO, assay
 
@@ -236,9 +238,10 @@ def test_a_bad_log_is_refused_naming_it_and_nothing_is_written(tmp_path: Path, p
         z.writestr("header.json", "{not json")
     notjson = tmp_path / "log.json"
     notjson.write_text(json.dumps({"hello": "world"}))
-    for bad in (fake, notjson, tmp_path / "missing.eval"):
-        r = assay("import", "inspect", str(bad), cwd=tmp_path, env=_env())
-        assert r.returncode == 2 and bad.name in r.stderr and "Traceback" not in r.stderr, r.stderr
+    for bad in (fake, notjson, tmp_path / "missing.eval"):  # the same reader, in process (each CLI start imports Inspect)
+        with pytest.raises(InputError) as e:
+            convert_logs([Path(good), bad], "default")
+        assert e.value.file == str(bad)
     assert not (tmp_path / ".assay").exists()
 
 
