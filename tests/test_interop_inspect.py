@@ -18,6 +18,7 @@ import pytest
 
 from assay.errors import InputError
 from assay.interop.inspect_import import convert_logs
+from assay.interop.runs import store_imported
 from assay.store import Store
 from tests.helpers import REPO, assay
 
@@ -224,6 +225,16 @@ def test_foreign_inspect_log_values_usage_cost_and_void(tmp_path: Path) -> None:
     assert add.usage.cost_usd == pytest.approx((120 * 2.0 + 30 * 8.0) / 1e6)
     assert boom.status == "void" and boom.end_reason == "harness_error" and "tool server crashed" in (boom.void_reason or "")
     assert boom.score is None
+    # The same log as Inspect's `.json` format: the same runs, so importing it adds nothing.
+    as_json = tmp_path / "same-log.json"
+    inspect_ai.log.write_eval_log(inspect_ai.log.read_eval_log(str(log)), str(as_json))
+    from_json = convert_logs([as_json], "inspect")
+    assert sorted(x.key.digest for x, _ in from_json) == sorted(x.key.digest for x in runs.values())
+    st = Store(f"sqlite:///{tmp_path / '.assay' / 'assay.db'}")
+    try:
+        assert store_imported(from_json, st, "inspect", [as_json]).added == 0
+    finally:
+        st.close()
 
 
 def test_a_bad_log_is_refused_naming_it_and_nothing_is_written(tmp_path: Path, parity: dict[str, Any]) -> None:
