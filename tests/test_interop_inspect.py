@@ -17,10 +17,13 @@ from typing import Any
 import pytest
 
 from assay.errors import InputError
+from assay.interop.export import export_inspect
 from assay.interop.inspect_import import convert_logs
 from assay.interop.runs import store_imported
 from assay.store import Store
-from tests.helpers import REPO, assay
+from tests.e2e.test_rubric_e2e import ANSWER, JUDGE_MODEL, decide_judged, judge_reply, judged_task
+from tests.fakes.openai_server import FakeOpenAIServer
+from tests.helpers import REPO, assay, model_alias
 
 inspect_ai = pytest.importorskip("inspect_ai", reason="the `inspect` extra (pip install -e '.[inspect]')")
 
@@ -60,13 +63,14 @@ def scripted(answers: dict[str, str]) -> Callable[..., ModelOutput]:
 
 
 def run_inspect(task_file: str, cwd: Path, model: str, output: Callable[..., ModelOutput], log_dir: Path,
-                epochs: int = 2) -> Path:
+                epochs: int = 2, task_args: dict[str, Any] | None = None, fail_on_error: bool = True) -> Path:
     """Inspect loads task files by relative path: run it from the export's parent folder."""
     here = Path.cwd()
     os.chdir(cwd)
     try:
         logs = inspect_eval(task_file, model=get_model(model, custom_outputs=output), epochs=epochs,
-                            log_dir=str(log_dir), display="none", max_samples=4)
+                            log_dir=str(log_dir), display="none", max_samples=4, task_args=task_args or {},
+                            fail_on_error=fail_on_error)
     finally:
         os.chdir(here)
     assert logs[0].status == "success", logs[0].error
@@ -276,3 +280,29 @@ def test_docs_example_runs(tmp_path: Path) -> None:
     rep = json.loads((tmp_path / "report.json").read_text())
     assert {a["agent"] for a in rep["agents"]} == {"reference", "inspect:mockllm/model"}
     assert "already there" in r.stdout
+
+
+def test_a_judged_rubric_task_is_judged_by_assays_judge_inside_inspect(tmp_path: Path) -> None:
+    """`-T judge=ALIAS`: the items without a check go to assay's judge (a fake OpenAI server on
+    127.0.0.1), as in an assay run; without a judge the sample errors and imports as void."""
+    task = judged_task(tmp_path)
+    export_inspect([task], tmp_path / "export")
+    with FakeOpenAIServer() as srv:
+        srv.handler = lambda body: judge_reply(body, decide_judged)
+        model_alias(tmp_path, "j", "openai", srv.url, model=JUDGE_MODEL)
+        out = scripted({"What is the answer? Name your source.": ANSWER})
+        log = run_inspect("export/tasks.py", tmp_path, "mockllm/model", out, tmp_path / "logs", epochs=1,
+                          task_args={"judge": "j"})
+        assert len(srv.requests) == 1
+        unjudged = run_inspect("export/tasks.py", tmp_path, "mockllm/model", out, tmp_path / "logs2", epochs=1,
+                               fail_on_error=False)
+    (sample,) = inspect_ai.log.read_eval_log(str(log)).samples or []
+    score = sample.scores["assay_grader"]
+    assert score.value == pytest.approx(0.7) and score.metadata["passed"] is True
+    items = {i["id"]: i for i in score.metadata["grade"]["items"]}
+    assert items["cites"]["hit"] and not items["cites"]["check"] and items["value"]["check"]
+    assert score.metadata["judge_usage"]["output_tokens"] == 50
+    (record, _), = convert_logs([log], "default")
+    assert record.score == pytest.approx(0.7) and record.judge_usage.output_tokens == 50
+    (void, _), = convert_logs([unjudged], "default")
+    assert void.status == "void" and "no judge was given" in (void.void_reason or "")
