@@ -257,6 +257,15 @@ def test_a_bad_log_is_refused_naming_it_and_nothing_is_written(tmp_path: Path, p
         with pytest.raises(InputError) as e:
             convert_logs([Path(good), bad], "default")
         assert e.value.file == str(bad)
+    # A log whose values assay's records refuse (a grade an attacker shaped) is refused the same way.
+    log = inspect_ai.log.read_eval_log(good)
+    assert log.samples
+    log.samples[0].scores["assay_grader"].metadata["grade"] = {"items": "not a list"}
+    forged = tmp_path / "forged.json"
+    inspect_ai.log.write_eval_log(log, str(forged))
+    with pytest.raises(InputError) as e:
+        convert_logs([forged], "default")
+    assert e.value.file == str(forged) and e.value.field == "samples[0]"
     assert not (tmp_path / ".assay").exists()
 
 

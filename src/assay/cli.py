@@ -17,6 +17,9 @@ from assay.errors import InputError
 from assay.version import __version__
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from assay.interop.runs import Imported
     from assay.store import Store
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -453,7 +456,8 @@ def export_inspect(
     out.print(f"run it: inspect eval {out_dir / m.task_file} --model MODEL; then: assay import inspect LOG")
 
 
-def _import(convert: Any, files: list[Path], campaign: str, store: str | None) -> None:
+def _import(convert: Callable[[list[Path], str], list[Imported]], files: list[Path], campaign: str,
+            store: str | None) -> None:
     """Read and convert every file (a bad one: exit 2, nothing written), then store the new runs."""
     from assay.config import load_config, store_url
     from assay.interop.runs import store_imported

@@ -32,7 +32,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from assay import metrics
 from assay.errors import InputError
@@ -293,7 +293,15 @@ def convert_log(path: Path, campaign: str, overrides: Mapping[str, Price] | None
     if log.samples is None:
         raise InputError(path, "samples", "the log holds no samples (was it written with sample logging off?)")
     prices = dict(overrides) if overrides is not None else price_overrides()
-    return [_sample_run(path, i, log, s, campaign, prices) for i, s in enumerate(log.samples)]
+    out: list[Imported] = []
+    for i, s in enumerate(log.samples):
+        try:
+            out.append(_sample_run(path, i, log, s, campaign, prices))
+        except ValidationError as e:  # a value the log controls (a grade, metadata) that assay's records refuse
+            err = e.errors()[0]
+            where = ".".join(str(x) for x in err["loc"])
+            raise InputError(path, f"samples[{i}]", f"{where}: {err['msg']}" if where else err["msg"]) from None
+    return out
 
 
 def convert_logs(paths: list[Path], campaign: str) -> list[Imported]:
