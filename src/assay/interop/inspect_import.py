@@ -124,6 +124,13 @@ def score_value(v: Any) -> float | None:
     return _number(v)
 
 
+class _Value(BaseModel):
+    """A task's value as an export carries it; reports sum `amount` per `currency`."""
+
+    amount: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    currency: str = Field(pattern=r"^[A-Z]{3}$")
+
+
 class _Assay(BaseModel):
     """What a sample exported by `assay export inspect` carries (`assay.interop.export.SampleMeta`)."""
 
@@ -131,8 +138,8 @@ class _Assay(BaseModel):
     assay_task_hash: str
     level: str | None = None
     kinds: list[str]
-    value: dict[str, Any] | None = None
-    task_meta: dict[str, Any] = Field(default_factory=dict)
+    value: _Value | None = None
+    task_meta: dict[str, str | None] = Field(default_factory=dict)
 
 
 def _assay_meta(path: Path, i: int, meta: Mapping[str, Any]) -> _Assay | None:
@@ -277,7 +284,7 @@ def _sample_run(path: Path, i: int, log: EvalLog, sample: EvalSample, campaign: 
         prices=price.model_dump() if price is not None else None, sandbox="none",
         status="void" if void_reason else "done", end_reason=end_reason, void_reason=void_reason,
         score=None if void_reason else value, passed=passed,
-        value=assay.value if assay is not None else None, usage=usage, judge_usage=judge_usage, grade=grade,
+        value=assay.value.model_dump() if assay is not None and assay.value is not None else None, usage=usage, judge_usage=judge_usage, grade=grade,
         final_message=safe_text(sample.output.completion if sample.output is not None else ""), turns=turns,
         started_at=_started(sample, spec.created), duration_s=float(sample.total_time or 0.0),
         options={"source": "inspect", "log": str(path), "eval_id": spec.eval_id, "inspect_run_id": spec.run_id,
