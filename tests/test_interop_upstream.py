@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from assay.interop.runs import store_imported
+from assay.interop.upstream import convert_darebench
 from assay.store import Store
 from tests.helpers import REPO, assay
 
@@ -149,3 +151,22 @@ def test_docs_example_runs(tmp_path: Path) -> None:
                        capture_output=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "8 already there" in r.stdout and "omb:model-b" in r.stdout
+
+
+def test_a_finished_run_replaces_a_void_one_of_the_same_key(tmp_path: Path) -> None:
+    """A later results file where the failed task finished: its run is the key's next attempt."""
+    first = dare_results(tmp_path, "openai/gpt-4o", (1.0, 1.0))
+    data = json.loads(first.read_text())
+    data["tasks"][2] = {**data["tasks"][0], "task_id": "task_advancedif_00"}
+    fixed = tmp_path / "fixed.json"
+    fixed.write_text(json.dumps(data))
+    st = Store(f"sqlite:///{tmp_path / 'assay.db'}")
+    try:
+        assert store_imported(convert_darebench([first], "d"), st, "d", [first]).void == 1
+        again = store_imported(convert_darebench([fixed], "d"), st, "d", [fixed])
+        assert (again.added, again.already, again.void) == (2, 3, 0)  # the two epochs of the fixed task
+        runs = [r for r in st.runs("d") if r.key.task_id == "task_advancedif_00"]
+        assert [(r.status, r.attempt) for r in sorted(runs, key=lambda r: r.key.epoch)] == [("done", 2), ("done", 1)]
+        assert store_imported(convert_darebench([fixed], "d"), st, "d", [fixed]).added == 0
+    finally:
+        st.close()

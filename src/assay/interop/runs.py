@@ -30,15 +30,22 @@ class ImportResult(BaseModel):
 
 
 def store_imported(converted: list[Imported], store: Store, campaign: str, paths: list[Path]) -> ImportResult:
-    """Store the converted runs whose keys the campaign does not hold yet."""
-    held = set(store.attempts(campaign))
+    """Store the converted runs whose keys the campaign does not hold yet; a finished run whose
+    key the campaign holds only as void is stored as the key's next attempt (it replaces the
+    void one in reports, as a re-run on resume does)."""
+    attempts = store.attempts(campaign)
+    done = store.finished_digests(campaign)
     result = ImportResult(campaign=campaign, files=[str(p) for p in paths], samples=len(converted))
     for record, events in converted:
-        if record.key.digest in held:
+        digest = record.key.digest
+        if digest in done or (digest in attempts and record.status != "done"):
             result.already += 1
             continue
+        record.attempt = attempts.get(digest, 0) + 1
         store.save_run(record, events)
-        held.add(record.key.digest)
+        attempts[digest] = record.attempt
+        if record.status == "done":
+            done.add(digest)
         result.added += 1
         result.void += record.status == "void"
         result.run_ids.append(record.run_id)
