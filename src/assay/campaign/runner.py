@@ -77,11 +77,7 @@ def _images(paths: list[Path]) -> list[ImagePart]:
 
 
 def _prompt(planned: PlannedRun) -> str:
-    task = planned.task
-    text = task.brief(planned.level)
-    if task.messages and not text:
-        text = "\n\n".join(f"{m.get('role', 'user')}: {m.get('content', '')}" for m in task.messages)
-    return text
+    return planned.task.prompt_text(planned.level)
 
 
 def _searchable_by_others(path: Path) -> bool:

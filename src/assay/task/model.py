@@ -297,6 +297,14 @@ class Task(BaseModel):
             return self.briefs[level]
         return self.prompt or ""
 
+    def prompt_text(self, level: str | None) -> str:
+        """What the agent is asked: the brief at `level`, else the task's messages as
+        `role: content` paragraphs (the runner's prompt, and an exported Inspect sample's)."""
+        text = self.brief(level)
+        if self.messages and not text:
+            text = "\n\n".join(f"{m.get('role', 'user')}: {m.get('content', '')}" for m in self.messages)
+        return text
+
     def pass_threshold(self) -> float:
         """The task's own threshold, else the kind's pass line (`assay.metrics`)."""
         if self.threshold is not None:

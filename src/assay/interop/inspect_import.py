@@ -1,0 +1,322 @@
+"""`assay import inspect LOG...`: Inspect AI evaluation logs as stored runs.
+
+One run per sample and epoch, in the given campaign, so every assay report (CIs, compare,
+pass^k over epochs, Pareto, cost) covers Inspect evaluations:
+
+- agent `inspect:<the eval's model>` (e.g. `inspect:openai/gpt-4o`), epoch = the sample's epoch;
+- task id: the assay task id a sample exported by `assay export inspect` carries (its runs
+  then pair with assay's own runs of the task in `assay compare`), else `<eval task>/<sample id>`;
+- score: the first scorer's value (a number as is; C/I/P/N as 1/0/0.5/0; a dict or list, the
+  mean of its members), `passed` as assay's grader said (an exported task) or the kind's pass
+  line; a foreign sample is a `contract` run (an answer graded by checks), its scorers' values
+  kept in `grade.checks`;
+- usage: the sample's `model_usage` of the eval's model (other models, e.g. a model-graded
+  scorer's, are `judge_usage`); cost from assay's price table (`assay.toml` `[prices]`, then
+  the built-in list prices), null when the model has no price;
+- a sample with an error is void (`harness_error`, the error as the reason), one with no
+  usable score is void (`grader_error`).
+
+The run key's options hash covers the eval's task, task arguments, solver, model arguments,
+generation config and scorers, so importing the same log again adds nothing, and a log of
+the same eval run differently is a different set of runs. Every log is read and converted
+before anything is written: a log that cannot be read, or holds a malformed value, is
+refused naming the file, and nothing is stored.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, Field, ValidationError
+
+from assay import metrics
+from assay.errors import InputError
+from assay.interop.runs import Imported, ImportResult, model_price, price_overrides, store_imported
+from assay.llm.prices import Price, cost_usd
+from assay.record import (
+    KINDS,
+    AssistantEvent,
+    ContractGrade,
+    EndReason,
+    ErrorEvent,
+    Event,
+    Grade,
+    HarnessEvent,
+    RunKey,
+    RunRecord,
+    SystemEvent,
+    ToolResultEvent,
+    Usage,
+    UsageCost,
+    UserEvent,
+    safe_json,
+    safe_text,
+)
+from assay.store import Store
+from assay.task.hashing import json_digest
+from assay.version import HARNESS_VERSION
+
+if TYPE_CHECKING:
+    from inspect_ai.log import EvalLog, EvalSample
+    from inspect_ai.model import ModelUsage
+    from inspect_ai.scorer import Score
+
+__all__ = ["AGENT_PREFIX", "ImportResult", "convert_log", "convert_logs", "import_inspect", "read_inspect_log",
+           "score_value", "store_imported"]
+
+AGENT_PREFIX = "inspect:"
+LEVELS = ("L0", "L1", "L2", "L3")
+LETTER_VALUES = {"C": 1.0, "I": 0.0, "P": 0.5, "N": 0.0}
+"""Inspect's CORRECT, INCORRECT, PARTIAL and NOANSWER."""
+LIMIT_END = {"message": "max_turns", "time": "max_time", "working": "max_time", "token": "max_usd",
+             "cost": "max_usd"}
+"""An Inspect sample limit that ended a sample, as assay's end reason (it is graded as it stands)."""
+
+def _inspect_log_module() -> Any:
+    try:
+        from inspect_ai import log
+    except ImportError:
+        raise InputError(None, "LOG", "reading Inspect logs needs inspect-ai: pip install -e '.[inspect]'") from None
+    return log
+
+
+def read_inspect_log(path: Path) -> EvalLog:
+    """The log at `path` (`.eval` or `.json`) with its samples; InputError naming the file when it cannot be read."""
+    if not path.is_file():
+        raise InputError(path, None, "no such log file")
+    log = _inspect_log_module()
+    try:
+        return log.read_eval_log(str(path))
+    except Exception as e:  # Inspect raises many kinds (zip, zstd, JSON, validation): each is a bad log
+        raise InputError(path, None, f"not a readable Inspect log: {type(e).__name__}: {e}") from None
+
+
+def _number(v: Any) -> float | None:
+    if isinstance(v, bool):
+        return 1.0 if v else 0.0
+    if isinstance(v, int | float):
+        return float(v) if math.isfinite(v) else None
+    if isinstance(v, str):
+        s = v.strip()
+        if s.upper() in LETTER_VALUES:
+            return LETTER_VALUES[s.upper()]
+        try:
+            f = float(s)
+        except ValueError:
+            return None
+        return f if math.isfinite(f) else None
+    return None
+
+
+def score_value(v: Any) -> float | None:
+    """An Inspect score value as a number: numbers as is, C/I/P/N as 1/0/0.5/0, a dict or a
+    list as the mean of its members that are numbers; None when nothing is a number."""
+    if isinstance(v, Mapping):
+        v = list(v.values())
+    if isinstance(v, list | tuple):
+        nums = [n for n in (_number(x) for x in v) if n is not None]
+        return sum(nums) / len(nums) if nums else None
+    return _number(v)
+
+
+class _Value(BaseModel):
+    """A task's value as an export carries it; reports sum `amount` per `currency`."""
+
+    amount: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    currency: str = Field(pattern=r"^[A-Z]{3}$")
+
+
+class _Assay(BaseModel):
+    """What a sample exported by `assay export inspect` carries (`assay.interop.export.SampleMeta`)."""
+
+    assay_task_id: str
+    assay_task_hash: str
+    level: str | None = None
+    kinds: list[str]
+    value: _Value | None = None
+    task_meta: dict[str, str | None] = Field(default_factory=dict)
+
+
+def _assay_meta(path: Path, i: int, meta: Mapping[str, Any]) -> _Assay | None:
+    if "assay_task_id" not in meta:
+        return None
+    where = f"samples[{i}].metadata"
+    try:
+        got = _Assay.model_validate(dict(meta))
+    except ValueError as e:
+        raise InputError(path, where, f"malformed assay sample metadata: {e}") from None
+    bad = [k for k in got.kinds if k not in KINDS]
+    if not got.kinds or bad:
+        raise InputError(path, f"{where}.kinds", f"not assay kinds: {got.kinds!r}")
+    if got.level is not None and got.level not in LEVELS:
+        raise InputError(path, f"{where}.level", f"unknown level {got.level!r}")
+    return got
+
+
+def _usage(mu: ModelUsage) -> Usage:
+    return Usage(input_tokens=max(0, mu.input_tokens), output_tokens=max(0, mu.output_tokens),
+                 cache_read_tokens=max(0, mu.input_tokens_cache_read or 0),
+                 cache_write_tokens=max(0, mu.input_tokens_cache_write or 0))
+
+
+def _usages(sample: EvalSample, model: str, overrides: Mapping[str, Price]) -> tuple[UsageCost, UsageCost]:
+    """(the eval model's usage and cost, every other model's: a model-graded scorer, a judge)."""
+    own = UsageCost()
+    other = UsageCost()
+    for name, mu in (sample.model_usage or {}).items():
+        usage = _usage(mu)
+        part = UsageCost.of(usage, cost_usd(usage, model_price(name, overrides)))
+        if name == model:
+            own = own + part
+        else:
+            other = other + part
+    return own, other
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return safe_text(content)
+    parts = [getattr(c, "text", None) for c in content or []]
+    return safe_text("\n".join(p for p in parts if isinstance(p, str)))
+
+
+def _events(sample: EvalSample, note: str) -> tuple[list[Event], int]:
+    """The sample's messages as assay transcript events, and the number of model turns."""
+    events: list[Event] = [HarnessEvent(seq=0, t=0.0, note=note)]
+    turns = 0
+    for m in sample.messages:
+        seq = len(events)
+        if m.role == "system":
+            events.append(SystemEvent(seq=seq, t=0.0, content=_text(m.content)))
+        elif m.role == "user":
+            events.append(UserEvent(seq=seq, t=0.0, content=_text(m.content)))
+        elif m.role == "assistant":
+            turns += 1
+            calls = [safe_json({"id": c.id, "name": c.function, "arguments": c.arguments})
+                     for c in (m.tool_calls or [])]
+            events.append(AssistantEvent(seq=seq, t=0.0, content=_text(m.content), tool_calls=calls))
+        elif m.role == "tool":
+            events.append(ToolResultEvent(seq=seq, t=0.0, id=safe_text(m.tool_call_id or ""),
+                                          name=safe_text(m.function or ""), output=_text(m.content)))
+    if sample.error is not None:
+        events.append(ErrorEvent(seq=len(events), t=0.0, source="inspect", reason=safe_text(sample.error.message)))
+    return events, turns
+
+
+def _options_hash(log: EvalLog) -> str:
+    spec = log.eval
+    return json_digest({"inspect": {
+        "task": spec.task, "task_args": spec.task_args, "solver": spec.solver, "solver_args": spec.solver_args,
+        "model": spec.model, "model_args": spec.model_args,
+        "generate": spec.model_generate_config.model_dump(mode="json", exclude_none=True),
+        "scorers": [s.name for s in (log.results.scores if log.results else [])]}})
+
+
+def _started(sample: EvalSample, fallback: str) -> float:
+    for raw in (sample.started_at, fallback):
+        if raw:
+            try:
+                return datetime.fromisoformat(str(raw)).timestamp()
+            except ValueError:
+                continue
+    return 0.0
+
+
+def _grade(scores: Mapping[str, Score], first: Score, assay: _Assay | None, kinds: list[str]) -> Grade:
+    meta = first.metadata or {}
+    if assay is not None and isinstance(meta.get("grade"), dict):
+        return Grade.from_flat(safe_json(meta["grade"]), kinds)
+    checks = {safe_text(name): safe_json(s.value) for name, s in scores.items()}
+    extra = {"inspect": safe_json({"scorer": next(iter(scores)), "answer": first.answer,
+                                   "explanation": first.explanation})}
+    return Grade(contract=ContractGrade(checks=checks, **extra))
+
+
+def _sample_run(path: Path, i: int, log: EvalLog, sample: EvalSample, campaign: str,
+                overrides: Mapping[str, Price]) -> Imported:
+    spec = log.eval
+    assay = _assay_meta(path, i, sample.metadata or {})
+    kinds = assay.kinds if assay is not None else ["contract"]
+    task_id = assay.assay_task_id if assay is not None else f"{spec.task}/{sample.id}"
+    task_hash = assay.assay_task_hash if assay is not None else json_digest(
+        {"task": spec.task, "input": sample.model_dump(mode="json", include={"input", "target", "choices"})})
+    agent = AGENT_PREFIX + spec.model
+    key = RunKey(campaign=campaign, task_id=safe_text(task_id), task_hash=task_hash, agent=safe_text(agent),
+                 level=assay.level if assay is not None else None, epoch=sample.epoch,
+                 options_hash=_options_hash(log))
+    usage, judge_usage = _usages(sample, spec.model, overrides)
+    scores = dict(sample.scores or {})
+    first = next(iter(scores.values()), None)
+    end_reason: EndReason = "finished"
+    if sample.limit is not None:
+        end_reason = LIMIT_END.get(str(sample.limit.type), "finished")  # type: ignore[assignment]
+    void_reason: str | None = None
+    value = score_value(first.value) if first is not None else None
+    if sample.error is not None:
+        end_reason, void_reason = "harness_error", f"Inspect sample error: {safe_text(sample.error.message)[:2000]}"
+    elif first is None:
+        end_reason, void_reason = "grader_error", "the sample has no score"
+    elif value is None:
+        end_reason, void_reason = "grader_error", f"score value {str(first.value)[:200]!r} is not a number"
+    grade = Grade()
+    passed: bool | None = None
+    if void_reason is None and first is not None and value is not None:
+        grade = _grade(scores, first, assay, kinds)
+        said = (first.metadata or {}).get("passed") if assay is not None else None
+        threshold = metrics.SOLVED_THRESHOLD if "scenario" in kinds else metrics.PASS_THRESHOLD
+        passed = said if isinstance(said, bool) else value >= threshold
+        ju = (first.metadata or {}).get("judge_usage") if assay is not None else None
+        if isinstance(ju, dict):
+            try:
+                judge_usage = judge_usage + UsageCost.model_validate(ju)
+            except ValueError as e:
+                raise InputError(path, f"samples[{i}].scores.metadata.judge_usage", str(e)) from None
+    note = f"imported from Inspect log {path.name}: task {spec.task}, sample {sample.id}, epoch {sample.epoch}"
+    events, turns = _events(sample, safe_text(note))
+    price = model_price(spec.model, overrides)
+    record = RunRecord(
+        run_id=uuid.uuid4().hex[:16], key=key, kinds=kinds, harness_version=HARNESS_VERSION, model=spec.model,
+        prices=price.model_dump() if price is not None else None, sandbox="none",
+        status="void" if void_reason else "done", end_reason=end_reason, void_reason=void_reason,
+        score=None if void_reason else value, passed=passed,
+        value=assay.value.model_dump() if assay is not None and assay.value is not None else None, usage=usage, judge_usage=judge_usage, grade=grade,
+        final_message=safe_text(sample.output.completion if sample.output is not None else ""), turns=turns,
+        started_at=_started(sample, spec.created), duration_s=float(sample.total_time or 0.0),
+        options={"source": "inspect", "log": str(path), "eval_id": spec.eval_id, "inspect_run_id": spec.run_id,
+                 "inspect_task": spec.task, "task_args": safe_json(spec.task_args)},
+        task_meta=assay.task_meta if assay is not None else {"source": "inspect", "title": safe_text(spec.task),
+                                                              "modality": "text", "execution": "single-step"})
+    return record, events
+
+
+def convert_log(path: Path, campaign: str, overrides: Mapping[str, Price] | None = None) -> list[Imported]:
+    """Every sample x epoch of the log at `path` as a run record and its events (nothing stored)."""
+    log = read_inspect_log(path)
+    if log.samples is None:
+        raise InputError(path, "samples", "the log holds no samples (was it written with sample logging off?)")
+    prices = dict(overrides) if overrides is not None else price_overrides()
+    out: list[Imported] = []
+    for i, s in enumerate(log.samples):
+        try:
+            out.append(_sample_run(path, i, log, s, campaign, prices))
+        except ValidationError as e:  # a value the log controls (a grade, metadata) that assay's records refuse
+            err = e.errors()[0]
+            where = ".".join(str(x) for x in err["loc"])
+            raise InputError(path, f"samples[{i}]", f"{where}: {err['msg']}" if where else err["msg"]) from None
+    return out
+
+
+def convert_logs(paths: list[Path], campaign: str) -> list[Imported]:
+    """Every log read and converted (InputError naming the first bad one; nothing stored)."""
+    overrides = price_overrides()
+    return [run for p in paths for run in convert_log(p, campaign, overrides)]
+
+
+def import_inspect(paths: list[Path], store: Store, campaign: str) -> ImportResult:
+    """Read and convert every log, then store the runs the campaign does not hold yet."""
+    return store_imported(convert_logs(paths, campaign), store, campaign, paths)

@@ -1,0 +1,273 @@
+"""`assay import omb FILE...` and `assay import darebench FILE...`: results that upstream
+benchmarks publish, as runs of their own campaign, so `assay compare` can set a model run
+here against the published run of the same model (`--against-campaign omb`).
+
+- **OneMillion-Bench** grading results are the task JSON itself, written back by `omb eval`:
+  `model_response.model_response_<i> = {model_name, response_text}` and
+  `rubric_auto_score[<judge>]["rubric_<n>_response_<i>_auto_score"]` (the weight when hit,
+  0 when missed, "NA" when the judge's verdict did not parse). Each response is a run of
+  `omb:<model_name>` on the task (read by assay's own OneMillion-Bench reader, so the task id
+  and hash are those of assay's runs of the same file); a model's responses are its epochs in
+  order. Items are scored by assay's rubric scorer from the first judge's verdicts (hit when
+  the auto score is not 0, NA when it is "NA" or missing).
+- **DareBench** `results/<run_id>_<model>.json`: each task's `grading.runs[j]` is epoch j+1 of
+  `darebench:<model>`, scored `score / max_score`; a task with status `error` is void, one with
+  `timeout` is scored as it stands (`max_time`). The task's usage is split evenly over its runs;
+  cost from assay's price table, null when the model has none.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import uuid
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from assay import fs, metrics
+from assay.errors import InputError
+from assay.grade.rubric import ItemVerdict, score_items
+from assay.interop.runs import Imported, model_price, price_overrides
+from assay.llm.prices import cost_usd
+from assay.record import (
+    AssistantEvent,
+    ContractGrade,
+    EndReason,
+    Event,
+    Grade,
+    HarnessEvent,
+    JudgeInfo,
+    RunKey,
+    RunRecord,
+    Usage,
+    UsageCost,
+    UserEvent,
+    safe_json,
+    safe_text,
+)
+from assay.task.formats.omb import read_omb
+from assay.task.formats.values import apply_found_value_tables
+from assay.task.hashing import json_digest
+from assay.task.model import Task
+from assay.version import HARNESS_VERSION
+
+__all__ = ["convert_darebench", "convert_omb"]
+
+_RESPONSE = re.compile(r"^model_response_(\d+)$")
+
+
+def _load_json(path: Path) -> Any:
+    if not path.is_file():
+        raise InputError(path, None, "no such file")
+    try:
+        return json.loads(fs.read_regular(path))
+    except (OSError, fs.PathError) as e:
+        raise InputError(path, None, f"cannot read: {e}") from None
+    except (ValueError, UnicodeDecodeError) as e:
+        line, col = getattr(e, "lineno", None), getattr(e, "colno", None)
+        raise InputError(path, None, f"does not parse as JSON: {e}", line, col) from None
+
+
+def _task_meta(task: Task) -> dict[str, Any]:
+    return {"domain": task.domain, "subset": task.subset, "language": task.language, "modality": task.modality,
+            "execution": task.execution, "source": task.source, "title": task.title}
+
+
+def _record(key: RunKey, kinds: list[str], *, score: float | None, passed: bool | None, grade: Grade,
+            end_reason: EndReason = "finished", void_reason: str | None = None, model: str | None = None,
+            usage: UsageCost | None = None, final: str = "", value: dict[str, Any] | None = None,
+            task_meta: dict[str, Any] | None = None, options: dict[str, Any] | None = None) -> RunRecord:
+    return RunRecord(
+        run_id=uuid.uuid4().hex[:16], key=key, kinds=kinds, harness_version=HARNESS_VERSION, model=model,
+        sandbox="none", status="void" if void_reason else "done", end_reason=end_reason, void_reason=void_reason,
+        score=None if void_reason else score, passed=None if void_reason else passed, value=value,
+        usage=usage if usage is not None else UsageCost(cost_usd=None), grade=grade, final_message=final,
+        turns=1 if final else 0, options=options or {}, task_meta=task_meta or {})
+
+
+# --------------------------------------------------------------------------- OneMillion-Bench
+
+
+def _omb_verdicts(task: Task, judged: dict[str, Any], i: int) -> dict[str, ItemVerdict]:
+    assert task.rubric is not None
+    out: dict[str, ItemVerdict] = {}
+    for it in task.rubric.items:
+        raw = judged.get(f"rubric_{it.id}_response_{i}_auto_score")
+        num = None if isinstance(raw, bool) or not isinstance(raw, int | float) else float(raw)
+        if isinstance(raw, str) and raw.strip() not in ("", "NA"):
+            try:
+                num = float(raw)
+            except ValueError:
+                num = None
+        na = num is None or not math.isfinite(num)
+        out[it.id] = ItemVerdict(id=it.id, weight=it.weight, tag=it.tag, hit=None if na else num != 0,
+                                 na=na, check=False, reason=f"OneMillion-Bench auto score {raw!r}")
+    return out
+
+
+def _omb_record(path: Path, where: str, rec: dict[str, Any], task: Task, campaign: str) -> list[Imported]:
+    responses = rec.get("model_response")
+    auto = rec.get("rubric_auto_score")
+    if not isinstance(responses, dict) or not responses or not isinstance(auto, dict) or not auto:
+        return []
+    judge = next(iter(auto))
+    judged = auto[judge]
+    if not isinstance(judged, dict):
+        raise InputError(path, f"{where}rubric_auto_score.{judge}", "must be an object of rubric_<n>_response_<i>_auto_score")
+    ordered: list[tuple[int, str, dict[str, Any]]] = []
+    for k, v in responses.items():
+        m = _RESPONSE.match(str(k))
+        if m is None or not isinstance(v, dict):
+            raise InputError(path, f"{where}model_response.{k}", "must be model_response_<i> -> {model_name, response_text}")
+        ordered.append((int(m.group(1)), str(k), v))
+    epochs: dict[str, int] = {}
+    out: list[Imported] = []
+    for i, k, v in sorted(ordered):
+        name, text = v.get("model_name"), v.get("response_text")
+        if not isinstance(name, str) or not name.strip() or not isinstance(text, str):
+            raise InputError(path, f"{where}model_response.{k}", "needs a model_name and a response_text (strings)")
+        agent = safe_text("omb:" + name.strip())
+        epochs[agent] = epochs.get(agent, 0) + 1
+        rubric = score_items(task, _omb_verdicts(task, judged, i))
+        rubric.judge_info = JudgeInfo(judges=[safe_text(str(judge))], answered=sum(not x.na for x in rubric.items),
+                                      na=rubric.na)
+        score = rubric.expert_score
+        key = RunKey(campaign=campaign, task_id=task.id, task_hash=task.content_hash, agent=agent, level=None,
+                     epoch=epochs[agent], options_hash=json_digest({"omb": {"judge": str(judge)}}))
+        final = safe_text(text)
+        record = _record(key, task.kinds, score=score, passed=None if score is None else score >= task.pass_threshold(),
+                         grade=Grade(rubric=rubric), model=safe_text(name.strip()), final=final,
+                         void_reason=None if score is not None else "no positive rubric weight",
+                         end_reason="finished" if score is not None else "grader_error",
+                         value={"amount": task.value.amount, "currency": task.value.currency} if task.value else None,
+                         task_meta=_task_meta(task), options={"source": "omb", "file": str(path), "judge": str(judge)})
+        events: list[Event] = [
+            HarnessEvent(seq=0, t=0.0, note=f"imported from OneMillion-Bench results {path.name} ({k}, judge {judge})"),
+            UserEvent(seq=1, t=0.0, content=task.prompt_text(None)), AssistantEvent(seq=2, t=0.0, content=final)]
+        out.append((record, events))
+    return out
+
+
+def convert_omb(paths: list[Path], campaign: str) -> list[Imported]:
+    """Every graded response of every OneMillion-Bench task file as a run (nothing stored)."""
+    out: list[Imported] = []
+    for path in paths:
+        raw = _load_json(path)
+        tasks = read_omb(path)
+        apply_found_value_tables(tasks, [path])
+        records = raw if isinstance(raw, list) else [raw]
+        if len(records) != len(tasks):
+            raise InputError(path, None, f"{len(records)} records but {len(tasks)} tasks read")
+        runs: list[Imported] = []
+        for idx, (rec, task) in enumerate(zip(records, tasks, strict=True)):
+            where = f"[{idx}]." if isinstance(raw, list) else ""
+            runs += _omb_record(path, where, rec, task, campaign)
+        if not runs:
+            raise InputError(path, "rubric_auto_score", "holds no graded response (model_response and "
+                                                        "rubric_auto_score, as `omb eval` writes them)")
+        out += runs
+    return out
+
+
+# --------------------------------------------------------------------------- DareBench
+
+
+class _Loose(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class _GradingRun(_Loose):
+    score: float
+    max_score: float | None = None
+    grading_type: str | None = None
+    breakdown: dict[str, Any] = Field(default_factory=dict)
+    notes: str | None = None
+
+
+class _Grading(_Loose):
+    runs: list[_GradingRun] = Field(default_factory=list)
+
+
+class _DareUsage(_Loose):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost_usd: float | None = None
+
+
+class _DareTask(_Loose):
+    task_id: str
+    status: str = "success"
+    execution_time: float | None = None
+    usage: _DareUsage = Field(default_factory=_DareUsage)
+    grading: _Grading = Field(default_factory=_Grading)
+    frontmatter: dict[str, Any] = Field(default_factory=dict)
+
+
+class _DareResults(_Loose):
+    model: str
+    executor: str | None = None
+    benchmark_version: str | None = None
+    run_id: str | None = None
+    suite: Any = None
+    tasks: list[_DareTask]
+
+
+def _dare_usage(u: _DareUsage, n: int, price_of: Any) -> UsageCost:
+    usage = Usage(input_tokens=max(0, u.input_tokens) // n, output_tokens=max(0, u.output_tokens) // n,
+                  cache_read_tokens=max(0, u.cache_read_tokens) // n, cache_write_tokens=max(0, u.cache_write_tokens) // n)
+    return UsageCost.of(usage, cost_usd(usage, price_of))
+
+
+def _dare_task(path: Path, res: _DareResults, t: _DareTask, campaign: str, price: Any) -> list[Imported]:
+    agent = safe_text("darebench:" + res.model)
+    ohash = json_digest({"darebench": {"executor": res.executor, "benchmark_version": res.benchmark_version,
+                                       "suite": res.suite}})
+    task_hash = json_digest(t.frontmatter)
+    meta = {"source": "darebench", "title": safe_text(str(t.frontmatter.get("name", t.task_id))),
+            "modality": "text", "execution": "multi-step-with-tools"}
+    opts = {"source": "darebench", "file": str(path), "darebench_run_id": res.run_id}
+    runs: list[_GradingRun | None] = [*t.grading.runs] or [None]
+    out: list[Imported] = []
+    for j, run in enumerate(runs):
+        key = RunKey(campaign=campaign, task_id=safe_text(t.task_id), task_hash=task_hash, agent=agent, level=None,
+                     epoch=j + 1, options_hash=ohash)
+        usage = _dare_usage(t.usage, len(runs), price)
+        note = HarnessEvent(seq=0, t=0.0, note=f"imported from DareBench results {path.name} (task {t.task_id}, run {j + 1})")
+        if t.status == "error" or run is None:
+            why = "DareBench task status error" if t.status == "error" else "DareBench task has no grading run"
+            out.append((_record(key, ["contract"], score=None, passed=None, grade=Grade(), end_reason="harness_error",
+                                void_reason=why, model=res.model, usage=usage, task_meta=meta, options=opts), [note]))
+            continue
+        score = run.score / run.max_score if run.max_score else run.score
+        if not math.isfinite(score):
+            raise InputError(path, f"tasks[{t.task_id}].grading.runs[{j}].score", "not a finite number")
+        grade = Grade(contract=ContractGrade.model_validate({
+            "checks": safe_json(run.breakdown), "judge": {"notes": safe_text(run.notes or "")},
+            "darebench": safe_json({"grading_type": run.grading_type, "score": run.score, "max_score": run.max_score,
+                                    "upstream_cost_usd": t.usage.cost_usd})}))
+        out.append((_record(key, ["contract"], score=score, passed=score >= metrics.PASS_THRESHOLD, grade=grade,
+                            end_reason="max_time" if t.status == "timeout" else "finished", model=res.model,
+                            usage=usage, task_meta=meta, options=opts), [note]))
+    return out
+
+
+def convert_darebench(paths: list[Path], campaign: str) -> list[Imported]:
+    """Every graded run of every DareBench results file as a run (nothing stored)."""
+    overrides = price_overrides()
+    out: list[Imported] = []
+    for path in paths:
+        raw = _load_json(path)
+        try:
+            res = _DareResults.model_validate(raw)
+        except ValidationError as e:
+            err = e.errors()[0]
+            raise InputError(path, ".".join(str(x) for x in err["loc"]) or None, err["msg"]) from None
+        price = model_price(res.model, overrides)
+        for t in res.tasks:
+            out += _dare_task(path, res, t, campaign, price)
+    return out

@@ -1,0 +1,172 @@
+"""`assay import omb` and `assay import darebench`: published upstream results as runs of their
+own campaign (scores by assay's formulas, usage and cost, void where upstream failed), covered by
+`assay report` and `assay compare`; re-importing adds nothing; bad files are refused, nothing written."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from assay.interop.runs import store_imported
+from assay.interop.upstream import convert_darebench
+from assay.store import Store
+from tests.helpers import REPO, assay
+
+OMB = REPO / "tests" / "fixtures" / "omb"
+
+
+def _env() -> dict[str, str]:
+    return {"PYTHONPATH": str(REPO / "src")}
+
+
+def omb_results(tmp_path: Path) -> Path:
+    """case_a.json as `omb eval` writes it back: three responses, one judge (one verdict NA)."""
+    folder = tmp_path / "omb"
+    folder.mkdir()
+    shutil.copy(OMB / "economic_value.md", folder / "economic_value.md")
+    data = json.loads((OMB / "law" / "case_a.json").read_text())
+    data["model_response"] = {
+        "model_response_1": {"model_name": "model-a", "response_text": "Check the lease; withhold rent."},
+        "model_response_2": {"model_name": "model-b", "response_text": "A full answer."},
+        "model_response_3": {"model_name": "model-a", "response_text": "No idea."},
+    }
+    scores = {1: (10, 0, 6, "NA", -5), 2: (10, 8, 6, 3, 0), 3: (0, 0, 0, 0, 0)}
+    data["rubric_auto_score"] = {"example/judge": {f"rubric_{n}_response_{i}_auto_score": v
+                                                   for i, vals in scores.items() for n, v in enumerate(vals, 1)}}
+    path = folder / "case_a.json"
+    path.write_text(json.dumps(data, ensure_ascii=False))
+    return path
+
+
+def dare_results(folder: Path, model: str, scores: tuple[float, float]) -> Path:
+    data: dict[str, Any] = {
+        "model": model, "executor": "openclaw", "benchmark_version": "abc123", "run_id": "r1", "timestamp": 0,
+        "suite": "all", "runs_per_task": 2,
+        "tasks": [
+            {"task_id": "task_finqa_00", "status": "success", "timed_out": False, "execution_time": 12.0,
+             "usage": {"input_tokens": 1000, "output_tokens": 200, "cache_read_tokens": 0, "cache_write_tokens": 0,
+                       "total_tokens": 1200, "cost_usd": 0.01, "request_count": 4},
+             "grading": {"runs": [{"task_id": "task_finqa_00", "score": s, "max_score": 1.0, "grading_type": "hybrid",
+                                   "breakdown": {"answer_written": 1.0}, "notes": "ok"} for s in scores],
+                         "mean": sum(scores) / 2}},
+            {"task_id": "task_logiqa_00", "status": "timeout", "timed_out": True,
+             "usage": {"input_tokens": 10, "output_tokens": 2},
+             "grading": {"runs": [{"task_id": "task_logiqa_00", "score": 1.0, "max_score": 2.0,
+                                   "grading_type": "automated", "breakdown": {"correct": 0.5}}]}},
+            {"task_id": "task_advancedif_00", "status": "error", "usage": {}, "grading": {"runs": []}},
+        ],
+    }
+    path = folder / f"r1_{model.replace('/', '_')}.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_omb_results_become_runs_scored_by_assays_formula(tmp_path: Path) -> None:
+    path = omb_results(tmp_path)
+    r = assay("import", "omb", str(path), cwd=tmp_path, env=_env())
+    assert r.returncode == 0, r.stderr
+    assert "3 run(s) stored in campaign 'omb'" in r.stdout
+    again = assay("import", "omb", str(path), cwd=tmp_path, env=_env())
+    assert "0 run(s) stored" in again.stdout and "3 already there" in again.stdout
+    st = Store(f"sqlite:///{tmp_path / '.assay' / 'assay.db'}")
+    runs = {(x.key.agent, x.key.epoch): x for x in st.runs("omb")}
+    st.close()
+    a1, b1, a2 = runs[("omb:model-a", 1)], runs[("omb:model-b", 1)], runs[("omb:model-a", 2)]
+    assert a1.score == pytest.approx(11 / 27) and a1.passed is False
+    assert b1.score == 1.0 and b1.passed is True and a2.score == 0.0
+    assert a1.grade.rubric is not None and a1.grade.rubric.na == 1
+    assert a1.key.task_id == "9001" and a1.value == {"amount": 1250.0, "currency": "USD"}
+    assert a1.final_message == "Check the lease; withhold rent."
+    r = assay("report", "--campaign", "omb", "--json", "rep.json", cwd=tmp_path, env=_env())
+    assert r.returncode == 0, r.stderr
+    agents = {a["agent"]: a for a in json.loads((tmp_path / "rep.json").read_text())["agents"]}
+    assert agents["omb:model-b"]["economic_value"] == {"USD": 1250.0}
+    r = assay("compare", "omb:model-a", "omb:model-b", "--campaign", "omb", "--json", "cmp.json", cwd=tmp_path,
+              env=_env())
+    assert r.returncode == 0, r.stderr
+    cmp = json.loads((tmp_path / "cmp.json").read_text())
+    assert cmp["overall"]["n"] == 1 and cmp["overall"]["diff"] == pytest.approx(1 - 11 / 27)
+
+
+def test_darebench_results_become_runs_with_usage_cost_and_void(tmp_path: Path) -> None:
+    a = dare_results(tmp_path, "openai/gpt-4o", (0.8, 0.5))
+    b = dare_results(tmp_path, "openai/gpt-4o-mini", (0.9, 0.9))
+    r = assay("import", "darebench", str(a), str(b), cwd=tmp_path, env=_env())
+    assert r.returncode == 0, r.stderr
+    assert "8 run(s) stored in campaign 'darebench' (2 void)" in r.stdout
+    st = Store(f"sqlite:///{tmp_path / '.assay' / 'assay.db'}")
+    runs = {(x.key.agent, x.key.task_id, x.key.epoch): x for x in st.runs("darebench")}
+    st.close()
+    first = runs[("darebench:openai/gpt-4o", "task_finqa_00", 1)]
+    assert (first.score, first.passed, first.kinds) == (0.8, True, ["contract"])
+    assert first.usage.input_tokens == 500 and first.usage.cost_usd == pytest.approx((500 * 2.5 + 100 * 10.0) / 1e6)
+    assert first.grade.contract is not None and first.grade.contract.checks == {"answer_written": 1.0}
+    timeout = runs[("darebench:openai/gpt-4o", "task_logiqa_00", 1)]
+    assert timeout.end_reason == "max_time" and timeout.score == 0.5 and timeout.passed is False
+    void = runs[("darebench:openai/gpt-4o", "task_advancedif_00", 1)]
+    assert void.status == "void" and void.score is None and "error" in (void.void_reason or "")
+    r = assay("compare", "darebench:openai/gpt-4o", "darebench:openai/gpt-4o-mini", "--campaign", "darebench",
+              "--json", "cmp.json", cwd=tmp_path, env=_env())
+    assert r.returncode == 0, r.stderr
+    cmp = json.loads((tmp_path / "cmp.json").read_text())
+    assert cmp["overall"]["n"] == 3 and cmp["overall"]["wins"] == 2
+
+
+def test_bad_upstream_files_are_refused_and_nothing_is_written(tmp_path: Path) -> None:
+    good = dare_results(tmp_path, "openai/gpt-4o", (1.0, 1.0))
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    r = assay("import", "darebench", str(good), str(broken), cwd=tmp_path, env=_env())
+    assert r.returncode == 2 and "broken.json" in r.stderr and "Traceback" not in r.stderr
+    wrong = tmp_path / "wrong.json"
+    wrong.write_text(json.dumps({"model": "m", "tasks": [{"status": "success"}]}))
+    r = assay("import", "darebench", str(wrong), cwd=tmp_path, env=_env())
+    assert r.returncode == 2 and "wrong.json" in r.stderr and "task_id" in r.stderr
+    ungraded = tmp_path / "ungraded.json"
+    shutil.copy(OMB / "economics_and_finance" / "cn_valuation.json", ungraded)
+    r = assay("import", "omb", str(ungraded), cwd=tmp_path, env=_env())
+    assert r.returncode == 2 and "ungraded.json" in r.stderr and "no graded response" in r.stderr
+    assert not (tmp_path / ".assay").exists()
+
+
+def test_docs_example_runs(tmp_path: Path) -> None:
+    """docs/interop-upstream.md: its bash block, run as is from a folder holding the docs."""
+    text = (REPO / "docs" / "interop-upstream.md").read_text()
+    shell = text.split("```bash\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "docs").symlink_to(REPO / "docs")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "assay").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m assay.cli "$@"\n')
+    (bin_dir / "assay").chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "ASSAY_"))}
+    env.update(_env(), PATH=f"{bin_dir}:{env.get('PATH', '')}")
+    r = subprocess.run(["bash", "-euo", "pipefail", "-c", shell], cwd=tmp_path, env=env, text=True,
+                       capture_output=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "8 already there" in r.stdout and "omb:model-b" in r.stdout
+
+
+def test_a_finished_run_replaces_a_void_one_of_the_same_key(tmp_path: Path) -> None:
+    """A later results file where the failed task finished: its run is the key's next attempt."""
+    first = dare_results(tmp_path, "openai/gpt-4o", (1.0, 1.0))
+    data = json.loads(first.read_text())
+    data["tasks"][2] = {**data["tasks"][0], "task_id": "task_advancedif_00"}
+    fixed = tmp_path / "fixed.json"
+    fixed.write_text(json.dumps(data))
+    st = Store(f"sqlite:///{tmp_path / 'assay.db'}")
+    try:
+        assert store_imported(convert_darebench([first], "d"), st, "d", [first]).void == 1
+        again = store_imported(convert_darebench([fixed], "d"), st, "d", [fixed])
+        assert (again.added, again.already, again.void) == (2, 3, 0)  # the two epochs of the fixed task
+        runs = [r for r in st.runs("d") if r.key.task_id == "task_advancedif_00"]
+        assert [(r.status, r.attempt) for r in sorted(runs, key=lambda r: r.key.epoch)] == [("done", 2), ("done", 1)]
+        assert store_imported(convert_darebench([fixed], "d"), st, "d", [fixed]).added == 0
+    finally:
+        st.close()
