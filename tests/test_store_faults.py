@@ -112,3 +112,29 @@ def test_a_read_only_store_is_exit_2(tmp_path: Path, small_disk: Path) -> None:
     assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
     _no_traceback(r)
     assert "store" in r.stderr and ("read" in r.stderr.lower()), r.stderr[-2000:]
+
+
+def test_a_dropped_postgresql_connection_is_replaced(pg_url: str) -> None:
+    """The server ends every connection of the store between two saves (a restart, an idle
+    kill): the next save reconnects instead of failing the campaign."""
+    from sqlalchemy import create_engine, text
+
+    from assay.store import open_store
+    from tests.test_store import make_events, make_record
+
+    store = open_store(pg_url)
+    try:
+        first = make_record()
+        store.save_run(first, make_events(2))
+        name = pg_url.rsplit("/", 1)[1]
+        admin = create_engine(pg_url.rsplit("/", 1)[0] + "/postgres", isolation_level="AUTOCOMMIT")
+        with admin.connect() as c:
+            killed = c.execute(text("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                                    "WHERE datname = :d AND pid <> pg_backend_pid()"), {"d": name}).scalar_one()
+        admin.dispose()
+        assert killed >= 1  # the store's pooled connection was there, and is gone now
+        second = make_record("t2")
+        assert store.save_run(second, make_events(1))
+        assert {r.run_id for r in store.runs()} == {first.run_id, second.run_id}
+    finally:
+        store.close()

@@ -97,6 +97,8 @@ class Store:
                 self._db_path = path.resolve()
                 parsed = parsed.set(database=str(self._db_path))
                 kwargs["connect_args"] = {"check_same_thread": False, "timeout": BUSY_TIMEOUT_MS / 1000}
+        if self._backend == "postgresql":
+            kwargs["pool_pre_ping"] = True  # a connection the server dropped (restart, idle kill) is replaced
         self.engine: Engine = create_engine(parsed, **kwargs)
         if self._backend == "sqlite":
             self._install_sqlite_hooks()
