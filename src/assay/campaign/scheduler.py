@@ -44,6 +44,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from assay.campaign.plan import Plan, PlannedRun
 from assay.campaign.runner import RunContext, execute_run
 from assay.config import settings
+from assay.errors import InputError
 from assay.record import RunRecord
 
 log = logging.getLogger(__name__)
@@ -263,7 +264,7 @@ class _Worker:
             await asyncio.sleep(self.interval)
             try:
                 await asyncio.to_thread(self.store.heartbeat, self.holder)
-            except SQLAlchemyError as e:  # the next beat retries; a lease lost meanwhile is taken over
+            except (SQLAlchemyError, InputError) as e:  # the next beat retries; a lease lost meanwhile is taken over
                 log.warning("lease heartbeat failed (retried in %.1fs): %s", self.interval, e)
 
 

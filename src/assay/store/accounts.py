@@ -53,7 +53,7 @@ def add_account(store: Store, name: str, role: str = "user") -> str:
     if role not in ROLES:
         raise InputError(None, "--role", f"{role!r} is not one of {', '.join(ROLES)}")
     token = secrets.token_urlsafe(32)
-    with store._write_lock, store._writer() as conn, conn.begin():
+    with store.transaction() as conn:
         if conn.execute(select(users_t.c.name).where(users_t.c.name == name)).first() is not None:
             raise InputError(None, "NAME", f"an account named {name!r} already exists in {store.url}")
         conn.execute(users_t.insert().values(name=name, token_sha256=hash_token(token), role=role,
@@ -62,7 +62,7 @@ def add_account(store: Store, name: str, role: str = "user") -> str:
 
 
 def remove_account(store: Store, name: str) -> None:
-    with store._write_lock, store._writer() as conn, conn.begin():
+    with store.transaction() as conn:
         gone = conn.execute(users_t.delete().where(users_t.c.name == name)).rowcount
     if not gone:
         raise InputError(None, "NAME", f"no account named {name!r} in {store.url}")

@@ -20,11 +20,12 @@ SQLite (WAL journal, ``synchronous=NORMAL``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -178,6 +179,18 @@ class Store:
     def _writer(self) -> Connection:
         return self.engine.connect().execution_options(assay_write=True)
 
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Connection]:
+        """One write transaction (all or nothing). A store that stops taking writes (a full
+        disk, a read-only file, a dropped connection) is InputError with the database's reason:
+        the command stops with exit 2, every run stored before is kept, and it can resume."""
+        try:
+            with self._write_lock, self._writer() as conn, conn.begin():
+                yield conn
+        except exc.OperationalError as e:
+            raise InputError(None, "--store", f"cannot write to the store {self.redacted_url}: {db_reason(e)}; "
+                             "every finished run is kept: run the same command again to resume") from None
+
     def _insert(self, table: Any) -> Any:
         if self._backend == "sqlite":
             return sqlite.insert(table)
@@ -227,21 +240,17 @@ class Store:
             {"run_id": run_id, "seq": e.seq, "t": e.t, "kind": e.kind, "data": _dumps(e.data())} for e in events
         ]
         new_campaign = key.campaign not in self._known_campaigns
-        try:
-            with self._write_lock, self._writer() as conn, conn.begin():
-                if record.status == "done" and self._finished(conn, key.campaign, key.digest):
-                    log.warning("run %s not stored: run key %s of campaign %s is already finished (another worker "
-                                "took it over)", record.run_id, key.digest, key.campaign)
-                    return False
-                if new_campaign:
-                    self._ensure_campaign(conn, key.campaign, now)
-                conn.execute(runs_t.insert(), run_row)
-                if event_rows:
-                    conn.execute(events_t.insert(), event_rows)
-                conn.execute(grades_t.insert(), grade_row)
-        except exc.OperationalError as e:  # a full disk, a read-only file, a dropped connection
-            raise InputError(None, "--store", f"cannot write to the store {self.redacted_url}: {db_reason(e)}; "
-                             "every finished run is kept: run the same command again to resume") from None
+        with self.transaction() as conn:
+            if record.status == "done" and self._finished(conn, key.campaign, key.digest):
+                log.warning("run %s not stored: run key %s of campaign %s is already finished (another worker "
+                            "took it over)", record.run_id, key.digest, key.campaign)
+                return False
+            if new_campaign:
+                self._ensure_campaign(conn, key.campaign, now)
+            conn.execute(runs_t.insert(), run_row)
+            if event_rows:
+                conn.execute(events_t.insert(), event_rows)
+            conn.execute(grades_t.insert(), grade_row)
         if new_campaign:
             self._known_campaigns.add(key.campaign)
         return True
@@ -270,7 +279,7 @@ class Store:
         """Insert or replace a judge-cache entry."""
         now = time.time()
         ins = self._insert(judge_cache_t)
-        with self._write_lock, self._writer() as conn, conn.begin():
+        with self.transaction() as conn:
             if ins is not None:
                 stmt = ins.values(key=key, value=value, created_at=now)
                 conn.execute(
@@ -307,7 +316,7 @@ class Store:
         lk = leases_t.c
         where = (lk.campaign == campaign, lk.key_digest == digest)
         run_where = (runs_t.c.campaign == campaign, runs_t.c.key_digest == digest)
-        with self._write_lock, self._writer() as conn, conn.begin():
+        with self.transaction() as conn:
             now = self._clock(conn)
             lease = conn.execute(
                 select(lk.holder, lk.heartbeat_at, lk.ttl_s, lk.attempt).where(*where).with_for_update()
@@ -338,7 +347,7 @@ class Store:
 
     def heartbeat(self, holder: str) -> int:
         """Renew every lease of `holder` in one statement; how many it still holds."""
-        with self._write_lock, self._writer() as conn, conn.begin():
+        with self.transaction() as conn:
             now: ColumnElement[Any] = _pg_now() if self._backend == "postgresql" else literal(time.time())
             res = conn.execute(update(leases_t).where(leases_t.c.holder == holder).values(heartbeat_at=now))
             return int(res.rowcount)
@@ -352,7 +361,7 @@ class Store:
             if not digests:
                 return
             stmt = stmt.where(leases_t.c.key_digest.in_(list(digests)))
-        with self._write_lock, self._writer() as conn, conn.begin():
+        with self.transaction() as conn:
             conn.execute(stmt)
 
     def leases(self, campaign: str) -> dict[str, tuple[str, int]]:

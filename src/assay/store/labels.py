@@ -33,7 +33,7 @@ def save_labels(store: Store, run_id: str, task_id: str, labeller: str, items: l
     """Store `labeller`'s labels of these items of the run (replacing their earlier ones), at once."""
     now = time.time()
     t = expert_labels_t
-    with store._write_lock, store._writer() as conn, conn.begin():
+    with store.transaction() as conn:
         for it in items:
             conn.execute(t.delete().where(t.c.run_id == run_id, t.c.item_id == it.item_id, t.c.labeller == labeller))
             conn.execute(t.insert().values(run_id=run_id, item_id=it.item_id, labeller=labeller, task_id=task_id,
