@@ -12,12 +12,10 @@ from pathlib import Path
 import pytest
 
 from assay.store import Store
+from tests.browser import CHROMIUM, chromium
 from tests.helpers import assay
 from tests.test_report_blocks import run, synthetic
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
 LONG = "an-agent-with-a-very-long-name-that-would-overlap-its-neighbours"
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
@@ -47,16 +45,8 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def browser(reports: dict[str, Path]) -> Iterator[object]:
-    home = reports["c"].parent / "browser-home"
-    home.mkdir()
-    env = {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "XDG_CACHE_HOME": str(home / ".cache"),
-           "PATH": "/usr/bin:/bin"}
-    with sync_api.sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS, env=env)
-        try:
-            yield b
-        finally:
-            b.close()
+    with chromium(reports["c"].parent / "browser-home") as b:
+        yield b
 
 
 def _open(browser: object, path: Path) -> tuple[object, list[str]]:

@@ -21,11 +21,8 @@ from pathlib import Path
 import pytest
 
 from assay.env.sandbox import bwrap_available
+from tests.browser import CHROMIUM, chromium
 from tests.helpers import answer_task, assay
-
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
 pytestmark = [
@@ -91,17 +88,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object]
 
 @pytest.fixture(scope="module")
 def browser(site: dict[str, object]) -> Iterator[object]:
-    tmp = Path(str(site["tmp"]))
-    home = tmp / "browser-home"
-    home.mkdir()
-    env = {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "XDG_CACHE_HOME": str(home / ".cache"),
-           "PATH": "/usr/bin:/bin"}
-    with sync_api.sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS, env=env)
-        try:
-            yield b
-        finally:
-            b.close()
+    with chromium(Path(str(site["tmp"])) / "browser-home") as b:
+        yield b
 
 
 def test_leaderboard_and_run_viewer(site: dict[str, object], browser: object) -> None:
