@@ -65,3 +65,13 @@ def report(cwd: Path, *extra: str) -> dict[str, Any]:
     r = assay("report", "--json", str(out), *extra, cwd=cwd)
     assert r.returncode == 0, r.stderr
     return json.loads(out.read_text())
+
+
+def stop_process(proc: subprocess.Popen[Any], timeout: float = 10) -> None:
+    """End a server a test started (SIGTERM, then SIGKILL after `timeout` seconds) and reap it."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

@@ -21,7 +21,7 @@ import pytest
 from assay.env.sandbox import bwrap_available
 from tests.browser import CHROMIUM, chromium
 from tests.e2e.test_web import _free_port
-from tests.helpers import answer_task, assay
+from tests.helpers import answer_task, assay, stop_process
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
 pytestmark = [
@@ -58,12 +58,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object]
             time.sleep(0.2)
         yield {"base": base, "tmp": tmp, "token": added.stdout.strip()}
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, timeout=20)
         log.close()
 
 

@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import stop_process
 from tests.security._cases import answer_task
 from tests.security._support import bwrap_ok, reap, shadow_line, workdir
 
@@ -63,12 +64,7 @@ def serve(tag: str) -> Iterator[dict[str, Any]]:
                 time.sleep(0.2)
             yield {"base": base, "cwd": wd, "proc": proc, "port": port}
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop_process(proc, timeout=10)
             log.close()
             reap(str(wd))
 

@@ -30,7 +30,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.helpers import answer_task, assay
+from tests.helpers import answer_task, assay, stop_process
 from tests.security._support import bwrap_ok, reap, workdir
 
 pytestmark = pytest.mark.skipif(not bwrap_ok(), reason="bubblewrap is not installed")
@@ -83,12 +83,7 @@ def serve(wd: Path, store: str, *extra: str) -> Iterator[dict[str, Any]]:
             time.sleep(0.2)
         yield {"base": base, "port": port, "proc": proc}
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, timeout=10)
         log.close()
 
 
