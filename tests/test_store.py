@@ -269,9 +269,10 @@ def test_migrations_idempotent(store_url: str) -> None:
     s2.migrate()  # explicit second upgrade is a no-op too
     assert s2.get_run(rec.run_id) == rec
     with s2.engine.connect() as c:
-        assert c.execute(text("select version_num from alembic_version")).scalars().all() == ["0003"]
+        assert c.execute(text("select version_num from alembic_version")).scalars().all() == ["0004"]
         names = set(inspect(c).get_table_names())
-    assert {"campaigns", "runs", "events", "grades", "judge_cache", "leases", "users", "expert_labels", "alembic_version"} <= names
+    assert {"campaigns", "runs", "events", "grades", "judge_cache", "leases", "users", "expert_labels", "play_sessions", "web_signins",
+            "alembic_version"} <= names
     s2.close()
 
 

@@ -174,4 +174,4 @@ def test_a_store_of_the_previous_schema_is_migrated_with_its_runs(store_url: str
         assert s.claim("c", "k1", "A", 30) is None
         assert s.claim("c", "k2", "A", 30) == 1
         with s.engine.connect() as conn:
-            assert conn.execute(text("select version_num from alembic_version")).scalar_one() == "0003"
+            assert conn.execute(text("select version_num from alembic_version")).scalar_one() == "0004"

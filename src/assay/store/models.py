@@ -159,3 +159,41 @@ class ExpertLabel(Base):
 
 
 expert_labels_t: Table = ExpertLabel.__table__  # type: ignore[assignment]
+
+
+class PlaySessionRow(Base):
+    """A human play session of the web app (`assay.store.play`): enough to pick it up again."""
+
+    __tablename__ = "play_sessions"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    owner: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    name: Mapped[str] = mapped_column(String(64), nullable=False)
+    task_id: Mapped[str] = mapped_column(String(300), nullable=False)
+    level: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    campaign: Mapped[str] = mapped_column(String(200), nullable=False)
+    epoch: Mapped[int] = mapped_column(Integer, nullable=False)
+    state: Mapped[str] = mapped_column(String(16), nullable=False, index=True)
+    actions: Mapped[str] = mapped_column(Text, nullable=False)  # JSON list of recorded actions
+    run_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    created_at: Mapped[float] = mapped_column(Float, nullable=False)
+    updated_at: Mapped[float] = mapped_column(Float, nullable=False)
+
+
+play_sessions_t: Table = PlaySessionRow.__table__  # type: ignore[assignment]
+
+
+class WebSignin(Base):
+    """A browser sign-in of the web app: the SHA-256 of its cookie value, never the value."""
+
+    __tablename__ = "web_signins"
+
+    sid_sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), nullable=False)
+    role: Mapped[str] = mapped_column(String(16), nullable=False)
+    csrf: Mapped[str] = mapped_column(String(64), nullable=False)
+    account: Mapped[bool] = mapped_column(Boolean, nullable=False)
+    expires: Mapped[float] = mapped_column(Float, nullable=False)
+
+
+web_signins_t: Table = WebSignin.__table__  # type: ignore[assignment]
