@@ -483,15 +483,15 @@ def serve(
     """The web app: leaderboard, run viewer, JSON API, and human play (human:NAME) on --suite tasks.
 
     With a token or accounts, every page and API call needs sign-in (docs/web.md)."""
-    import uvicorn
-
     from assay.config import load_config, settings, store_url
     from assay.web.app import create_app
+    from assay.web.ops import run_server
 
     try:
         url = store_url(store, load_config())
         token = token if token is not None else settings().web_token
-        web = create_app(url, suite or None, token=token, allowed_hosts=allowed_host or [], listen_host=host)
+        web = create_app(url, suite or None, token=token, allowed_hosts=allowed_host or [], listen_host=host,
+                         request_log=sys.stderr)
     except InputError as e:
         _fail(e)
     try:
@@ -501,8 +501,11 @@ def serve(
     if token is not None and len(token) < 16:
         sys.stderr.write("warning: --token is shorter than 16 characters; anyone who can reach the server may guess it\n")
     shown = f"[{host}]" if ":" in host else host
-    err.print(f"assay web app on http://{shown}:{port}/ (store {url}); Ctrl-C to stop")
-    uvicorn.run(web, host=host, port=port, log_level="warning")
+    err.print(f"assay web app on http://{shown}:{port}/ (store {url}); health at /healthz; Ctrl-C or SIGTERM stops it "
+              "(play sessions resume at the next start)")
+    stopped_by = run_server(web, host, port)
+    if stopped_by is not None:
+        err.print(f"assay web app stopped ({stopped_by}); play sessions in flight resume at the next start")
 
 
 def _check_port_free(host: str, port: int) -> None:

@@ -15,10 +15,11 @@ from __future__ import annotations
 import datetime
 import json
 import math
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 from urllib.parse import parse_qs, quote
 
 import jinja2
@@ -35,6 +36,7 @@ from assay.store.labels import MAX_NOTE_CHARS, ItemLabel, labels_of_run, save_la
 from assay.task.discover import discover
 from assay.task.model import Task
 from assay.web.human import DEFAULT_CAMPAIGN, PlayError, PlayManager, PlaySession, playable
+from assay.web.ops import HEALTH_PATH, RequestLog, health
 from assay.web.security import (
     COOKIE,
     LOOPBACK_NAMES,
@@ -46,6 +48,7 @@ from assay.web.security import (
     check_allowed_host,
     is_loopback_host,
 )
+from assay.web.workbench import workbench_routes
 
 HERE = Path(__file__).resolve().parent
 KINDS = ("rubric", "scenario", "contract")
@@ -110,13 +113,14 @@ def _json_safe(obj: Any) -> Any:
 
 
 def create_app(store_url: str, suites: list[Path] | None = None, *, token: str | None = None,  # noqa: C901 (the app's routes, one small closure each over the same store)
-               allowed_hosts: list[str] | None = None, listen_host: str = "127.0.0.1") -> FastAPI:
+               allowed_hosts: list[str] | None = None, listen_host: str = "127.0.0.1",
+               request_log: TextIO | None = None) -> FastAPI:
     """The app over one store; `suites` are the task folders offered for human play.
 
     `token` is a shared secret (one identity, `SHARED_TOKEN_NAME`); accounts come from the
     store (`assay users`). Listening on a non-loopback `listen_host` needs one or the other.
     Bad suites, URLs or host names are refused here (`assay.errors.InputError`), before the
-    server starts.
+    server starts. `request_log` gets one line per request (`assay.web.ops.RequestLog`).
     """
     if not (store_url.startswith("sqlite:") or store_url.startswith("postgresql")):
         raise InputError(None, "--store", f"unsupported store URL {store_url!r} "
@@ -144,8 +148,10 @@ def create_app(store_url: str, suites: list[Path] | None = None, *, token: str |
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        for note in play.resume():  # sessions of an earlier server process, picked up again
+            sys.stderr.write(f"assay serve: {note}\n")
         yield
-        await play.aclose()
+        await play.aclose()  # runs in flight stop; their sessions stay live in the store (resumed at start)
         store.close()
 
     # FastAPI's /docs and /redoc load their scripts from a CDN (blank offline): /api/docs is local.
@@ -154,6 +160,8 @@ def create_app(store_url: str, suites: list[Path] | None = None, *, token: str |
     app.state.play = play
     app.state.auth = auth
     app.add_middleware(Guard, auth=auth)
+    if request_log is not None:
+        app.add_middleware(RequestLog, stream=request_log)  # outermost: refusals of the Guard are logged too
     app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
 
     def me(request: Request) -> Identity | None:
@@ -296,6 +304,10 @@ def create_app(store_url: str, suites: list[Path] | None = None, *, token: str |
         return JSONResponse({"run_id": rec.run_id,
                              "labels": [lab.model_dump() for lab in labels_of_run(store, rec.run_id)]})
 
+    @app.get(HEALTH_PATH)
+    def healthz() -> JSONResponse:
+        return health(store, len([s for s in play.sessions.values() if s.state() not in ("done", "error")]))
+
     @app.get("/api/docs", response_class=HTMLResponse)
     def api_docs(request: Request) -> HTMLResponse:
         spec = app.openapi()
@@ -367,8 +379,7 @@ def create_app(store_url: str, suites: list[Path] | None = None, *, token: str |
         try:
             s = play.get(session_id, *owner(request))
         except KeyError:
-            return not_found(request, "no such play session (sessions live in the server process: a restart ends "
-                                      "them; finished runs are in the store)")
+            return not_found(request, "no such play session")
         return page(request, "play.html", title=f"play {s.task.id}", s=s)
 
     @app.post("/api/play")
@@ -386,7 +397,7 @@ def create_app(store_url: str, suites: list[Path] | None = None, *, token: str |
             s = play.get(session_id, *owner(request))
         except KeyError:
             raise HTTPException(404, "no such play session") from None
-        return JSONResponse(_json_safe(s.view(max(0, since))))
+        return JSONResponse(_json_safe({**s.view(max(0, since)), "boot": play.boot}))
 
     @app.post("/api/play/{session_id}/action")
     async def api_play_action(request: Request, session_id: str) -> JSONResponse:
@@ -401,6 +412,7 @@ def create_app(store_url: str, suites: list[Path] | None = None, *, token: str |
             raise HTTPException(503, "the run did not start in time") from None
         return JSONResponse({"output": output})
 
+    app.include_router(workbench_routes(play, page, owner, _json_body))
     return app
 
 

@@ -3,8 +3,13 @@
 A session's run is an ordinary `execute_run` started as a background task, so workspace,
 sandbox, limits, grading, audit and storage are the harness's own.
 
-Play sessions live in this server process only: a restart loses the ones still in flight
-(their workspaces are removed, nothing is stored); finished runs are in the store.
+A session is kept in the store (`assay.store.play`): who started what, and every action
+taken, in order. When the server stops (SIGTERM, Ctrl-C, a crash) the run in flight ends
+without being stored; when it starts again (`PlayManager.resume`) each live session starts
+a fresh run of the same task, level and epoch and replays its recorded actions through the
+run's tools before the browser may act again (deterministic for scripted stakeholders).
+Its clock is set back by the time since the session started, so the time limit holds across
+restarts: an idle session ends by it and is graded as it stands (docs/web.md, "Workbench").
 
 With sign-in on, a session belongs to the account that started it (`owner`): `get` and
 `visible` hide it from everyone else (an admin sees all), so another person cannot even
@@ -29,9 +34,19 @@ from assay.campaign.runner import RunContext, execute_run
 from assay.env.sandbox import bwrap_available
 from assay.env.workspace import needs_workspace
 from assay.grade.grader import needs_judge
+from assay.llm.messages import ToolCall
 from assay.record import RunRecord
 from assay.report.build import run_row
 from assay.store import Store
+from assay.store.play import (
+    RecordedAction,
+    StoredPlay,
+    add_play,
+    append_action,
+    end_play,
+    live_plays,
+    play_epochs,
+)
 from assay.task.model import Task
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
@@ -42,6 +57,10 @@ MAX_LIVE_PER_OWNER = 4
 #: transcript kinds a person sees live, as a model would (stakeholder ledger lines are the
 #: harness's record; the person reads the replies in `bin/ask`'s output, like a model).
 LIVE_KINDS = {"system", "user", "assistant", "tool_call", "tool_result", "harness", "error"}
+#: lines the workbench's editor asks `read_file` for at once (the tool's own byte cap still holds)
+EDITOR_LINES = 100_000
+_NUMBERED = re.compile(r"^ *\d+\t")
+_LISTED = re.compile(r"^(?P<path>.*?)(?: \((?P<size>\d+) bytes\)| \((?P<special>special file)\)| -> (?P<target>.*))?$")
 
 
 class PlayError(ValueError):
@@ -71,6 +90,7 @@ class PlaySession:
     runner: asyncio.Task[RunRecord | None] | None = None
     record: RunRecord | None = None
     error: str | None = None
+    actions: list[RecordedAction] = field(default_factory=list)
 
     @property
     def agent(self) -> HumanAgent:
@@ -85,7 +105,7 @@ class PlaySession:
             return "grading"
         if self.agent.ready.is_set():
             return "running"
-        return "starting"
+        return "resuming" if self.agent.replay else "starting"
 
     def view(self, since: int = 0) -> dict[str, Any]:
         """What the page polls: state, brief, tools, the transcript since `since`, the grade."""
@@ -105,7 +125,7 @@ class PlaySession:
             data["tools"] = list(env.tools.names)
             data["has_workspace"] = env.workspace is not None
             data["limits"] = dataclasses.asdict(env.limits)
-            data["elapsed_s"] = round(env.elapsed_minutes() * 60, 1)
+            data["elapsed_s"] = round(env.elapsed_minutes() * 60, 1) if self.agent.ready.is_set() else 0.0
         else:
             data.update(events=[], next=since, brief=None, tools=[], limits=None, elapsed_s=0.0)
         if self.record is not None:
@@ -120,6 +140,8 @@ class PlayManager:
         self.store = store
         self.tasks = {t.id: t for t in tasks}
         self.sessions: dict[str, PlaySession] = {}
+        #: this server process: the workbench starts its views afresh when it changes (a restart)
+        self.boot = secrets.token_hex(8)
 
     def _epoch(self, campaign: str, task: Task, spec: str, level: str | None) -> int:
         """Each play is a new epoch of (task, person, level): earlier plays stay in the store."""
@@ -127,6 +149,7 @@ class PlayManager:
                  if r.key.task_id == task.id and r.key.agent == spec and r.key.level == level]
         taken += [s.epoch for s in self.sessions.values()
                   if s.campaign == campaign and s.task.id == task.id and s.factory.spec == spec and s.level == level]
+        taken += play_epochs(self.store, campaign, task.id, spec.removeprefix("human:"), level)
         return max(taken, default=0) + 1
 
     def start(self, task_id: str, name: str, campaign: str = DEFAULT_CAMPAIGN, level: str | None = None,
@@ -152,36 +175,71 @@ class PlayManager:
         level = level or None
         if level is not None and level not in task.levels:
             raise PlayError(f"task {task_id} has no level {level!r} (levels: {', '.join(task.levels) or 'none'})")
-        factory = HumanFactory(name)
+        planned, options = self._plan(task, HumanFactory(name), campaign, level)
+        epoch = self._epoch(campaign, task, f"human:{name}", planned.level)
+        now = time.time()
+        stored = StoredPlay(id=secrets.token_urlsafe(12), owner=owner, name=name, task_id=task.id, level=planned.level,
+                            campaign=campaign, epoch=epoch, state="live", actions=[], created_at=now, updated_at=now)
+        add_play(self.store, stored)
+        return self._launch(task, stored)
+
+    def _plan(self, task: Task, factory: HumanFactory, campaign: str,
+              level: str | None) -> tuple[PlannedRun, RunOptions]:
         options = RunOptions(campaign=campaign, level=level, epochs=1, concurrency=1, agents=[factory.spec])
         plan = build_plan([task], [factory], options)
         if not plan.runs:
             reason = plan.skipped[0][2] if plan.skipped else "nothing to run"
-            raise PlayError(f"task {task_id}: {reason}")
-        planned = plan.runs[0]
-        epoch = self._epoch(campaign, task, factory.spec, planned.level)
-        planned = PlannedRun(task=task, agent=factory, level=planned.level, epoch=epoch,
-                             key=planned.key.model_copy(update={"epoch": epoch}))
-        session = PlaySession(id=secrets.token_urlsafe(12), task=task, name=name, campaign=campaign,
-                              level=planned.level, epoch=epoch, factory=factory, owner=owner)
+            raise PlayError(f"task {task.id}: {reason}")
+        return plan.runs[0], options
+
+    def _launch(self, task: Task, stored: StoredPlay) -> PlaySession:
+        """Start the run of a stored session (new, or picked up after a restart: its actions replayed)."""
+        replay = [Action(kind=a.kind, tool=a.tool, args=dict(a.args), text=a.text) for a in stored.actions]
+        factory = HumanFactory(stored.name, replay=replay, elapsed_s=max(0.0, time.time() - stored.created_at))
+        planned, options = self._plan(task, factory, stored.campaign, stored.level)
+        planned = PlannedRun(task=task, agent=factory, level=planned.level, epoch=stored.epoch,
+                             key=planned.key.model_copy(update={"epoch": stored.epoch}))
+        session = PlaySession(id=stored.id, task=task, name=stored.name, campaign=stored.campaign,
+                              level=planned.level, epoch=stored.epoch, factory=factory, owner=stored.owner,
+                              created=stored.created_at, actions=list(stored.actions))
         ctx = RunContext(store=self.store, options=options)
         session.runner = asyncio.get_running_loop().create_task(self._run(session, planned, ctx))
         self.sessions[session.id] = session
         return session
 
+    def resume(self) -> list[str]:
+        """Pick up the store's live sessions (server start); returns a line for each one that cannot be."""
+        notes = []
+        for stored in live_plays(self.store):
+            if stored.id in self.sessions:
+                continue
+            task = self.tasks.get(stored.task_id)
+            why = "its task is not in the suites this server was started with" if task is None else playable(task)
+            if task is not None and why is None:
+                try:
+                    self._launch(task, stored)
+                    continue
+                except PlayError as e:
+                    why = str(e)
+            end_play(self.store, stored.id, "ended")
+            notes.append(f"play session of human:{stored.name} on {stored.task_id} ended: {why}")
+        return notes
+
     async def _run(self, session: PlaySession, planned: PlannedRun, ctx: RunContext) -> RunRecord | None:
         try:
             session.record = await execute_run(planned, ctx)
-        except asyncio.CancelledError:
-            session.error = "the server stopped before the run finished"
+        except asyncio.CancelledError:  # the server stops: the session stays live in the store
+            session.error = "the server stopped before the run finished; it resumes when the server starts again"
             raise
         except Exception as e:  # shown on the page; execute_run turns run faults into void runs itself
             session.error = f"{type(e).__name__}: {e}"
+            end_play(self.store, session.id, "ended")
             return None
         finally:
             session.agent.finished = True
             session.agent.ready.set()
             session.agent._drain()
+        end_play(self.store, session.id, "done", session.record.run_id if session.record is not None else None)
         return session.record
 
     async def act(self, session_id: str, body: dict[str, Any], viewer: str | None = None) -> str:
@@ -203,10 +261,29 @@ class PlayManager:
                 offered = ", ".join(agent.env.tools.names) or "none"
                 raise PlayError(f"tool {tool!r} is not offered by this task (offered: {offered})")
             action = Action(kind="tool", tool=tool, args=_clean_args(tool, args))
+        recorded = RecordedAction(kind="submit" if action.kind == "submit" else "tool", tool=action.tool,
+                                  args=dict(action.args), text=action.text, at=round(time.time() - session.created, 3))
         try:
-            return await agent.act(action)
+            output = await agent.act(action)
         except RunEnded as e:
             raise PlayError(str(e)) from None
+        session.actions.append(recorded)
+        append_action(self.store, session.id, recorded)
+        return output
+
+    async def tree(self, session_id: str, path: str, viewer: str | None = None, admin: bool = False) -> dict[str, Any]:
+        """The workspace's files below `path`, listed by the run's own `list_files` tool (not a turn:
+        nothing is changed), as entries for the workbench's file tree."""
+        session = self.get(session_id, viewer, admin)
+        env = session.agent.env
+        if env is None or not session.agent.ready.is_set():
+            raise PlayError("the workspace is not ready yet")
+        if env.workspace is None or "list_files" not in env.tools.names:
+            raise PlayError("this task offers no list_files tool, so there is no file tree")
+        listing = await env.tools.execute(ToolCall(id="tree", name="list_files", arguments={"path": path or "."}))
+        if listing.startswith("error:"):
+            raise PlayError(listing.removeprefix("error:").strip())
+        return {"path": path or ".", "entries": tree_entries(listing)}
 
     def get(self, session_id: str, viewer: str | None = None, admin: bool = False) -> PlaySession:
         """The session, if `viewer` may see it (KeyError otherwise, as for an unknown id)."""
@@ -248,3 +325,48 @@ def _clean_args(tool: str, args: dict[str, Any]) -> dict[str, Any]:
             v = v.lower() in ("1", "true", "on", "yes")
         out[k] = v
     return out
+
+
+def tree_entries(listing: str) -> list[dict[str, Any]]:
+    """`list_files` output as entries {path, kind: dir|file|link|special, size?, target?}; its
+    closing notes (`[...]`) are left out."""
+    out: list[dict[str, Any]] = []
+    for line in listing.splitlines():
+        if not line or line.startswith("["):
+            continue
+        if line.endswith("/") and " -> " not in line:
+            out.append({"path": line[:-1], "kind": "dir"})
+            continue
+        m = _LISTED.match(line)
+        if m is None:  # pragma: no cover - the pattern matches any line
+            continue
+        if m["size"] is not None:
+            out.append({"path": m["path"], "kind": "file", "size": int(m["size"])})
+        elif m["special"] is not None:
+            out.append({"path": m["path"], "kind": "special"})
+        elif m["target"] is not None:
+            out.append({"path": m["path"], "kind": "link", "target": m["target"]})
+    return out
+
+
+def editor_text(output: str) -> tuple[str | None, bool]:
+    """The file's text from `read_file`'s numbered output, and whether it is the whole file.
+
+    None when the tool said no (an error, a binary file, an image); not whole when lines were
+    clipped or only the first bytes were read (saving would then lose the rest)."""
+    if output.startswith("error:") or (output.startswith("[") and not _NUMBERED.match(output)):
+        if output.startswith("[") and output.endswith(" is empty]") and "\n" not in output:
+            return "", True
+        return None, False
+    lines: list[str] = []
+    whole = True
+    for line in output.split("\n"):
+        m = _NUMBERED.match(line)
+        if m is None:
+            whole = False  # a note: more lines, or only the first bytes read
+            continue
+        text = line[m.end():]
+        if "[... line clipped:" in text:
+            whole = False
+        lines.append(text)
+    return "\n".join(lines) + ("\n" if lines else ""), whole

@@ -22,7 +22,9 @@
    (415 otherwise): a page elsewhere can post `text/plain` without a CORS preflight, never
    `application/json`.
 
-Sign-in sessions live in the server process (12 hours; a restart signs everyone out).
+Sign-ins last 12 hours and are kept in the store as the SHA-256 of the cookie value
+(`assay.store.play`), so a server restart signs nobody out; the cookie value itself is
+never stored. `/healthz` is open without sign-in (it tells only whether the server is up).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, RedirectRespons
 from assay.errors import InputError
 from assay.store import Store
 from assay.store.accounts import find_by_token, get_account, has_accounts
+from assay.store.play import StoredSignin, delete_signin, load_signin, save_signin
 
 __all__ = ["COOKIE", "LOOPBACK_NAMES", "MAX_BODY_BYTES", "SESSION_HOURS", "SHARED_TOKEN_NAME", "Guard", "Identity",
            "WebAuth", "check_allowed_host", "is_loopback_host"]
@@ -54,7 +57,7 @@ COOKIE = "assay_session"
 SHARED_TOKEN_NAME = "admin"
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-OPEN_PATHS = ("/signin",)
+OPEN_PATHS = ("/signin", "/healthz")
 #: pages under /api/ (HTML for a person, so a caller without sign-in is sent to sign in)
 API_PAGES = ("/api/docs",)
 
@@ -162,14 +165,19 @@ class WebAuth:
         session = _Session(identity=who[0], csrf=secrets.token_urlsafe(32), account=who[1],
                            expires=time.time() + SESSION_HOURS * 3600)
         self.sessions[sid] = session
+        save_signin(self.store, sid, StoredSignin(name=who[0].name, role=who[0].role, csrf=session.csrf,
+                                                  account=who[1], expires=session.expires))
         return sid, session
 
     def sign_out(self, sid: str | None) -> None:
         if sid:
             self.sessions.pop(sid, None)
+            delete_signin(self.store, sid)
 
     def session(self, sid: str | None) -> _Session | None:
         s = self.sessions.get(sid or "")
+        if s is None and sid:
+            s = self._stored(sid)
         if s is None:
             return None
         if s.expires < time.time():
@@ -182,6 +190,20 @@ class WebAuth:
                 return None
             if acc.role != s.identity.role:
                 s.identity = Identity(acc.name, acc.role)
+        return s
+
+    def _stored(self, sid: str) -> _Session | None:
+        """A sign-in of an earlier server process (the store has its cookie's hash)."""
+        if len(sid) > 128:
+            return None
+        kept = load_signin(self.store, sid)
+        if kept is None:
+            return None
+        if not kept.account and self.token is None:  # the shared token it came from is gone
+            return None
+        s = _Session(identity=Identity(kept.name, kept.role), csrf=kept.csrf, account=kept.account,
+                     expires=kept.expires)
+        self.sessions[sid] = s
         return s
 
     def _expire(self) -> None:

@@ -108,7 +108,7 @@
   async function poll() {
     try {
       const r = await fetch("/api/play/" + encodeURIComponent(sid) + "?since=" + next);
-      if (!r.ok) { showError("the session is gone (" + r.status + "): a server restart ends play sessions"); return; }
+      if (!r.ok) { showError("the session is gone (" + r.status + ")"); return; }
       const data = await r.json();
       setup(data);
       (data.events || []).forEach(render);
