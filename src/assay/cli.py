@@ -360,13 +360,16 @@ def calibrate(
     judge_mode: Annotated[str, typer.Option(help="batched|per-item")] = "batched",
     store: Annotated[str | None, typer.Option(help="store URL (judge calls are cached there)")] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="write the calibration JSON (assay.calibration/1)")] = None,
+    stored_labels: Annotated[bool, typer.Option("--stored-labels", help="also compare with the experts' labels of stored runs (given in assay serve) on those runs' answers")] = False,
 ) -> None:
-    """Measure a judge against people: judge the answers stored in the task files, compare with their human scores."""
+    """Measure a judge against people: judge the answers stored in the task files (and, with --stored-labels, the
+    stored runs experts labelled), compare with the people's verdicts."""
     from assay.campaign.service import calibrate_files
     from assay.report.table import calibration_table
 
     try:
-        result = asyncio.run(calibrate_files(paths, judge or [], mode=judge_mode, store=store))
+        result = asyncio.run(calibrate_files(paths, judge or [], mode=judge_mode, store=store,
+                                             stored_labels=stored_labels))
     except InputError as e:
         _fail(e)
     except KeyboardInterrupt:
@@ -374,7 +377,10 @@ def calibrate(
     cal = result.model_dump(mode="json", by_alias=True)
     out.print(calibration_table(cal))
     for miss in result.unmatched:
-        sys.stderr.write(f"note: labels for {miss}, but the file holds no such answer (left out)\n")
+        if miss.startswith("run:"):
+            sys.stderr.write(f"note: expert labels of {miss} are left out\n")
+        else:
+            sys.stderr.write(f"note: labels for {miss}, but the file holds no such answer (left out)\n")
     failed = [f for j in result.judges for f in j.failed]
     for f in failed:
         sys.stderr.write(f"not judged: {f}\n")

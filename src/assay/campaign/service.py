@@ -27,7 +27,14 @@ from assay.config import Config, load_config, settings, store_url
 from assay.env.net.gateway import GATEWAY_MODEL_ENV, gateway_model_spec, resolve_upstream
 from assay.env.sandbox import bwrap_available
 from assay.errors import InputError, InvalidTasks
-from assay.grade.calibration import Calibration, calibrate, labelled_answers
+from assay.grade.calibration import (
+    Calibration,
+    LabelledAnswer,
+    StoredAnswer,
+    calibrate,
+    labelled_answers,
+    labelled_runs,
+)
 from assay.grade.grader import needs_judge
 from assay.grade.judge import Judge
 from assay.llm.messages import Usage
@@ -35,6 +42,7 @@ from assay.llm.resolve import resolve_model
 from assay.record import RunRecord
 from assay.report.build import build_report
 from assay.store import Store
+from assay.store.labels import stored_labels as labels_in_store
 from assay.store.models import campaigns_t, max_length, runs_t
 from assay.task.discover import find_tasks, select
 from assay.task.formats.values import apply_found_value_tables, apply_value_table
@@ -231,11 +239,12 @@ async def run_prepared(prepared: PreparedCampaign, *, console: Console | None = 
 
 
 async def calibrate_files(paths: list[Path], judge_specs: list[str], *, mode: str = "batched",
-                          store: str | None = None) -> Calibration:
-    """`assay calibrate`: each judge against the human scores stored in the task files.
+                          store: str | None = None, stored_labels: bool = False) -> Calibration:
+    """`assay calibrate`: each judge against the human scores stored in the task files, and
+    with `stored_labels` against the experts' labels of stored runs (web app) too.
 
-    InputError (exit 2) for a bad task file or judge spec, or when no file holds an answer
-    people scored; judge calls are cached in the store like a campaign's."""
+    InputError (exit 2) for a bad task file or judge spec, or when there is no answer people
+    scored; judge calls are cached in the store like a campaign's."""
     config = load_config()
     found = find_tasks(paths)
     if found.invalid:
@@ -244,23 +253,49 @@ async def calibrate_files(paths: list[Path], judge_specs: list[str], *, mode: st
         raise InputError(None, "--judge", "calibrate needs at least one --judge MODEL")
     if mode not in ("batched", "per-item"):
         raise InputError(None, "--judge-mode", f"{mode!r} is not batched or per-item")
-    labelled = sum(len(labelled_answers(t)[0]) for t in found.tasks)
-    if not labelled:
-        raise InputError(None, "PATH", "no task here holds an answer people scored (OneMillion-Bench "
-                                       "model_response with rubric scores response_<i>_human_score_<k>, or "
-                                       "native human_labels with a reference answer)")
-    judges = [Judge.from_specs([spec], config, mode=mode) for spec in judge_specs]
     url = store_url(store, config)
     _check_store_url(url)
+    labelled = sum(len(labelled_answers(t)[0]) for t in found.tasks)
+    if not labelled and not stored_labels:
+        raise InputError(None, "PATH", "no task here holds an answer people scored (OneMillion-Bench "
+                                       "model_response with rubric scores response_<i>_human_score_<k>, or "
+                                       "native human_labels with a reference answer); experts' labels of "
+                                       "stored runs count with --stored-labels")
+    if stored_labels and not labelled and _no_store_file(url):
+        raise InputError(None, "--store", f"no store at {url}: it holds no expert labels")
     cache = Store(url)
-    for j in judges:
-        j.cache = cache
     try:
-        return await calibrate(found.tasks, judges)
-    finally:
+        stored, stored_unmatched = _stored_label_answers(cache, found.tasks) if stored_labels else ([], [])
+        if not labelled and not stored:
+            raise InputError(None, "--stored-labels", f"the store {cache.redacted_url} holds no expert label of a "
+                                                      "run of these tasks (experts label rubric runs on their "
+                                                      "page in assay serve)")
+        judges = [Judge.from_specs([spec], config, mode=mode) for spec in judge_specs]
         for j in judges:
-            await j.aclose()
+            j.cache = cache
+        try:
+            return await calibrate(found.tasks, judges, stored, stored_unmatched)
+        finally:
+            for j in judges:
+                await j.aclose()
+    finally:
         cache.close()
+
+
+def _stored_label_answers(store: Store, tasks: list[Task]) -> tuple[list[tuple[Task, LabelledAnswer]], list[str]]:
+    """The experts' labels in the store, on the final answers of the runs they label."""
+    labels = labels_in_store(store)
+    answers = []
+    for run_id in sorted({str(row["run_id"]) for row in labels}):
+        rec = store.get_run(run_id)
+        if rec is not None:
+            answers.append(StoredAnswer(run_id=rec.run_id, task_id=rec.key.task_id, task_hash=rec.key.task_hash,
+                                        text=rec.final_message))
+    return labelled_runs(tasks, answers, labels)
+
+
+def _no_store_file(url: str) -> bool:
+    return url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).exists()
 
 
 class DryRunAgent(BaseModel):

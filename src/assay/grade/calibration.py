@@ -6,7 +6,10 @@ answers and labels come from the task files:
 - OneMillion-Bench: `model_response.model_response_<i>.response_text` (`Task.responses
   ["response_<i>"]`) with each item's `scores["response_<i>_human_score_<k>"]` (person `k`);
 - native tasks: an item's `human_labels` (`{labeller: met}`) are verdicts on the task's
-  reference answer (`reference.answer`).
+  reference answer (`reference.answer`);
+- stored runs (`assay calibrate --stored-labels`): the experts' labels given on a run's page
+  in the web app (`assay.store.labels`) are verdicts on that run's final answer
+  (`labelled_runs`; the answer is named `run:<run id>`).
 
 Each labelled answer is judged as a run's final message would be (every judge item of the
 task, the same prompts, so the same cache entries); the items people scored are compared. Items with a machine check are not the judge's and are left out. A
@@ -39,8 +42,8 @@ from assay.grade.judge import Judge
 from assay.grade.rubric import items_needing_judge
 from assay.task.model import Task
 
-__all__ = ["SCHEMA", "Agreement", "Calibration", "Comparison", "JudgeCalibration", "LabelledAnswer",
-           "calibrate", "labelled_answers", "summarise"]
+__all__ = ["SCHEMA", "Agreement", "Calibration", "Comparison", "JudgeCalibration", "LabelledAnswer", "StoredAnswer",
+           "calibrate", "labelled_answers", "labelled_runs", "summarise"]
 
 SCHEMA = "assay.calibration/1"
 LABEL_KEY = re.compile(r"^(response_\d+)_human_score_(.+)$")
@@ -118,6 +121,44 @@ def labelled_answers(task: Task) -> tuple[list[LabelledAnswer], list[str]]:
     return found, unmatched
 
 
+class StoredAnswer(BaseModel):
+    """A stored run's answer: which task (and its exact content) it answered, and the text."""
+
+    run_id: str
+    task_id: str
+    task_hash: str
+    text: str
+
+
+def labelled_runs(tasks: Sequence[Task], answers: Sequence[StoredAnswer],
+                  labels: Sequence[dict[str, object]]) -> tuple[list[tuple[Task, LabelledAnswer]], list[str]]:
+    """The stored runs' answers experts labelled, as labelled answers of their tasks, and
+    notes on labels that cannot be compared (the run's task is not among `tasks`, or has
+    changed since the run: its items may no longer be the ones labelled)."""
+    by_id = {t.id: t for t in tasks}
+    runs = {a.run_id: a for a in answers}
+    grouped: dict[str, dict[str, dict[str, bool]]] = defaultdict(lambda: defaultdict(dict))
+    for row in labels:
+        grouped[str(row["run_id"])][str(row["item_id"])][str(row["labeller"])] = bool(row["met"])
+    found: list[tuple[Task, LabelledAnswer]] = []
+    unmatched: list[str] = []
+    for run_id, items in sorted(grouped.items()):
+        answer = runs.get(run_id)
+        task = by_id.get(answer.task_id) if answer is not None else None
+        if answer is None or task is None:
+            unmatched.append(f"run:{run_id} (its task is not among the tasks given)")
+            continue
+        if task.content_hash != answer.task_hash:
+            unmatched.append(f"run:{run_id} (task {task.id} has changed since the run)")
+            continue
+        judged = {it.id for it in items_needing_judge(task)}
+        kept = {item: people for item, people in items.items() if item in judged}
+        if kept:
+            found.append((task, LabelledAnswer(task_id=task.id, domain=task.domain or "unknown",
+                                               response=f"run:{run_id}", text=answer.text, labels=kept)))
+    return found, unmatched
+
+
 async def compare(judge: Judge, task: Task, answer: LabelledAnswer) -> Comparison:
     """Judge one labelled answer; GraderError when the judge fails at the provider."""
     # Every judge item is asked about, as in a run (the same prompt and cache entries); the
@@ -179,10 +220,13 @@ async def _calibrate_one(judge: Judge, work: list[tuple[Task, LabelledAnswer]]) 
                             domains={d: summarise(cs) for d, cs in sorted(domains.items())}, failed=sorted(failed))
 
 
-async def calibrate(tasks: Sequence[Task], judges: Sequence[Judge]) -> Calibration:
-    """Each judge (one model spec each) against the people, over every labelled answer."""
-    work: list[tuple[Task, LabelledAnswer]] = []
-    unmatched: list[str] = []
+async def calibrate(tasks: Sequence[Task], judges: Sequence[Judge],
+                    stored: Sequence[tuple[Task, LabelledAnswer]] = (), stored_unmatched: Sequence[str] = ()
+                    ) -> Calibration:
+    """Each judge (one model spec each) against the people, over every labelled answer (those
+    of the task files, and `stored`: stored runs' answers labelled by experts)."""
+    work: list[tuple[Task, LabelledAnswer]] = list(stored)
+    unmatched: list[str] = list(stored_unmatched)
     for task in tasks:
         found, missing = labelled_answers(task)
         work.extend((task, a) for a in found)
