@@ -24,7 +24,7 @@ import pytest
 from assay.env.sandbox import bwrap_available
 from tests.browser import CHROMIUM, chromium
 from tests.e2e.test_web import _free_port
-from tests.helpers import REPO, assay, report, stop_process
+from tests.helpers import REPO, answer_task, assay, report, stop_process
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
 pytestmark = [
@@ -209,3 +209,42 @@ def test_a_whole_scenario_in_the_workbench_scores_as_the_cli(tmp_path: Path) -> 
     assert web_run["score"] == pytest.approx(cli_run["score"], abs=1e-9), (web_run["grade"], cli_run["grade"])
     assert web_run["grade"]["asked_by_person"] == cli_run["grade"]["asked_by_person"] == {"mei": 1, "ruth": 1}
     assert web_run["score"] > 0.5 and web_run["passed"]
+
+
+def test_a_session_past_its_time_limit_at_restart_is_replayed_and_graded_as_it_stands() -> None:
+    """Over the API: the person writes the answer, the server stops (SIGTERM) before the time
+    limit, and starts again after it: the session's actions are replayed and the run ends
+    with max_time, graded on the workspace as it stood, stored once."""
+    from tests.security._support import workdir
+    from tests.security.test_web_auth import add_user, bearer, hget, hpost, serve
+
+    with workdir("wb-restart") as wd:
+        answer_task(wd / "suite" / "quick", budget={"minutes": 0.1})
+        store = f"sqlite:///{wd / 'store.db'}"
+        h = bearer(add_user(wd, store, "alice"))
+        with serve(wd, store) as site:
+            r = hpost(site["base"] + "/api/play", json={"task_id": "quick"}, headers=h)
+            assert r.status_code == 200, r.text
+            sid = r.json()["session"]
+            r = hpost(f"{site['base']}/api/play/{sid}/action", headers=h,
+                      json={"tool": "write_file", "args": {"path": "answer.txt", "content": "42\n"}})
+            assert r.status_code == 200 and r.json()["output"].startswith("wrote"), r.text
+            started = time.monotonic()
+            stop_process(site["proc"], timeout=30)
+            assert site["proc"].returncode == 0
+        while time.monotonic() - started < 6.5:  # past the 6 s limit while the server is down
+            time.sleep(0.1)
+        with serve(wd, store) as site:
+            deadline = time.monotonic() + 120
+            while (state := hget(f"{site['base']}/api/play/{sid}", headers=h).json())["state"] not in ("done",
+                                                                                                     "error"):
+                assert time.monotonic() < deadline, state
+                time.sleep(0.2)
+            run = state["run"]
+            assert run["end_reason"] == "max_time" and run["passed"] and run["turns"] == 1, run
+            assert state["turns"] == 1
+            rep = hget(f"{site['base']}/api/report?campaign=human", headers=h).json()
+            assert [x["agent"] for x in rep["runs"]] == ["human:alice"]
+        with serve(wd, store) as site:  # nothing left to resume: the session is done
+            assert hget(f"{site['base']}/api/play/{sid}", headers=h).status_code == 404
+            assert hget(site["base"] + "/healthz").json()["play_sessions"] == 0

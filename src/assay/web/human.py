@@ -213,6 +213,10 @@ class PlayManager:
         for stored in live_plays(self.store):
             if stored.id in self.sessions:
                 continue
+            done = self._stored_run(stored)
+            if done is not None:  # stored, but the server stopped before the session was marked done
+                end_play(self.store, stored.id, "done", done)
+                continue
             task = self.tasks.get(stored.task_id)
             why = "its task is not in the suites this server was started with" if task is None else playable(task)
             if task is not None and why is None:
@@ -224,6 +228,15 @@ class PlayManager:
             end_play(self.store, stored.id, "ended")
             notes.append(f"play session of human:{stored.name} on {stored.task_id} ended: {why}")
         return notes
+
+    def _stored_run(self, stored: StoredPlay) -> str | None:
+        """The run id of a stored run of this session's key (campaign, task, person, level, epoch)."""
+        for r in self.store.all_attempts(stored.campaign):
+            k = r.key
+            if (k.task_id, k.agent, k.level, k.epoch) == (stored.task_id, f"human:{stored.name}", stored.level,
+                                                          stored.epoch) and r.status == "done":
+                return r.run_id
+        return None
 
     async def _run(self, session: PlaySession, planned: PlannedRun, ctx: RunContext) -> RunRecord | None:
         try:
