@@ -60,7 +60,7 @@ LIVE_KINDS = {"system", "user", "assistant", "tool_call", "tool_result", "harnes
 #: lines the workbench's editor asks `read_file` for at once (the tool's own byte cap still holds)
 EDITOR_LINES = 100_000
 _NUMBERED = re.compile(r"^ *\d+\t")
-_LISTED = re.compile(r"^(?P<path>.*?)(?: \((?P<size>\d+) bytes\)| \((?P<special>special file)\)| -> (?P<target>.*))?$")
+_SIZED = re.compile(r"^(?P<path>.+) \((?P<size>\d+) bytes\)$")
 
 
 class PlayError(ValueError):
@@ -342,23 +342,24 @@ def _clean_args(tool: str, args: dict[str, Any]) -> dict[str, Any]:
 
 def tree_entries(listing: str) -> list[dict[str, Any]]:
     """`list_files` output as entries {path, kind: dir|file|link|special, size?, target?}; its
-    closing notes (`[...]`) are left out."""
+    closing notes (`[...]`) are left out. Names are the agent's: a file's size suffix is read
+    first (so a file named `a -> b` stays a file); a name that still reads two ways (a folder
+    named `a -> b`) shows as a link, and only files are opened from the tree, through the
+    run's own `read_file`."""
     out: list[dict[str, Any]] = []
     for line in listing.splitlines():
         if not line or line.startswith("["):
             continue
-        if line.endswith("/") and " -> " not in line:
-            out.append({"path": line[:-1], "kind": "dir"})
-            continue
-        m = _LISTED.match(line)
-        if m is None:  # pragma: no cover - the pattern matches any line
-            continue
-        if m["size"] is not None:
+        m = _SIZED.match(line)
+        if m is not None:
             out.append({"path": m["path"], "kind": "file", "size": int(m["size"])})
-        elif m["special"] is not None:
-            out.append({"path": m["path"], "kind": "special"})
-        elif m["target"] is not None:
-            out.append({"path": m["path"], "kind": "link", "target": m["target"]})
+        elif line.endswith(" (special file)"):
+            out.append({"path": line.removesuffix(" (special file)"), "kind": "special"})
+        elif " -> " in line:
+            path, _, target = line.partition(" -> ")
+            out.append({"path": path, "kind": "link", "target": target})
+        elif line.endswith("/"):
+            out.append({"path": line[:-1], "kind": "dir"})
     return out
 
 
