@@ -129,7 +129,9 @@ def test_human_play_is_graded_and_stored(site: dict[str, object], browser: objec
     form = page.locator("tr[data-task=answer] form.start")
     form.locator("input[name=name]").fill("ada")
     form.locator("button[type=submit]").click()
-    page.wait_for_url("**/play/*")
+    page.wait_for_url("**/play/*/workbench")  # a started session opens the workbench
+    page.get_by_role("link", name="forms view").click()  # the forms view of the same session
+    page.wait_for_url(lambda url: not url.endswith("/workbench"))
     sync_api.expect(page.locator("#state")).to_have_text("running", timeout=30_000)
     sync_api.expect(page.locator("#brief")).to_contain_text("Write 42 into answer.txt.")
     cmd = page.locator("form.tool[data-tool=run_command]")

@@ -80,7 +80,9 @@ def test_sign_in_play_and_the_run_is_human_alice(site: dict[str, object]) -> Non
         form = page.locator("tr[data-task=answer] form.start")
         assert form.locator("input[name=name]").count() == 0  # the account plays, no name to type
         form.locator("button[type=submit]").click()
-        page.wait_for_url("**/play/*")
+        page.wait_for_url("**/play/*/workbench")  # a started session opens the workbench
+        page.get_by_role("link", name="forms view").click()  # the forms view of the same session
+        page.wait_for_url(lambda url: not url.endswith("/workbench"))
         sync_api.expect(page.locator("h1 .agent")).to_have_text("human:alice")
         sync_api.expect(page.locator("#state")).to_have_text("running", timeout=30_000)
         cmd = page.locator("form.tool[data-tool=run_command]")

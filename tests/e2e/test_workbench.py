@@ -119,9 +119,7 @@ def test_a_whole_scenario_in_the_workbench_scores_as_the_cli(tmp_path: Path) -> 
             form = page.locator(f"tr[data-task='{TASK}'] form.start")
             form.locator("select[name=level]").select_option("L3")
             form.locator("button[type=submit]").click()
-            page.wait_for_url("**/play/*")
-            page.locator("#to-workbench").click()
-            page.wait_for_url("**/workbench")
+            page.wait_for_url("**/play/*/workbench")  # a started session opens the workbench
             _wait_running(page)
             # the brief, and the file tree of the workspace
             sync_api.expect(page.locator("#brief")).to_contain_text("bin/ask")

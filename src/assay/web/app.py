@@ -372,7 +372,8 @@ def create_app(store_url: str, suites: list[Path] | None = None, *, token: str |
             s = start(request, _form(await request.body()))
         except PlayError as e:
             return play_index_page(request, status=400, error=str(e))
-        return RedirectResponse(f"/play/{s.id}", status_code=303)
+        # a person works a session in the workbench; the forms view stays linked from it
+        return RedirectResponse(f"/play/{s.id}/workbench", status_code=303)
 
     @app.get("/play/{session_id}", response_class=HTMLResponse)
     def play_page(request: Request, session_id: str) -> HTMLResponse:
