@@ -138,3 +138,17 @@ def test_cli_report_json_equals_the_whole_record_report(store: Store, tmp_path: 
     term = assay("report", "--store", url, "--campaign", "c", cwd=tmp_path)
     assert term.returncode == 0, term.stderr
     assert "human:alice" in term.stdout and "m2" in term.stdout
+
+
+def test_postgresql_store_gives_the_same_report(pg_url: str) -> None:
+    """On PostgreSQL the projection is made in Python from the parsed record: the same report."""
+    st = Store(pg_url)
+    try:
+        for r in varied("c"):
+            st.save_run(r, [])
+        old = build_report("c", st.runs("c"))
+        assert _canon(build_report("c", read_runs(st, "c", whole=True))) == _canon(old)
+        light = build_report("c", read_runs(st, "c", whole=False), details=False)
+        assert _canon(light) == _canon({**old, "runs": [], "tasks": []})
+    finally:
+        st.close()
