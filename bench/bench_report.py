@@ -1,14 +1,18 @@
 """The report over a large store: `assay report` (terminal) and `assay report --html` over
 synthetic stored runs, for many tasks and for many epochs of few tasks.
 
-    python bench/bench_report.py [--runs 100000] [--agents 2]
+    python bench/bench_report.py [--runs 100000] [--agents 2] [--in-process]
 
 Fills a temporary SQLite store with `--runs` rubric runs (token counts, costs, values in two
 currencies, one run in 50 void), written as the rows `Store.save_run` writes but 5,000 per
 transaction (one transaction per run would take the fill minutes), once as distinct tasks
 (runs / agents tasks per agent, one epoch each) and once as 5 tasks with runs / (5 x agents)
 epochs each, then times the real CLI in a subprocess (start-up, store read, report build,
-rendering; stdout to a file, as in a pipe). Targets (issue 11): terminal <= 3 s, HTML <= 10 s.
+rendering; stdout to a file, as in a pipe). The terminal report reads the store's projection
+(`Store.report_rows`, `assay.report.runs`), the HTML report whole records. `--in-process` also
+times, in this process (CPU seconds), the store read + `build_report` through whole validated
+`RunRecord`s (`Store.runs`, the old path) against the light read, for the terminal (no per-run
+rows) and for report files (with them). Targets (issue 11): terminal <= 3 s, HTML <= 10 s.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -96,10 +101,32 @@ def timed(cwd: Path, *args: str) -> tuple[float, float]:
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
+def in_process(db: Path) -> dict[str, float]:
+    """CPU seconds of store read + report build: old path (validated RunRecords) vs light read."""
+    from assay.report.build import build_report
+    from assay.report.runs import read_runs
+
+    st = Store(f"sqlite:///{db}")
+
+    def cpu(f: Callable[[], object]) -> float:
+        t0 = time.process_time()
+        f()
+        return round(time.process_time() - t0, 2)
+
+    out = {"old_terminal_cpu_s": cpu(lambda: build_report("bench", st.runs("bench"), details=False)),
+           "light_terminal_cpu_s": cpu(lambda: build_report("bench", read_runs(st, "bench", whole=False),
+                                                            details=False)),
+           "old_files_cpu_s": cpu(lambda: build_report("bench", st.runs("bench"))),
+           "light_files_cpu_s": cpu(lambda: build_report("bench", read_runs(st, "bench", whole=True)))}
+    st.close()
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=100_000)
     ap.add_argument("--agents", type=int, default=2)
+    ap.add_argument("--in-process", action="store_true", help="also time old vs light read in this process")
     args = ap.parse_args()
     results = []
     for shape, tasks in (("distinct tasks", None), ("5 tasks, many epochs", 5)):
@@ -114,6 +141,8 @@ def main() -> None:
                             "html_s": round(html[0], 2), "html_cpu_s": round(html[1], 2),
                             "load": round(os.getloadavg()[0], 1),
                             "html_mb": round((cwd / "r.html").stat().st_size / 1e6, 1)})
+            if args.in_process:
+                results[-1].update(in_process(cwd / ".assay" / "assay.db"))
             print(json.dumps(results[-1]), flush=True)
 
 

@@ -217,7 +217,7 @@ def report(
     judge: Annotated[list[str] | None, typer.Option("--judge", help="judge model spec or alias for --failure-modes")] = None,
 ) -> None:
     """Leaderboard and per-kind blocks from the store, one report per campaign."""
-    from assay.record import KINDS, primary_kind
+    from assay.record import KINDS
     from assay.report.build import build_report
     from assay.report.table import leaderboard, runs_table
 
@@ -245,10 +245,14 @@ def report(
     agents = set(agent or [])
     rep: dict[str, Any] = {}
     targets: list[str | None] = [*chosen] or [None]
+    from assay.report.runs import read_runs
+
+    # Per-run rows (report files, --runs) need whole records; the leaderboard reads a projection.
+    whole = runs or bool(exports)
     for name in targets:
-        stored = st.runs(name)  # read once: the store read is the larger half of a big report
+        stored = read_runs(st, name, whole=whole, items=bool(human_labels))
         selected = [r for r in stored if (not agents or r.key.agent in agents)
-                    and (kind is None or primary_kind(r.kinds) == kind)]
+                    and (kind is None or r.kind == kind)]
         if agents and name is not None and not any(r.key.agent in agents for r in stored):
             sys.stderr.write(f"note: campaign {name!r} has no runs of {', '.join(sorted(agents))}\n")
         rep = build_report(name, selected, labels=human_labels, shared_tasks=shared_tasks,
@@ -259,8 +263,9 @@ def report(
             from assay.report.build import on_shared_tasks
 
             try:
-                rep["failure_modes"] = asyncio.run(classify_failures(
-                    failure_judge, st, on_shared_tasks(selected) if shared_tasks else selected))
+                chosen_ids = {r.run_id for r in (on_shared_tasks(selected) if shared_tasks else selected)}
+                records = [r for r in st.runs(name) if r.run_id in chosen_ids]  # the judge reads whole records
+                rep["failure_modes"] = asyncio.run(classify_failures(failure_judge, st, records))
             except InputError as e:
                 _fail(e)
         _print_blocks(rep)

@@ -15,6 +15,7 @@ from assay.store import Store
 from tests.browser import CHROMIUM, chromium
 from tests.helpers import assay
 from tests.test_report_blocks import run, synthetic
+from tests.test_report_read import varied
 
 LONG = "an-agent-with-a-very-long-name-that-would-overlap-its-neighbours"
 
@@ -34,9 +35,11 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     for r in zeros:
         r.key.campaign = "zeros"
         st.save_run(r, [])
+    for r in varied("mix"):  # contract runs of both modalities; people (human:alice) beside the models
+        st.save_run(r, [])
     st.close()
     out = {}
-    for campaign in ("c", "zeros"):
+    for campaign in ("c", "zeros", "mix"):
         res = assay("report", "--campaign", campaign, "--html", f"{campaign}.html", cwd=tmp)
         assert res.returncode == 0, res.stderr
         out[campaign] = tmp / f"{campaign}.html"
@@ -121,4 +124,30 @@ def test_runs_table_is_collapsed_sortable_and_filterable(reports: dict[str, Path
     assert page.input_value("#runs-filter") == "fam/v1" and rows.count() == 1  # type: ignore[attr-defined]
     assert "showing 1 of 1" in page.locator("#runs-shown").text_content()  # type: ignore[attr-defined]
     page.screenshot(path=str(tmp_path / "report-runs.png"), full_page=True)  # type: ignore[attr-defined]
+    assert errors == []
+
+
+def test_text_and_multimodal_pareto_plots_and_the_human_baseline(reports: dict[str, Path], browser: object,
+                                                                 tmp_path: Path) -> None:
+    page, errors = _open(browser, reports["mix"])
+    contract = page.locator("#kind-contract")  # type: ignore[attr-defined]
+    for modality in ("text", "multimodal"):
+        plot = contract.locator(f"svg.pareto.modality-{modality}")
+        assert plot.count() == 1
+        assert f"contract ({modality} tasks)" in plot.locator("text.title").text_content()
+        assert plot.locator("circle.pt").count() == 3  # m1, m2, human:alice
+        assert plot.locator("path.front").count() == 2  # the front and its legend key
+    # The pooled front too, and the same numbers in a table beside the plots.
+    assert contract.locator("svg.pareto:not(.modality-text):not(.modality-multimodal)").count() == 1
+    table = contract.locator("table.pareto-modality").inner_text()
+    assert table.count("multimodal") == 3 and "human:alice" in table
+    # People are a row of every block, with their own CI, like any agent.
+    for kind in ("rubric", "contract", "scenario"):
+        assert "human:alice" in page.locator(f"#kind-{kind} table.block").inner_text()  # type: ignore[attr-defined]
+    # The baseline: families with 3 runs by people (r1, r2, fam); not c1, c2 (1 run each).
+    rubric = page.locator("#kind-rubric table.human-baseline").inner_text()  # type: ignore[attr-defined]
+    assert "r1" in rubric and "r2" in rubric and "m1" in rubric
+    assert page.locator("#kind-contract table.human-baseline").count() == 0  # type: ignore[attr-defined]
+    assert "fam" in page.locator("#kind-scenario table.human-baseline").inner_text()  # type: ignore[attr-defined]
+    page.screenshot(path=str(tmp_path / "report-modalities-people.png"), full_page=True)  # type: ignore[attr-defined]
     assert errors == []

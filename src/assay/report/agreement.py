@@ -27,7 +27,7 @@ from typing import Any
 
 from assay import metrics
 from assay.errors import InputError
-from assay.record import RunRecord
+from assay.report.runs import ReportRun
 
 YES = {"true", "yes", "y", "met", "1", "是", "命中"}
 NO = {"false", "no", "n", "not met", "0", "否", "未命中"}
@@ -84,7 +84,7 @@ def load_labels(path: Path) -> list[dict[str, Any]]:
     return out
 
 
-def _file_labels(r: RunRecord, labels: list[dict[str, Any]]) -> dict[str, dict[str, bool]]:
+def _file_labels(r: ReportRun, labels: list[dict[str, Any]]) -> dict[str, dict[str, bool]]:
     """item -> labeller -> met, for the labels given to this run's answer."""
     got: dict[str, dict[str, bool]] = defaultdict(dict)
     for lab in labels:
@@ -93,7 +93,7 @@ def _file_labels(r: RunRecord, labels: list[dict[str, Any]]) -> dict[str, dict[s
     return got
 
 
-def human_pairs(runs: Iterable[RunRecord], labels: list[dict[str, Any]]) -> dict[str, list[tuple[bool, bool, float]]]:
+def human_pairs(runs: Iterable[ReportRun], labels: list[dict[str, Any]]) -> dict[str, list[tuple[bool, bool, float]]]:
     """(judge met, human met, weight) per pair, by domain."""
     out: dict[str, list[tuple[bool, bool, float]]] = defaultdict(list)
     for r in runs:
@@ -125,7 +125,7 @@ def agreement_stats(pairs: list[tuple[bool, bool, float]]) -> dict[str, Any]:
     return {"pearson_r": r, "p_value": p, "raw_agreement": raw, "n": n}
 
 
-def rater_pairs(runs: Iterable[RunRecord], labels: list[dict[str, Any]]) -> dict[str, list[bool]]:
+def rater_pairs(runs: Iterable[ReportRun], labels: list[dict[str, Any]]) -> dict[str, list[bool]]:
     """Whether two people agree, per pair of people who labelled the same judged item of the
     same run, by domain: the human ceiling a judge is held to."""
     out: dict[str, list[bool]] = defaultdict(list)
@@ -142,7 +142,7 @@ def rater_pairs(runs: Iterable[RunRecord], labels: list[dict[str, Any]]) -> dict
     return dict(out)
 
 
-def human_agreement(runs: Iterable[RunRecord], labels: list[dict[str, Any]] | None = None
+def human_agreement(runs: Iterable[ReportRun], labels: list[dict[str, Any]] | None = None
                     ) -> dict[str, dict[str, Any]]:
     """`{domain: {pearson_r, p_value, raw_agreement, n[, inter_rater: {n, raw_agreement}]}}`,
     only domains with labelled pairs; `inter_rater` when two or more people labelled an item."""
@@ -156,7 +156,7 @@ def human_agreement(runs: Iterable[RunRecord], labels: list[dict[str, Any]] | No
     return out
 
 
-def judge_summary(runs: Iterable[RunRecord]) -> dict[str, Any] | None:
+def judge_summary(runs: Iterable[ReportRun]) -> dict[str, Any] | None:
     """Agreement among repeated votes, NA items and voters over an agent's judged runs."""
     infos = [r.grade.rubric.judge_info for r in runs
              if r.status == "done" and r.grade.rubric is not None and r.grade.rubric.judge_info is not None]

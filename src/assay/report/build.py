@@ -20,28 +20,35 @@ Additions to the SPEC's keys (documented here and in docs):
   a task run under several contents (hashes) or runs of several harness versions, and agents
   that finished different task sets of a kind; `task_sets {kind: {shared, agents, differ,
   missing}}` and `shared_tasks` (true under `--shared-tasks`); `failure_modes` under
-  `--failure-modes` (`assay.report.failure_modes`).
+  `--failure-modes` (`assay.report.failure_modes`); `human_baseline {kind: {family: {mean,
+  ci95, runs, people, tasks, agents}}}`: the human expert baseline per task family where people
+  (`human:NAME` agents) have at least `MIN_HUMAN_RUNS` (3) scored runs of that kind on it, with
+  every model's mean on the same tasks beside it (`human_baseline`); `pareto_points {scope:
+  [{agent, cost_usd, mean_score}]}` for every scope `pareto` has a front of (kind, kind/modality).
 """
 
 from __future__ import annotations
 
-import gc
 from collections import Counter, defaultdict
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from assay import metrics
 from assay.record import Audit, RunRecord, primary_kind
 from assay.report.agreement import human_agreement, judge_summary
+from assay.report.runs import ReportRun, as_report_runs, no_gc
 from assay.task.model import CAPABILITY_TAGS
 
 SCHEMA = "assay.report/1"
+R = TypeVar("R", RunRecord, ReportRun)
 CELLS = [f"{m}/{e}" for m in ("text", "multimodal") for e in ("single-step", "multi-step", "multi-step-with-tools")]
 
 
-def run_row(r: RunRecord) -> dict[str, Any]:
+def run_row(run: RunRecord | ReportRun) -> dict[str, Any]:
+    """A run's row of the report's `runs` (and of `assay show --json`, the web run page)."""
+    r = run if isinstance(run, ReportRun) else ReportRun.from_record(run)
     grade = r.grade.flat()
     grade.setdefault("audit", Audit(pre_audit_score=r.score).model_dump(mode="json"))
     return {
@@ -66,7 +73,7 @@ def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def pass_k(done: list[RunRecord]) -> dict[str, dict[str, float]]:
+def pass_k(done: list[ReportRun]) -> dict[str, dict[str, float]]:
     """pass@k and pass^k curves over epochs, k = 1..the smallest epoch count of a task, each k
     the mean over tasks (task, level, options) of the unbiased estimators. Linear in the runs:
     each task's curve comes from `metrics.pass_at_k_curve` (one multiplication per k)."""
@@ -92,9 +99,9 @@ def pass_k(done: list[RunRecord]) -> dict[str, dict[str, float]]:
             "pass_hat_k": {str(k + 1): v / t for k, v in enumerate(hat)}}
 
 
-def task_rows(runs: list[RunRecord]) -> list[dict[str, Any]]:
+def task_rows(runs: list[ReportRun]) -> list[dict[str, Any]]:
     """pass@k and pass^k per (agent, task, level, options), k = 1..epochs run."""
-    groups: dict[tuple[str, str, str | None, str], list[RunRecord]] = defaultdict(list)
+    groups: dict[tuple[str, str, str | None, str], list[ReportRun]] = defaultdict(list)
     for r in runs:
         if r.status == "done" and r.score is not None:
             groups[(r.key.agent, r.key.task_id, r.key.level, r.key.options_hash)].append(r)
@@ -112,12 +119,11 @@ def task_rows(runs: list[RunRecord]) -> list[dict[str, Any]]:
     return rows
 
 
-def _tokens(r: RunRecord) -> int:
-    u = r.usage
-    return u.input_tokens + u.output_tokens + u.cache_read_tokens + u.cache_write_tokens
+def _tokens(r: ReportRun) -> int:
+    return r.usage.tokens
 
 
-def cost_distribution(runs: list[RunRecord]) -> dict[str, Any] | None:
+def cost_distribution(runs: list[ReportRun]) -> dict[str, Any] | None:
     """Per-run cost (USD) of the runs whose price is known: min, median, p90, max (numpy's
     linear percentiles), with how many runs it covers and how many have an unknown cost."""
     known = [r.usage.cost_usd for r in runs if r.usage.cost_usd is not None]
@@ -127,7 +133,7 @@ def cost_distribution(runs: list[RunRecord]) -> dict[str, Any] | None:
     return {"min": lo, "median": med, "p90": p90, "max": hi, "runs": len(known), "unknown": len(runs) - len(known)}
 
 
-def kind_economics(kind_runs: list[RunRecord], scored: list[RunRecord], headline: float | None) -> dict[str, Any]:
+def kind_economics(kind_runs: list[ReportRun], scored: list[ReportRun], headline: float | None) -> dict[str, Any]:
     """What a kind's block cost: `cost_usd` (its runs, void ones too: they were paid for; null
     when a price is unknown), `tokens`, `tokens_per_task` and `cost_per_task` (that spend over
     the tasks the block covers), `score_per_1k_tokens` and `score_per_usd` (the block's
@@ -148,10 +154,10 @@ def kind_economics(kind_runs: list[RunRecord], scored: list[RunRecord], headline
     }
 
 
-def rubric_value(scored: list[RunRecord]) -> dict[str, dict[str, float]]:
+def rubric_value(scored: list[ReportRun]) -> dict[str, dict[str, float]]:
     """Value earned vs value available per currency (GDPval): each task's value counts once
     as available, and as earned times the share of its scored runs (epochs) that passed."""
-    by_task: dict[str, list[RunRecord]] = defaultdict(list)
+    by_task: dict[str, list[ReportRun]] = defaultdict(list)
     for r in scored:
         if r.value:
             by_task[r.key.task_id].append(r)
@@ -165,7 +171,7 @@ def rubric_value(scored: list[RunRecord]) -> dict[str, dict[str, float]]:
     return dict(sorted(out.items()))
 
 
-def scenario_families(scen: list[tuple[RunRecord, Any]]) -> dict[str, dict[str, Any]]:
+def scenario_families(scen: list[tuple[ReportRun, Any]]) -> dict[str, dict[str, Any]]:
     """Per scenario family (the task id before its first `/`): mean S over its variants
     (tasks), each variant's mean S, and the spread (max - min of the variants' means)."""
     by: dict[str, dict[str, list[tuple[float, float]]]] = defaultdict(lambda: defaultdict(list))
@@ -180,7 +186,7 @@ def scenario_families(scen: list[tuple[RunRecord, Any]]) -> dict[str, dict[str, 
     return out
 
 
-def search_deltas(runs: list[RunRecord]) -> dict[str, dict[str, dict[str, Any]]]:
+def search_deltas(runs: list[ReportRun]) -> dict[str, dict[str, dict[str, Any]]]:
     """Per agent and search mode: mean over tasks run both ways of (score with - score without)."""
     scores: dict[tuple[str, str], dict[tuple[str, str | None], list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in runs:
@@ -202,7 +208,7 @@ def search_deltas(runs: list[RunRecord]) -> dict[str, dict[str, dict[str, Any]]]
     return dict(out)
 
 
-def agent_summary(agent: str, runs: list[RunRecord], labels: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def agent_summary(agent: str, runs: list[ReportRun], labels: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     done = [r for r in runs if r.status == "done"]
     scored = [r for r in done if r.score is not None]
     currencies = {r.value["currency"] for r in runs if r.value}
@@ -212,8 +218,8 @@ def agent_summary(agent: str, runs: list[RunRecord], labels: list[dict[str, Any]
         econ.setdefault(c, 0.0)
     costs = [r.usage.cost_usd for r in runs]
 
-    def of_kind(kind: str) -> list[RunRecord]:  # the kind's runs, void ones too (they cost)
-        return [r for r in runs if r.kinds and primary_kind(r.kinds) == kind]
+    def of_kind(kind: str) -> list[ReportRun]:  # the kind's runs, void ones too (they cost)
+        return [r for r in runs if r.kinds and r.kind == kind]
 
     summary: dict[str, Any] = {
         "agent": agent, "runs": len(runs), "void": len(runs) - len(done),
@@ -229,7 +235,7 @@ def agent_summary(agent: str, runs: list[RunRecord], labels: list[dict[str, Any]
         "end_reasons": dict(sorted(Counter(r.end_reason for r in runs).items())),
     }
     # The rubric block: runs a rubric scores (their audited `score`, their `passed`).
-    rubric = [(r, rg) for r in scored if (rg := r.grade.rubric) is not None and primary_kind(r.kinds) == "rubric"]
+    rubric = [(r, rg) for r in scored if (rg := r.grade.rubric) is not None and r.kind == "rubric"]
     if rubric:
         tag_vals: dict[str, list[float]] = defaultdict(list)
         for r, rg in rubric:
@@ -259,7 +265,7 @@ def agent_summary(agent: str, runs: list[RunRecord], labels: list[dict[str, Any]
     human = human_agreement(runs, labels)
     if human:
         summary["human_agreement"] = human
-    contract = [r for r in scored if r.kinds and primary_kind(r.kinds) == "contract"]
+    contract = [r for r in scored if r.kinds and r.kind == "contract"]
     if contract:
         cells: dict[str, list[float]] = defaultdict(list)
         for r in contract:
@@ -309,20 +315,21 @@ def agent_summary(agent: str, runs: list[RunRecord], labels: list[dict[str, Any]
     return summary
 
 
-def averaged(r: RunRecord) -> float:
+def averaged(r: RunRecord | ReportRun) -> float:
     """A run's score as it enters every mean, front and table: scenario S floored at -1
     (`metrics.floored_score`), the audited score otherwise."""
-    if r.grade.scenario is not None and primary_kind(r.kinds) == "scenario":
-        return metrics.floored_score(r.grade.scenario.uplift_adj, r.grade.scenario.contact_cost)
+    scen = r.grade.scenario
+    if scen is not None and (r.kind if isinstance(r, ReportRun) else primary_kind(r.kinds)) == "scenario":
+        return metrics.floored_score(scen.uplift_adj, scen.contact_cost)
     return _score(r)
 
 
-def _score(r: RunRecord) -> float:
+def _score(r: RunRecord | ReportRun) -> float:
     assert r.score is not None
     return r.score
 
 
-def _levels(scen: list[tuple[RunRecord, Any]]) -> dict[str, Any]:
+def _levels(scen: list[tuple[ReportRun, Any]]) -> dict[str, Any]:
     """Mean S per level (L0 full brief .. L3 discover everything) and the drops FDE-Gym reads:
     L0 -> L1 (losing the written spec) and L1 -> L3 (losing the pointers)."""
     by: dict[str, dict[str, list[tuple[float, float]]]] = defaultdict(lambda: defaultdict(list))
@@ -340,16 +347,16 @@ def _levels(scen: list[tuple[RunRecord, Any]]) -> dict[str, Any]:
     return out
 
 
-def _task_ids(runs: Iterable[RunRecord]) -> list[str]:
+def _task_ids(runs: Iterable[ReportRun]) -> list[str]:
     """The tasks a kind's block covers (sorted ids): agents that ran different task sets show it."""
     return sorted({r.key.task_id for r in runs})
 
 
-def _removed(r: RunRecord) -> int:
+def _removed(r: ReportRun) -> int:
     return r.grade.audit.removed if r.grade.audit is not None else 0
 
 
-def build_report(campaign: str | None, runs: Iterable[RunRecord],
+def build_report(campaign: str | None, runs: Iterable[RunRecord | ReportRun],
                  labels: list[dict[str, Any]] | None = None,
                  skipped: list[dict[str, Any]] | None = None, *,
                  shared_tasks: bool = False, details: bool = True) -> dict[str, Any]:
@@ -357,25 +364,23 @@ def build_report(campaign: str | None, runs: Iterable[RunRecord],
     `skipped`: task files left out by `--skip-invalid` (file, field, reason);
     `shared_tasks`: keep, per kind, only the tasks every agent that ran the kind has a done run
     on (`assay report --shared-tasks`); `details`: build the per-run and per-task rows (`runs`,
-    `tasks`; left empty when False, for a terminal leaderboard that shows neither)."""
-    was_enabled = gc.isenabled()
-    gc.disable()  # building allocates many small objects next to every run: collections would rescan them all
-    try:
-        return _build(campaign, list(runs), labels, skipped, shared_tasks, details)
-    finally:
-        if was_enabled:
-            gc.enable()
+    `tasks`; left empty when False, for a terminal leaderboard that shows neither). `runs`
+    are `RunRecord`s or the lighter `ReportRun`s a store reads for reports
+    (`assay.report.runs.read_runs`): the report is the same."""
+    with no_gc():
+        return _build(campaign, as_report_runs(runs), labels, skipped, shared_tasks, details)
 
 
-def _build(campaign: str | None, runs: list[RunRecord], labels: list[dict[str, Any]] | None,
+def _build(campaign: str | None, runs: list[ReportRun], labels: list[dict[str, Any]] | None,
            skipped: list[dict[str, Any]] | None, shared_tasks: bool, details: bool) -> dict[str, Any]:
     sets = task_sets(runs)
     if shared_tasks:
         runs = on_shared_tasks(runs, sets)
-    by_agent: dict[str, list[RunRecord]] = defaultdict(list)
+    by_agent: dict[str, list[ReportRun]] = defaultdict(list)
     for r in runs:
         by_agent[r.key.agent].append(r)
     deltas = search_deltas(runs)
+    fronts, points = pareto_fronts(by_agent)
     return {
         "schema": SCHEMA,
         "campaign": campaign,
@@ -387,21 +392,63 @@ def _build(campaign: str | None, runs: list[RunRecord], labels: list[dict[str, A
         "search_delta": {a: (m.get("local") or m.get("brave") or m.get("native") or next(iter(m.values())))["delta"]
                          for a, m in deltas.items()},
         "search_deltas": deltas,
-        "pareto": pareto_fronts(by_agent),
+        "pareto": fronts,
+        "pareto_points": points,
         "shared_tasks": shared_tasks,
         "task_sets": sets,
+        "human_baseline": human_baseline(by_agent),
         "warnings": mixing_warnings(runs) + task_set_warnings(sets, shared_tasks),
     }
 
 
-def task_sets(runs: list[RunRecord]) -> dict[str, dict[str, Any]]:
+HUMAN_PREFIX = "human:"
+MIN_HUMAN_RUNS = 3
+"""A task family gets a human expert baseline row when people (`human:NAME` agents) have at
+least this many done, scored runs of one kind on it."""
+
+
+def family_of(task_id: str) -> str:
+    """A task's family: its id before the first `/` (a scenario's variants share one)."""
+    return task_id.split("/", 1)[0]
+
+
+def human_baseline(by_agent: dict[str, list[ReportRun]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """Per kind and task family with at least `MIN_HUMAN_RUNS` done, scored runs by people:
+    the people's pooled mean score (`averaged`: scenario S floored at -1) over those runs with
+    its bootstrap 95% CI, `runs`, `people` (their agent names), `tasks`, and beside it
+    `agents {agent: {mean, runs}}`: every other agent's mean over its runs of the same tasks
+    of that family (the same work), null-free (agents without such runs are left out)."""
+    scores: dict[tuple[str, str], dict[str, dict[str, list[float]]]] = defaultdict(lambda: defaultdict(
+        lambda: defaultdict(list)))
+    for agent, rs in by_agent.items():
+        for r in rs:
+            if r.status == "done" and r.score is not None and r.kinds:
+                scores[(r.kind, family_of(r.key.task_id))][agent][r.key.task_id].append(averaged(r))
+    out: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
+    for (kind, fam), per_agent in sorted(scores.items()):
+        people = sorted(a for a in per_agent if a.startswith(HUMAN_PREFIX))
+        vals = [v for a in people for vs in per_agent[a].values() for v in vs]
+        if len(vals) < MIN_HUMAN_RUNS:
+            continue
+        tasks = sorted({t for a in people for t in per_agent[a]})
+        others: dict[str, dict[str, Any]] = {}
+        for a, by_task in sorted(per_agent.items()):
+            own = [v for t in tasks for v in by_task.get(t, [])]
+            if not a.startswith(HUMAN_PREFIX) and own:
+                others[a] = {"mean": sum(own) / len(own), "runs": len(own)}
+        out[kind][fam] = {"mean": sum(vals) / len(vals), "ci95": _ci(vals), "runs": len(vals), "people": people,
+                          "tasks": tasks, "agents": others}
+    return dict(out)
+
+
+def task_sets(runs: list[ReportRun]) -> dict[str, dict[str, Any]]:
     """Per kind, the tasks every agent that ran the kind finished (has a done run on): `shared`
     (sorted ids), `agents {agent: tasks finished}`, `differ` (true when some agent finished a
     task another did not) and `missing {agent: [tasks another agent finished and it did not]}`."""
     done: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
     for r in runs:
         if r.kinds:
-            per_agent = done[primary_kind(r.kinds)]
+            per_agent = done[r.kind]
             if r.status == "done":
                 per_agent[r.key.agent].add(r.key.task_id)
             else:
@@ -416,9 +463,9 @@ def task_sets(runs: list[RunRecord]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def on_shared_tasks(runs: list[RunRecord], sets: dict[str, dict[str, Any]] | None = None) -> list[RunRecord]:
+def on_shared_tasks(runs: list[R], sets: dict[str, dict[str, Any]] | None = None) -> list[R]:
     """The runs of the tasks every agent that ran their kind finished (`--shared-tasks`)."""
-    keep = {k: set(v["shared"]) for k, v in (task_sets(runs) if sets is None else sets).items()}
+    keep = {k: set(v["shared"]) for k, v in (task_sets(as_report_runs(runs)) if sets is None else sets).items()}
     return [r for r in runs if not r.kinds or r.key.task_id in keep.get(primary_kind(r.kinds), set())]
 
 
@@ -434,7 +481,7 @@ def task_set_warnings(sets: dict[str, dict[str, Any]], restricted: bool) -> list
     return out
 
 
-def mixing_warnings(runs: list[RunRecord]) -> list[str]:
+def mixing_warnings(runs: list[ReportRun]) -> list[str]:
     """What makes a campaign's runs not comparable: a task run under several contents (its
     hash changed between runs) or runs made by several harness versions."""
     hashes: dict[str, set[str]] = defaultdict(set)
@@ -448,12 +495,15 @@ def mixing_warnings(runs: list[RunRecord]) -> list[str]:
     return out
 
 
-def pareto_fronts(by_agent: dict[str, list[RunRecord]]) -> dict[str, list[dict[str, Any]]]:
+def pareto_fronts(by_agent: dict[str, list[ReportRun]]
+                  ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[dict[str, Any]]]]:
     """Accuracy-cost Pareto fronts (DAREBench): the agents no other agent beats on both mean
     score and cost. A score is never averaged across kinds, so there is one front per kind
     (`rubric`, `scenario`, `contract`) and, within a kind, per modality (`contract/text`,
     `contract/multimodal`); when every run is of one kind, `all`, `text` and `multimodal` name
-    that kind's fronts too. Agents whose cost is unknown (a price is missing) are left out."""
+    that kind's fronts too. Agents whose cost is unknown (a price is missing) are left out.
+    Second: every priced agent's point `{agent, cost_usd, mean_score}` per kind and per kind
+    and modality (the report's `pareto_points`, what the HTML plots beside each front)."""
     # One pass over the runs: each agent's (cost, score sum, runs) per kind and per kind and modality.
     sums: dict[tuple[str, str | None], dict[str, list[float]]] = defaultdict(dict)
     unknown: set[tuple[str, str | None, str]] = set()
@@ -461,7 +511,7 @@ def pareto_fronts(by_agent: dict[str, list[RunRecord]]) -> dict[str, list[dict[s
         for r in rs:
             if r.status != "done" or r.score is None:
                 continue
-            kind = primary_kind(r.kinds)
+            kind = r.kind
             for scope in ((kind, None), (kind, str(r.task_meta.get("modality", "text")))):
                 acc = sums[scope].setdefault(agent, [0.0, 0.0, 0.0])
                 if r.usage.cost_usd is None:
@@ -471,15 +521,20 @@ def pareto_fronts(by_agent: dict[str, list[RunRecord]]) -> dict[str, list[dict[s
                 acc[2] += 1
     kinds = sorted({k for k, _m in sums})
     out: dict[str, list[dict[str, Any]]] = {}
+    points: dict[str, list[dict[str, Any]]] = {}
     for kind in kinds:
         for modality in (None, "text", "multimodal"):
-            front = _front(sums.get((kind, modality), {}), {a for k, m, a in unknown if (k, m) == (kind, modality)})
+            per_agent = sums.get((kind, modality), {})
+            unpriced = {a for k, m, a in unknown if (k, m) == (kind, modality)}
+            front = _front(per_agent, unpriced)
             if front:
                 name = kind if modality is None else f"{kind}/{modality}"
                 out[name] = front
+                points[name] = [{"agent": a, "cost_usd": v[0], "mean_score": v[1] / v[2]}
+                                for a, v in sorted(per_agent.items()) if a not in unpriced]
                 if len(kinds) == 1:
                     out["all" if modality is None else modality] = front
-    return out
+    return out, points
 
 
 def _front(per_agent: dict[str, list[float]], unpriced: set[str]) -> list[dict[str, Any]]:

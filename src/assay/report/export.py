@@ -112,6 +112,13 @@ def write_markdown(report: dict[str, Any], path: Path) -> None:
             if cells:
                 lines += _md_table(["agent", *cells], [[a["agent"], *(a["contract"]["cells"].get(c) for c in cells)]
                                                       for a in having])
+        baseline = report.get("human_baseline", {}).get(kind, {})
+        if baseline:
+            lines += [f"### {kind} · human expert baseline per task family", ""]
+            lines += _md_table(["family", "people", "runs", "human mean", "95% CI", "agents on the same tasks"],
+                               [[fam, ", ".join(b["people"]), b["runs"], b["mean"], b["ci95"],
+                                 "; ".join(f"{a} {v['mean']:.4g} ({v['runs']} runs)" for a, v in b["agents"].items())]
+                                for fam, b in baseline.items()])
     fm = report.get("failure_modes")
     if fm:
         lines += [f"## failure modes (judge {fm['judge']})", ""]

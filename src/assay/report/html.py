@@ -20,6 +20,7 @@ from typing import Any
 from jinja2 import Environment, select_autoescape
 from markupsafe import Markup
 
+from assay.report.build import MIN_HUMAN_RUNS
 from assay.report.table import COMMON_COLUMNS, HEADLINES, KIND_COLUMNS
 
 W, H = 600, 320
@@ -28,6 +29,7 @@ COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e3
           "#bcbd22"]
 LABEL_MAX = 14
 """Characters of an agent name shown under a bar or beside a point; the full name is the tooltip."""
+MODALITIES = ("text", "multimodal")
 RUN_COLUMNS = ["run", "task", "agent", "level", "epoch", "status", "end", "score", "passed", "cost (USD)"]
 
 
@@ -134,13 +136,16 @@ def bars_svg(kind: str, label: str, items: list[tuple[str, float, list[float] | 
     return _svg("bars", parts, f"{kind} {label} per agent with 95% confidence intervals")
 
 
-def pareto_svg(kind: str, points: list[tuple[str, float, float]], front: list[str]) -> Markup:
-    """Cost (USD) against the kind's headline per agent; the Pareto front (no agent both
+def pareto_svg(kind: str, points: list[tuple[str, float, float]], front: list[str], modality: str | None = None
+               ) -> Markup:
+    """Cost (USD) against the kind's headline per agent (over its `modality` tasks only, when
+    given: DAREBench's separate text and multimodal fronts); the Pareto front (no agent both
     cheaper and better) drawn as a stepped line. All costs 0 gives the axis [0, 1]."""
     ax = _Axes(_domain([c for _a, c, _s in points]),
                _domain([s for _a, _c, s in points], unit=(0.0, 1.0) if kind != "scenario" else None))
     all_zero = all(c == 0 for _a, c, _s in points)
-    parts = _frame(ax, f"{kind}: score against cost, Pareto front" + (" (every cost is 0)" if all_zero else ""),
+    scope = kind if modality is None else f"{kind} ({modality} tasks)"
+    parts = _frame(ax, f"{scope}: score against cost, Pareto front" + (" (every cost is 0)" if all_zero else ""),
                    "cost of the agent's runs (USD)", "mean score")
     fpts = sorted(((c, s) for a, c, s in points if a in front), key=lambda p: (p[0], -p[1]))
     if fpts:
@@ -160,7 +165,8 @@ def pareto_svg(kind: str, points: list[tuple[str, float, float]], front: list[st
                  f'<text class="tick" x="{W - MR - 120}" y="{ly + 3}">Pareto front</text>'
                  f'<circle cx="{W - MR - 138}" cy="{ly + 14}" r="4" fill="#555"/>'
                  f'<text class="tick" x="{W - MR - 120}" y="{ly + 17}">agent</text></g>')
-    return _svg("pareto", parts, f"{kind} mean score against cost with the Pareto front")
+    return _svg("pareto" if modality is None else f"pareto modality-{modality}", parts,
+                f"{scope} mean score against cost with the Pareto front")
 
 
 def curves_svg(kind: str, name: str, series: list[tuple[str, dict[str, float]]]) -> Markup:
@@ -217,6 +223,15 @@ def kind_sections(report: dict[str, Any]) -> list[dict[str, Any]]:
         priced = [(a["agent"], a[kind]["cost_usd"], a[kind][head]) for a in scored if a[kind].get("cost_usd") is not None]
         if priced:
             plots.append(pareto_svg(kind, priced, [p["agent"] for p in report.get("pareto", {}).get(kind, [])]))
+        pareto_rows = []
+        fronts, points = report.get("pareto", {}), report.get("pareto_points", {})
+        if all(f"{kind}/{m}" in points for m in MODALITIES):  # both modalities ran: one plot each
+            for m in MODALITIES:
+                scope = f"{kind}/{m}"
+                on = [p["agent"] for p in fronts.get(scope, [])]
+                pts = [(p["agent"], p["cost_usd"], p["mean_score"]) for p in points[scope]]
+                plots.append(pareto_svg(kind, pts, on, modality=m))
+                pareto_rows += [[a, m, f"{c:.4g}", f"{v:.4g}", "yes" if a in on else "no"] for a, c, v in pts]
         for field, name in (("pass_at_k", "pass@k"), ("pass_hat_k", "pass^k")):
             series = [(a["agent"], a[kind][field]) for a in having if a[kind].get(field)]
             if series:
@@ -230,10 +245,18 @@ def kind_sections(report: dict[str, Any]) -> list[dict[str, Any]]:
         families = [[a["agent"], fam, f"{f['mean_s']:.4g}", str(len(f["variants"])), f"{f['spread']:.4g}", str(f["runs"])]
                     for a in having for fam, f in a[kind].get("families", {}).items()]
         out.append({"kind": kind, "plots": plots, "head": ["agent", "tasks", *(n for n, _f in cols)], "rows": rows,
-                    "families": families,
+                    "families": families, "pareto_rows": pareto_rows,
+                    "baseline": [[fam, ", ".join(b["people"]), str(b["runs"]), f"{b['mean']:.4g}", _ci_cell(b["ci95"]),
+                                  "; ".join(f"{a} {v['mean']:.4g} ({v['runs']} runs)" for a, v in b["agents"].items())
+                                  or "-"]
+                                 for fam, b in report.get("human_baseline", {}).get(kind, {}).items()],
                     "differ": bool(ts.get("differ")), "missing": ts.get("missing", {}),
                     "shared": len(ts.get("shared", []))})
     return out
+
+
+def _ci_cell(ci: list[float] | None) -> str:
+    return "-" if ci is None else f"[{ci[0]:.4g}, {ci[1]:.4g}]"
 
 
 def _runs_json(report: dict[str, Any]) -> Markup:
@@ -323,6 +346,12 @@ svg .curve{fill:none;stroke-width:2}svg .tick,svg .lbl,svg .val{fill:#333}svg .a
 {% if s.families %}<h3>Scenario families (spread: best minus worst variant's mean S)</h3><table class="families">
 <tr><th>agent</th><th>family</th><th>mean S</th><th>variants</th><th>spread</th><th>runs</th></tr>
 {% for r in s.families %}<tr>{% for c in r %}<td>{{ c }}</td>{% endfor %}</tr>{% endfor %}</table>{% endif %}
+{% if s.pareto_rows %}<h3>Score against cost per modality (the text and multimodal Pareto plots)</h3><table class="pareto-modality">
+<tr><th>agent</th><th>modality</th><th>cost (USD)</th><th>mean score</th><th>on the front</th></tr>
+{% for r in s.pareto_rows %}<tr>{% for c in r %}<td>{{ c }}</td>{% endfor %}</tr>{% endfor %}</table>{% endif %}
+{% if s.baseline %}<h3>Human expert baseline per task family (people's runs pooled; shown from {{ min_human_runs }} runs)</h3>
+<table class="human-baseline"><tr><th>family</th><th>people</th><th>runs</th><th>human mean</th><th>95% CI</th><th>agents on the same tasks</th></tr>
+{% for r in s.baseline %}<tr>{% for c in r %}<td>{{ c }}</td>{% endfor %}</tr>{% endfor %}</table>{% endif %}
 </section>{% endfor %}
 {% if failure_modes %}<section id="failure-modes"><h2>Failure modes (judge {{ failure_modes.judge }})</h2>
 <table><tr><th>agent</th><th>failed</th><th>category</th><th>runs</th><th>share</th></tr>
@@ -349,7 +378,7 @@ def render_html(report: dict[str, Any]) -> str:
     return env.from_string(TEMPLATE).render(
         campaign=report.get("campaign") or "(all)", agents=report["agents"], kinds=kinds,
         sections=kind_sections(report), warnings=report.get("warnings", []), shared_tasks=report.get("shared_tasks"),
-        failure_modes=report.get("failure_modes"), n_runs=len(report["runs"]), run_columns=RUN_COLUMNS, runs_json=_runs_json(report), script=Markup(SCRIPT),
+        failure_modes=report.get("failure_modes"), min_human_runs=MIN_HUMAN_RUNS, n_runs=len(report["runs"]), run_columns=RUN_COLUMNS, runs_json=_runs_json(report), script=Markup(SCRIPT),
         pct=lambda v: "-" if v is None else f"{100 * v:.1f}%",
         num=lambda v: "-" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v)),
         money=lambda e: " / ".join(f"{v:,.0f} {c}" for c, v in sorted(e.items())) or "-",

@@ -157,6 +157,15 @@ def kind_tables(report: dict[str, Any]) -> list[Table]:
                                 [[Text(a["agent"]), str(len(a[kind].get("tasks", []))),
                                   *(f(a[kind]) for _n, f in columns)] for a in having]))
         tables += _detail_tables(kind, having)
+        baseline = report.get("human_baseline", {}).get(kind, {})
+        if baseline:
+            tables.append(_grid(f"{kind} · human expert baseline per task family (people's runs pooled)",
+                                ["family", "people", "runs", "human mean", "95% CI", "agents on the same tasks"],
+                                [[Text(fam), Text(", ".join(b["people"])), str(b["runs"]), _num(b["mean"]),
+                                  _ci_text(b["ci95"]),
+                                  Text("; ".join(f"{a} {_num(v['mean'])} ({v['runs']} runs)"
+                                                 for a, v in b["agents"].items()) or "-")]
+                                 for fam, b in baseline.items()], left=2))
     return tables
 
 

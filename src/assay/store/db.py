@@ -37,6 +37,7 @@ from sqlalchemy import (
     ColumnElement,
     Connection,
     Engine,
+    case,
     create_engine,
     event,
     exc,
@@ -70,6 +71,12 @@ def _dumps(obj: Any) -> str:
 def _sort_key(r: RunRecord) -> tuple[Any, ...]:
     k = r.key
     return (k.task_id, k.agent, k.level is not None, k.level or "", k.epoch, k.campaign, r.attempt)
+
+
+def _col_sort_key(c: dict[str, Any]) -> tuple[Any, ...]:
+    """`_sort_key` over `Store.report_rows` columns."""
+    return (c["task_id"], c["agent"], c["level"] is not None, c["level"] or "", c["epoch"], c["campaign"],
+            c["attempt"])
 
 
 class Store:
@@ -456,6 +463,62 @@ class Store:
         records = [RunRecord.model_validate_json(raw) for _, raw in latest.values()]
         records.sort(key=_sort_key)
         return records
+
+    # The columns `report_rows` gives each run (the record's own values, stored beside it).
+    REPORT_COLUMNS = ("run_id", "campaign", "task_id", "task_hash", "agent", "level", "epoch", "options_hash",
+                      "attempt", "status", "end_reason", "score", "passed", "harness_version", "model", "sandbox")
+
+    def report_rows(self, campaign: str | None = None, record_keys: Sequence[str] | None = None,
+                    grade_keys: Sequence[str] = ()) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+        """The latest attempt per key digest (as `runs`, same order) as plain data for reports:
+        `(columns, record)`, `columns` the `REPORT_COLUMNS`, `record` the stored record's JSON
+        object, whole when `record_keys` is None, else only those top-level keys and, under
+        `grade`, the flat grade's `grade_keys` (keys absent or null are left out).
+
+        No `RunRecord` is validated. On SQLite the projection is extracted by SQLite's JSON
+        functions, so the large fields (final message, rubric items) are never parsed in
+        Python; a record SQLite cannot parse (a NaN) and other backends are parsed whole and
+        projected in Python."""
+        c = runs_t.c
+        project = record_keys is not None and self._backend == "sqlite"
+        paths = [f"$.{k}" for k in record_keys or ()] + [f"$.grade.{k}" for k in grade_keys]
+        body: Any = c.record
+        if project:
+            body = case((func.json_valid(c.record) == 1, func.json_extract(c.record, *paths, "$.run_id")),
+                        else_=literal("!").concat(c.record))
+        cols = [c[n] for n in self.REPORT_COLUMNS]
+        stmt = select(c.key_digest, c.created_at, *cols, body.label("body"))
+        if campaign is not None:
+            stmt = stmt.where(c.campaign == campaign)
+        latest: dict[str, tuple[Any, ...]] = {}
+        n_cols = len(self.REPORT_COLUMNS)
+        at = 2 + self.REPORT_COLUMNS.index("attempt")
+        with self.engine.connect() as conn:
+            for row in conn.execute(stmt):
+                # rank: (attempt, created_at, run_id), as `runs` takes the latest attempt
+                cur = latest.get(row[0])
+                if cur is None or (row[at], row[1], row[2]) > (cur[at], cur[1], cur[2]):
+                    latest[row[0]] = row
+        out: list[tuple[dict[str, Any], dict[str, Any]]] = []
+        names = self.REPORT_COLUMNS
+        rkeys = tuple(record_keys or ())
+        n_rec = len(rkeys)
+        for kept in latest.values():
+            raw: str = kept[-1]
+            colmap = dict(zip(names, kept[2:2 + n_cols], strict=True))
+            if project and raw[0] != "!":
+                got = json.loads(raw)
+                rec = {k: v for k, v in zip(rkeys, got, strict=False) if v is not None}
+                rec["grade"] = {k: v for k, v in zip(grade_keys, got[n_rec:], strict=False) if v is not None}
+            else:
+                rec = json.loads(raw[1:] if project else raw)
+                if record_keys is not None:
+                    flat = rec.get("grade") or {}
+                    rec = {k: rec[k] for k in rkeys if rec.get(k) is not None}
+                    rec["grade"] = {k: flat[k] for k in grade_keys if flat.get(k) is not None}
+            out.append((colmap, rec))
+        out.sort(key=lambda cr: _col_sort_key(cr[0]))
+        return out
 
     def _resolve(self, conn: Connection, run_id: str) -> str | None:
         exact = conn.execute(select(runs_t.c.run_id).where(runs_t.c.run_id == run_id)).first()

@@ -30,6 +30,8 @@ from fastapi.staticfiles import StaticFiles
 from assay.errors import InputError
 from assay.record import RunRecord
 from assay.report.build import build_report, run_row
+from assay.report.html import kind_sections
+from assay.report.runs import read_runs
 from assay.store import Store
 from assay.store.accounts import has_accounts
 from assay.store.labels import MAX_NOTE_CHARS, ItemLabel, labels_of_run, save_labels, stored_labels
@@ -37,6 +39,7 @@ from assay.task.discover import discover
 from assay.task.model import Task
 from assay.web.human import DEFAULT_CAMPAIGN, PlayError, PlayManager, PlaySession, playable
 from assay.web.ops import HEALTH_PATH, RequestLog, health
+from assay.web.runfilter import RunFilter
 from assay.web.security import (
     COOKIE,
     LOOPBACK_NAMES,
@@ -52,6 +55,7 @@ from assay.web.workbench import workbench_routes
 
 HERE = Path(__file__).resolve().parent
 KINDS = ("rubric", "scenario", "contract")
+SIBLINGS_SHOWN = 20  # other runs of the same task a run page offers to open side by side
 SCENARIO_FIELDS = ("kpi", "kpi_baseline", "kpi_reference", "uplift", "uplift_adj", "incidents", "contact_cost",
                    "questions_asked", "asked_by_person", "off_limits_contacts", "key_fact_coverage", "solved")
 
@@ -182,11 +186,13 @@ def create_app(store_url: str, suites: list[Path] | None = None, *, token: str |
     def expert_labels() -> list[dict[str, Any]] | None:
         return stored_labels(store) or None
 
-    def campaign_blocks(names: list[str]) -> list[dict[str, Any]]:
+    def campaign_blocks(names: list[str], whole: bool = False) -> list[dict[str, Any]]:
+        """Each campaign's report; `whole`: with the per-run rows (reads every record whole)."""
         blocks = []
         labels = expert_labels()
         for name in names:
-            rep = build_report(name, store.runs(name), labels=labels)
+            rep = build_report(name, read_runs(store, name, whole=whole, items=bool(labels)), labels=labels,
+                               details=whole)
             blocks.append({"name": name, "report": rep,
                            "kinds": [k for k in KINDS if any(k in a for a in rep["agents"])]})
         return blocks
@@ -230,8 +236,42 @@ def create_app(store_url: str, suites: list[Path] | None = None, *, token: str |
     def campaign(request: Request, name: str) -> HTMLResponse:
         if name not in store.campaigns():
             return not_found(request, f"no campaign named {name!r}")
-        block = campaign_blocks([name])[0]
-        return page(request, "campaign.html", title=f"campaign {name}", c=block, runs=block["report"]["runs"])
+        block = campaign_blocks([name], whole=True)[0]
+        try:
+            wanted = RunFilter.from_query(request.query_params)
+        except ValueError as e:
+            return page(request, "error.html", status=400, title="bad filter", message=str(e))
+        every = block["report"]["runs"]
+        return page(request, "campaign.html", title=f"campaign {name}", c=block, runs=wanted.apply(every),
+                    n_runs=len(every), f=wanted, agents=sorted({r["agent"] for r in every}),
+                    sections=kind_sections(block["report"]))
+
+    @app.get("/compare", response_class=HTMLResponse)
+    def compare_page(request: Request) -> HTMLResponse:
+        """Two runs of one task side by side: facts, grades and transcripts."""
+        ids = request.query_params.getlist("run")
+        if len(ids) != 2:
+            return page(request, "error.html", status=400, title="pick two runs",
+                        message=f"run: choose exactly two runs of one task to compare (got {len(ids)})")
+        pair = []
+        for rid in ids:
+            try:
+                rec = store.get_run(rid)
+            except ValueError as e:
+                return page(request, "error.html", status=400, title="ambiguous run id", message=str(e))
+            if rec is None:
+                return not_found(request, f"no run {rid!r}")
+            row = run_row(rec)
+            g = row["grade"]
+            pair.append({"run": row, "rec": rec, "grade": g, "rubric_items": g.get("items") or [],
+                         "scenario": {k: g[k] for k in SCENARIO_FIELDS if k in g},
+                         "events": [e.wire() for e in store.events(rec.run_id)]})
+        if pair[0]["rec"].key.task_id != pair[1]["rec"].key.task_id:
+            return page(request, "error.html", status=400, title="not the same task",
+                        message=f"run: {pair[0]['rec'].run_id} is of task {pair[0]['rec'].key.task_id!r} and "
+                                f"{pair[1]['rec'].run_id} of {pair[1]['rec'].key.task_id!r}: side by side "
+                                "compares two runs of one task")
+        return page(request, "compare.html", title=f"task {pair[0]['rec'].key.task_id}: two runs", pair=pair)
 
     @app.get("/runs/{run_id}", response_class=HTMLResponse)
     def run_page(request: Request, run_id: str) -> HTMLResponse:
@@ -247,7 +287,11 @@ def create_app(store_url: str, suites: list[Path] | None = None, *, token: str |
         who = me(request)
         labels = labels_of_run(store, rec.run_id)
         mine = {lab.item_id: lab for lab in labels if who is not None and lab.labeller == who.name}
+        siblings = [o for o in store.runs(rec.key.campaign)
+                    if o.key.task_id == rec.key.task_id and o.run_id != rec.run_id][:SIBLINGS_SHOWN]
         return page(request, "run.html", title=f"run {rec.run_id}", run=row, rec=rec, grade=g, scenario=scenario,
+                    siblings=[{"run_id": o.run_id, "agent": o.key.agent, "epoch": o.key.epoch, "level": o.key.level,
+                               "score": o.score} for o in siblings],
                     rubric_items=g.get("items") or [], labels=labels, my_labels=mine,
                     labellable=_labellable(rec) if who is not None and who.role == "expert" else [],
                     events=[e.wire() for e in store.events(rec.run_id)])

@@ -1,0 +1,154 @@
+"""The report read from the store's light view (`Store.report_rows` -> `ReportRun`) equals the
+report built from whole validated `RunRecord`s (`Store.runs`), on a varied store: rubric runs
+(judge info, NA and labelled items, tags, an audit removal, values), contract runs (predicates,
+both modalities), scenario runs (levels, families, a floored S), void runs replaced by a re-run
+attempt, several agents, epochs and campaigns, human runs, and a record SQLite's JSON functions
+cannot parse (a NaN). Both the projection (terminal) and the whole read (report files)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from assay.record import (
+    Audit,
+    AuditFlag,
+    ContractGrade,
+    Grade,
+    ItemGrade,
+    JudgeInfo,
+    PredicateGrade,
+    RubricGrade,
+    RunKey,
+    RunRecord,
+    ScenarioGrade,
+    UsageCost,
+)
+from assay.report.build import build_report
+from assay.report.runs import read_runs
+from assay.store import Store
+from tests.helpers import assay
+
+
+def _rec(campaign: str, agent: str, task: str, kind: str, score: float, *, epoch: int = 1, attempt: int = 1,
+         void: bool = False, level: str | None = None, modality: str = "text", cost: float | None = 0.01,
+         judged: bool = False, removed: bool = False, nan: bool = False) -> RunRecord:
+    if kind == "rubric":
+        items = [ItemGrade(id="i1", weight=2.0, tag="FI", hit=score > 0.5, reason="r"),
+                 ItemGrade(id="i2", weight=1.0, tag="AR", na=True), ItemGrade(id="c1", weight=1.0, check=True, hit=True)]
+        grade = Grade(rubric=RubricGrade(
+            expert_score=score, na=1, items=items, tags={"FI": score, "AR": None, "custom": 0.25},
+            scoring="clipped", judge_info=JudgeInfo(agreed=1, answered=2, na=1, votes=3, judges=["j1", "j2"],
+                                                    mode="per_item") if judged else None))
+    elif kind == "contract":
+        grade = Grade(contract=ContractGrade(sat=score > 0.5, predicates=[
+            PredicateGrade(path="out.csv", ok=score > 0.5, required=True),
+            PredicateGrade(path="extra.txt", ok=True, required=False)]))
+    else:
+        grade = Grade(scenario=ScenarioGrade(kpi=score, kpi_baseline=0.0, kpi_reference=1.0, uplift=score,
+                                             uplift_adj=score, contact_cost=0.1, score=score - 0.1,
+                                             solved=score > 0.8, router_fallback_count=1 if score < 0 else 0))
+    if removed:
+        grade.audit = Audit(flags=[AuditFlag(rule="copy", reason="copied", removed=True)], removed=1,
+                            pre_audit_score=score, audited=True)
+    final = float("nan") if nan else score
+    return RunRecord(
+        run_id=uuid.uuid4().hex,
+        key=RunKey(campaign=campaign, task_id=task, task_hash="h-" + task, agent=agent, level=level, epoch=epoch,
+                   options_hash="o"),
+        attempt=attempt, kinds=[kind], harness_version="t", status="void" if void else "done",
+        end_reason="api_error" if void else "finished", void_reason="provider down" if void else None,
+        score=None if void else (0.0 if removed else final), passed=None if void else score >= 0.7,
+        grade=grade, usage=UsageCost(input_tokens=100 + epoch, output_tokens=7, cost_usd=cost),
+        judge_usage=UsageCost(input_tokens=5, cost_usd=0.001), final_message="[/INST] text " * 20,
+        value={"amount": 10.0, "currency": "USD" if epoch % 2 else "EUR"} if kind == "rubric" else None,
+        task_meta={"title": task, "domain": "d1" if "1" in task else "d2", "language": "en", "modality": modality,
+                   "execution": "single-step"},
+        options={"search": "local"} if agent == "m2" and kind == "rubric" else {}, turns=3, duration_s=1.5)
+
+
+def varied(campaign: str) -> list[RunRecord]:
+    runs: list[RunRecord] = []
+    for agent in ("m1", "m2", "human:alice"):
+        for e in (1, 2, 3):
+            runs.append(_rec(campaign, agent, "r1", "rubric", 0.2 * e + (0.1 if agent == "m2" else 0), epoch=e,
+                             judged=agent != "human:alice"))
+            runs.append(_rec(campaign, agent, "r2", "rubric", 0.0, epoch=e, removed=e == 2, cost=None if e == 3 else 0.0))
+        runs.append(_rec(campaign, agent, "c1", "contract", 0.9, modality="text"))
+        runs.append(_rec(campaign, agent, "c2", "contract", 0.4, modality="multimodal"))
+        for lv, s in (("L0", 0.9), ("L1", -2.5), ("L3", 0.3)):
+            runs.append(_rec(campaign, agent, "fam/v1", "scenario", s, level=lv))
+            runs.append(_rec(campaign, agent, "fam/v2", "scenario", s / 2, level=lv))
+    runs.append(_rec(campaign, "m1", "r3", "rubric", 0.0, void=True))  # void, never re-run
+    runs.append(_rec(campaign, "m2", "r3", "rubric", 0.0, void=True))  # void, then re-run as attempt 2
+    runs.append(_rec(campaign, "m2", "r3", "rubric", 0.8, attempt=2))
+    return runs
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
+    st = Store(f"sqlite:///{tmp_path_factory.mktemp('store') / 'assay.db'}")
+    for campaign in ("c", "other"):
+        for r in varied(campaign):
+            st.save_run(r, [])
+    st.save_run(_rec("c", "m3", "r1", "rubric", 0.5, nan=True), [])  # SQLite's JSON functions refuse NaN
+    return st
+
+
+def _canon(rep: dict[str, Any]) -> str:
+    return json.dumps(rep, sort_keys=True, allow_nan=True)
+
+
+@pytest.mark.parametrize("shared", [False, True])
+@pytest.mark.parametrize("campaign", ["c", "other", None])
+def test_light_read_builds_the_same_report_as_whole_records(store: Store, campaign: str | None, shared: bool) -> None:
+    labels = [{"task_id": "r1", "item_id": "i1", "met": True, "labeller": "x", "run_id": r.run_id}
+              for r in store.runs(campaign) if r.key.task_id == "r1"]
+    for lab in (None, labels):
+        old = build_report(campaign, store.runs(campaign), labels=lab, shared_tasks=shared)
+        whole = build_report(campaign, read_runs(store, campaign, whole=True), labels=lab, shared_tasks=shared)
+        assert _canon(whole) == _canon(old)
+        light = build_report(campaign, read_runs(store, campaign, whole=False, items=lab is not None), labels=lab,
+                             shared_tasks=shared, details=False)
+        assert _canon(light) == _canon({**old, "runs": [], "tasks": []})
+    assert {a["agent"] for a in old["agents"]} >= {"m1", "m2", "human:alice"}
+    if not shared:
+        assert len(old["runs"]) == len(store.runs(campaign))
+
+
+def test_projection_refuses_per_run_rows(store: Store) -> None:
+    light = read_runs(store, "c", whole=False)
+    with pytest.raises(ValueError, match="projection"):
+        build_report("c", light, details=True)
+
+
+def test_cli_report_json_equals_the_whole_record_report(store: Store, tmp_path: Path) -> None:
+    """The CLI (light read) writes the report `build_report` gives over `Store.runs`."""
+    (tmp_path / ".assay").mkdir(exist_ok=True)
+    url = store.url
+    r = assay("report", "--store", url, "--campaign", "c", "--json", str(tmp_path / "r.json"), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    got = json.loads((tmp_path / "r.json").read_text())
+    want = json.loads(json.dumps(build_report("c", store.runs("c"), labels=None), allow_nan=True))
+    assert got == want or _canon(got) == _canon(want)
+    term = assay("report", "--store", url, "--campaign", "c", cwd=tmp_path)
+    assert term.returncode == 0, term.stderr
+    assert "human:alice" in term.stdout and "m2" in term.stdout
+
+
+def test_postgresql_store_gives_the_same_report(pg_url: str) -> None:
+    """On PostgreSQL the projection is made in Python from the parsed record: the same report."""
+    st = Store(pg_url)
+    try:
+        for r in varied("c"):
+            st.save_run(r, [])
+        old = build_report("c", st.runs("c"))
+        assert _canon(build_report("c", read_runs(st, "c", whole=True))) == _canon(old)
+        light = build_report("c", read_runs(st, "c", whole=False), details=False)
+        assert _canon(light) == _canon({**old, "runs": [], "tasks": []})
+    finally:
+        st.close()
