@@ -17,6 +17,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,14 @@ def pg_server() -> Iterator[dict[str, Any]]:
     """A private PostgreSQL server in a temp dir, killed by pid at the end of the session."""
     if not INITDB:
         pytest.skip("PostgreSQL binaries not installed (/usr/lib/postgresql/*/bin/initdb)")
+    with postgres_server() as server:
+        yield server
+
+
+@contextmanager
+def postgres_server() -> Iterator[dict[str, Any]]:
+    """Start a private PostgreSQL server in a temp dir (127.0.0.1, a free port); stopped by
+    pid on exit. Also used by bench/bench_scale.py."""
     bindir = Path(INITDB[-1]).parent
     tmp = Path(tempfile.mkdtemp(prefix="assay-pg-"))
     data = tmp / "data"

@@ -88,18 +88,19 @@ async def test_resume_skips_finished_keys_and_reruns_void_ones_with_the_next_att
     steady = FakeFactory("steady", finish("ok"))
     plan = plan_for(tasks[:2], [steady, FakeFactory("flaky", flaky.act)], ctx)
     first = await campaign(plan, ctx)
-    assert (len(first.records), first.already_done, first.void) == (4, 0, 2)
+    assert (first.ran, first.already_done, first.void) == (4, 0, 2)
     todo, finished = pending_runs(plan, ctx)
     assert finished == 2
     assert sorted((p.key.agent, p.key.task_id, a) for p, a in todo) == [("flaky", "t1", 2), ("flaky", "t2", 2)]
 
-    second = await campaign(plan, ctx)
-    assert (len(second.records), second.already_done, second.void) == (2, 2, 0)
-    assert sorted((r.key.agent, r.attempt, r.status) for r in second.records) == [("flaky", 2, "done")] * 2
+    seen: list[RunRecord] = []
+    second = await campaign(plan, ctx, seen)
+    assert (second.ran, second.already_done, second.void) == (2, 2, 0)
+    assert sorted((r.key.agent, r.attempt, r.status) for r in seen) == [("flaky", 2, "done")] * 2
     assert len(steady.agents) == 2  # the finished runs were not started again
 
     third = await campaign(plan, ctx)
-    assert (len(third.records), third.already_done) == (0, 4)
+    assert (third.ran, third.already_done) == (0, 4)
     latest = {(r.key.agent, r.key.task_id): (r.attempt, r.status, r.score) for r in store.runs("default")}
     assert latest[("flaky", "t1")] == (2, "done", 1.0) and latest[("steady", "t1")] == (1, "done", 0.0)
     assert len(store.all_attempts("default")) == 6
@@ -136,12 +137,12 @@ async def test_campaign_result_counts(tasks: list[Task], home: tuple[Path, Store
     ]
     seen: list[RunRecord] = []
     result = await campaign(plan_for(tasks, agents, ctx), ctx, seen)
-    assert len(result.records) == 12 and result.already_done == 0 and not result.interrupted
+    assert result.ran == 12 and result.already_done == 0 and not result.interrupted
     assert (result.passed, result.void) == (3, 3)
     assert result.cost_usd == pytest.approx(0.75)
     assert result.elapsed_s > 0
-    assert sorted(r.run_id for r in seen) == sorted(r.run_id for r in result.records)
-    assert {r.run_id for r in store.all_attempts("default")} == {r.run_id for r in result.records}
+    assert len(seen) == 12 and len({r.run_id for r in seen}) == 12
+    assert {r.run_id for r in store.all_attempts("default")} == {r.run_id for r in seen}
 
 
 def test_campaign_result_add_counts_judge_cost_and_unknown_costs_as_zero() -> None:
@@ -159,7 +160,7 @@ def test_campaign_result_add_counts_judge_cost_and_unknown_costs_as_zero() -> No
     r.add(rec("done", True, 0.5, 0.25))
     r.add(rec("done", False, None, 0.125))
     r.add(rec("void", None, 1.0, None))
-    assert (len(r.records), r.passed, r.void) == (3, 1, 1)
+    assert (r.ran, r.passed, r.void) == (3, 1, 1)
     assert r.cost_usd == pytest.approx(1.875)
 
 
@@ -185,7 +186,7 @@ async def test_an_interrupted_campaign_keeps_what_finished(tmp_path: Path, home:
         await asyncio.sleep(0.01)
     running.cancel()
     result = await asyncio.wait_for(running, 10)
-    assert result.interrupted is True and len(result.records) == 1
+    assert result.interrupted is True and result.ran == 1
     assert [r.key.epoch for r in store.all_attempts("default")] == [1]
     todo, finished = pending_runs(plan, ctx)
     assert finished == 1 and sorted((p.epoch, a) for p, a in todo) == [(2, 1), (3, 1)]
@@ -201,11 +202,11 @@ async def test_the_concurrency_bound_is_respected(tmp_path: Path, home: tuple[Pa
     probe = ConcurrencyProbe(concurrency)
     ctx = ctx_for(home[1], concurrency=concurrency, epochs=6)
     result = await campaign(plan_for([task], [FakeFactory("probe", probe.act)], ctx), ctx)
-    assert len(result.records) == 6 and probe.calls == 6
+    assert result.ran == 6 and probe.calls == 6
     assert probe.peak == concurrency  # never more, and the bound is actually used
 
 
 async def test_an_empty_plan_does_nothing(home: tuple[Path, Store]) -> None:
     ctx = ctx_for(home[1])
     result = await campaign(Plan(runs=[], skipped=[]), ctx)
-    assert (result.records, result.already_done, result.void, result.cost_usd) == ([], 0, 0, 0.0)
+    assert (result.ran, result.already_done, result.void, result.cost_usd) == (0, 0, 0, 0.0)

@@ -10,6 +10,7 @@ import sqlite3
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -136,5 +137,135 @@ def test_a_dropped_postgresql_connection_is_replaced(pg_url: str) -> None:
         second = make_record("t2")
         assert store.save_run(second, make_events(1))
         assert {r.run_id for r in store.runs()} == {first.run_id, second.run_id}
+    finally:
+        store.close()
+
+
+def _terminate_on_insert(store: Any, pg_url: str, times: int | None) -> list[int]:
+    """The server ends the store's own connection as it is about to insert a run (a restart
+    or an admin kill mid-transaction), `times` times (None: every time); the pids killed."""
+    from sqlalchemy import create_engine, event, text
+
+    admin = create_engine(pg_url.rsplit("/", 1)[0] + "/postgres", isolation_level="AUTOCOMMIT")
+    killed: list[int] = []
+
+    @event.listens_for(store.engine, "before_cursor_execute")
+    def _kill(conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        if not statement.startswith("INSERT INTO runs") or (times is not None and len(killed) >= times):
+            return
+        pid = conn.connection.dbapi_connection.info.backend_pid
+        with admin.connect() as c:
+            assert c.execute(text("SELECT pg_terminate_backend(:p)"), {"p": pid}).scalar_one()
+        killed.append(pid)
+
+    return killed
+
+
+def test_a_connection_lost_mid_write_is_retried_once_on_a_fresh_one(pg_url: str) -> None:
+    from assay.store import open_store
+    from tests.test_store import make_events, make_record
+
+    store = open_store(pg_url)
+    try:
+        first = make_record()
+        store.save_run(first, make_events(2))
+        killed = _terminate_on_insert(store, pg_url, times=1)
+        second = make_record("t2")
+        assert store.save_run(second, make_events(3))  # the first try lost its connection, the retry stored it
+        assert len(killed) == 1
+        assert {r.run_id for r in store.all_attempts()} == {first.run_id, second.run_id}  # stored once
+        assert len(store.events(second.run_id)) == 3
+    finally:
+        store.close()
+
+
+def test_a_connection_lost_again_on_the_retry_stops_with_the_reason(pg_url: str) -> None:
+    from assay.errors import InputError
+    from assay.store import open_store
+    from tests.test_store import make_events, make_record
+
+    store = open_store(pg_url)
+    try:
+        first = make_record()
+        store.save_run(first, make_events(2))
+        killed = _terminate_on_insert(store, pg_url, times=None)
+        with pytest.raises(InputError) as err:
+            store.save_run(make_record("t2"), make_events(1))
+        assert len(killed) == 2  # tried, then once more on a fresh connection
+        assert "cannot write to the store" in err.value.message and "resume" in err.value.message
+        assert "terminat" in err.value.message  # the server's own reason
+    finally:
+        store.close()
+    again = open_store(pg_url)
+    try:
+        assert [r.run_id for r in again.all_attempts()] == [first.run_id]  # kept; nothing half-written
+    finally:
+        again.close()
+
+
+_REFUSE_HEARTBEATS = {
+    # A heartbeat changes heartbeat_at alone; a claim or a takeover sets claimed_at too.
+    "sqlite": ["CREATE TRIGGER refuse_heartbeats BEFORE UPDATE OF heartbeat_at ON leases "
+               "WHEN NEW.claimed_at = OLD.claimed_at BEGIN SELECT RAISE(ABORT, 'heartbeats refused'); END"],
+    "postgresql": ["CREATE FUNCTION refuse_heartbeats() RETURNS trigger LANGUAGE plpgsql AS "
+                   "$$ BEGIN RAISE EXCEPTION 'heartbeats refused'; END $$",
+                   "CREATE TRIGGER refuse_heartbeats BEFORE UPDATE ON leases FOR EACH ROW "
+                   "WHEN (NEW.claimed_at = OLD.claimed_at) EXECUTE FUNCTION refuse_heartbeats()"],
+}
+
+
+async def test_failing_heartbeats_stop_the_worker_cleanly_and_the_campaign_resumes(
+        store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store refuses every heartbeat (a trigger raises in the database): after 3 in a row
+    the worker starts no new run, the runs going finish, and the campaign ends with the reason
+    (InputError: exit 2); once the fault is gone the same campaign finishes every key once."""
+    import asyncio
+    import io
+
+    from rich.console import Console
+    from sqlalchemy import text
+
+    from assay.agent.base import AgentEnv, AgentOutcome
+    from assay.campaign.options import RunOptions
+    from assay.campaign.plan import build_plan
+    from assay.campaign.runner import RunContext
+    from assay.campaign.scheduler import run_campaign
+    from assay.errors import InputError
+    from assay.store import open_store
+    from assay.task.discover import discover
+    from tests.fakes.agents import FakeFactory
+    from tests.helpers import answer_task
+
+    monkeypatch.setenv("ASSAY_LEASE_TTL_S", "0.3")  # a heartbeat every 0.1 s
+    monkeypatch.chdir(tmp_path)
+    for i in range(10):
+        answer_task(tmp_path / "suite" / f"t{i}")
+    tasks = discover([tmp_path / "suite"])
+
+    async def slow(env: AgentEnv) -> AgentOutcome:
+        await asyncio.sleep(0.5)  # 10 runs two at a time: 2.5 s, the worker stops after ~0.3 s
+        return AgentOutcome(end_reason="finished", final_message="")
+
+    store = open_store(store_url)
+    try:
+        ctx = RunContext(store=store, options=RunOptions(unsafe_no_sandbox=True, concurrency=2))
+        plan = build_plan(tasks, [FakeFactory("slow", slow)], ctx.options)
+        with store.engine.begin() as c:
+            for ddl in _REFUSE_HEARTBEATS[store.engine.dialect.name]:
+                c.execute(text(ddl))
+        with pytest.raises(InputError) as err:
+            await run_campaign(plan, ctx, console=Console(file=io.StringIO()), show_progress=False)
+        msg = err.value.message
+        assert "heartbeats 3 times in a row" in msg and "heartbeats refused" in msg, msg
+        assert "run the same command again" in msg
+        stopped = store.runs(ctx.options.campaign)
+        assert 0 < len(stopped) < 10 and {r.status for r in stopped} == {"done"}
+        assert store.leases(ctx.options.campaign) == {}  # released: nothing waits for a TTL
+        with store.engine.begin() as c:
+            c.execute(text("DROP TRIGGER refuse_heartbeats" + (" ON leases" if "postgresql" in store_url else "")))
+        result = await run_campaign(plan, ctx, console=Console(file=io.StringIO()), show_progress=False)
+        assert (result.ran, result.already_done) == (10 - len(stopped), len(stopped))
+        digests = [r.key.digest for r in store.all_attempts(ctx.options.campaign)]
+        assert len(digests) == len(set(digests)) == 10  # every key run once, none twice
     finally:
         store.close()

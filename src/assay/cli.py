@@ -131,7 +131,7 @@ def run(
         sys.stderr.write(f"void: {r['run_id']} {r['task_id']} {r['agent']}: {r['end_reason']}: {r['void_reason']}\n")
     others = f", {result.by_others} done by another worker" if result.by_others else ""
     left = f"; {result.not_started} left to do (not started)" if result.not_started else ""
-    sys.stderr.write(f"{len(result.records)} runs this time, {result.already_done} already done{others}; "
+    sys.stderr.write(f"{result.ran} runs this time, {result.already_done} already done{others}; "
                      f"{result.void} void{left}; store {prepared.store.url}\n")
     if result.budget_reached is not None:
         spent = result.spent_before + result.cost_usd
@@ -140,7 +140,7 @@ def run(
     if json_out is not None:
         _write_json(json_out, report)
     if result.interrupted:
-        err.print(f"[yellow]interrupted: {len(result.records)} finished runs of this command are stored "
+        err.print(f"[yellow]interrupted: {result.ran} finished runs of this command are stored "
                   "(runs in flight are not); run the same command again to resume[/]")
         raise typer.Exit(130)
     if result.stopped_agents or result.budget_reached is not None or any(r["status"] == "void" for r in report["runs"]):

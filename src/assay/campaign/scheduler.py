@@ -1,12 +1,17 @@
 """The asyncio scheduler: bounded concurrency, live progress, resume, clean Ctrl-C.
 
-Every run is claimed through the store before it starts (`Store.claim`), so several
-`assay run` processes, on one machine or many, can share one campaign: a run another live
-worker holds is skipped and looked at again at the end, when it is either finished (counted
-as done by another worker) or, once its holder stopped heart-beating, taken over here (at
-once when the holder was a process of this machine that is gone). A
-background task renews this process's leases every third of their TTL (`ASSAY_LEASE_TTL_S`);
-a run's lease is released once its record is stored, and all of them on Ctrl-C.
+Every run is claimed through the store before it starts (`Store.claim_many`, a few runs
+per transaction: `CLAIM_BATCH`), so several `assay run` processes, on one machine or many,
+can share one campaign: a run another live worker holds is skipped and looked at again at
+the end, when it is either finished (counted as done by another worker) or, once its holder
+stopped heart-beating, taken over here (at once when the holder was a process of this
+machine that is gone). A background task renews this process's leases every third of their
+TTL (`ASSAY_LEASE_TTL_S`); a run's lease is released in the transaction that stores its
+record, and all of them at the end or on Ctrl-C.
+
+When the store refuses this worker's heartbeats `HEARTBEAT_FAILURES_STOP` times in a row,
+its leases are about to expire for others to take over: it starts no new run, lets the runs
+going finish and ends with the reason (InputError: exit 2); the rest stay to do.
 
 An agent whose provider refuses its credentials or model name (HTTP 401/403/404) on
 `CREDENTIAL_STOP_AFTER` runs in a row is stopped for the rest of the campaign with one
@@ -25,8 +30,8 @@ import os
 import socket
 import time
 import uuid
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Literal
 
 from rich.console import Console
 from rich.markup import escape
@@ -46,6 +51,7 @@ from assay.campaign.runner import RunContext, execute_run
 from assay.config import settings
 from assay.errors import InputError
 from assay.record import RunRecord
+from assay.store.db import db_reason
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +63,8 @@ and releasing stay here, around the executor, whichever runs it."""
 CREDENTIAL_STATUSES = frozenset({401, 403, 404})
 CREDENTIAL_STOP_AFTER = 3
 HEARTBEATS_PER_TTL = 3
+CLAIM_BATCH = 32
+HEARTBEAT_FAILURES_STOP = 3
 
 
 def lease_holder() -> str:
@@ -90,7 +98,7 @@ class CampaignResult:
     """What one `run_campaign` call did, with running totals for the progress line."""
 
     def __init__(self) -> None:
-        self.records: list[RunRecord] = []
+        self.ran = 0  # runs this command finished and stored (the records themselves are not kept)
         self.already_done = 0
         self.by_others = 0  # runs of this plan another worker finished while this one ran
         self.not_started = 0  # runs of stopped agents, or past the campaign budget, left to do
@@ -104,8 +112,8 @@ class CampaignResult:
         self.elapsed_s = 0.0
 
     def add(self, rec: RunRecord) -> None:
-        """Keep running totals, so progress updates stay O(1) per run."""
-        self.records.append(rec)
+        """Keep running totals (progress updates stay O(1) per run; nothing kept per run)."""
+        self.ran += 1
         self.void += rec.status == "void"
         self.passed += bool(rec.passed)
         self.cost_usd += (rec.usage.cost_usd or 0.0) + (rec.judge_usage.cost_usd or 0.0)
@@ -185,6 +193,7 @@ class _Worker:
         self.holder = lease_holder()
         self.guard = CredentialGuard()
         self.dead: set[str] = set()
+        self.lost: str | None = None  # why this worker stopped taking runs (its heartbeats failed)
 
     async def look_for_dead(self) -> None:
         """Note the holders of this campaign's leases that were processes here and died."""
@@ -200,15 +209,19 @@ class _Worker:
         finally:
             beat.cancel()
             await asyncio.gather(beat, return_exceptions=True)
-            await asyncio.shield(asyncio.to_thread(self.store.release, self.holder))
             self.result.stopped_agents = dict(self.guard.stopped)
+            await asyncio.shield(asyncio.to_thread(self.store.release, self.holder))
+        if self.lost is not None and not self.result.interrupted:
+            raise InputError(None, "--store", f"{self.lost}: {self.result.ran} runs of this command are stored, "
+                                              f"{self.result.not_started} not started; run the same command again "
+                                              "to resume")
 
     async def everything(self, runs: list[PlannedRun]) -> None:
         if self.ctx.options.max_campaign_usd is not None:
             self.result.spent_before = await asyncio.to_thread(self.store.campaign_cost, self.campaign)
         await self.look_for_dead()
         held = await self.wave(runs)
-        while held:  # runs other workers hold: wait until they finish them or their lease expires
+        while held and self.lost is None:  # runs other workers hold: wait until they finish them or their lease expires
             done = await asyncio.to_thread(self.store.finished_digests, self.campaign)
             theirs = sum(p.key.digest in done for p in held)
             if theirs:
@@ -221,28 +234,66 @@ class _Worker:
                 held = await self.wave(held)
 
     async def wave(self, runs: list[PlannedRun]) -> list[PlannedRun]:
-        """Run what can be claimed; the runs another worker holds."""
-        tasks = [asyncio.create_task(self.one(p)) for p in runs]
-        try:
-            outcomes = await asyncio.gather(*tasks)
-        except BaseException:
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            raise
-        self.result.not_started += sum(o == "stopped" for o in outcomes)
-        return [p for p, o in zip(runs, outcomes, strict=True) if o == "taken"]
+        """Run what can be claimed; the runs another worker holds.
 
-    async def one(self, p: PlannedRun) -> Literal["ran", "taken", "stopped"]:
-        async with self.sem:
-            if p.key.agent in self.guard.stopped or self.over_budget():
-                return "stopped"
-            attempt = await asyncio.to_thread(self.store.claim, self.campaign, p.key.digest, self.holder, self.ttl,
-                                              self.dead)
-            if attempt is None:
-                return "taken"
-            rec = await self.execute(p, self.ctx, attempt)
-            await asyncio.to_thread(self.store.release, self.holder, self.campaign, [p.key.digest])
+        `concurrency` lanes take runs one after the other; runs are claimed `CLAIM_BATCH` at a
+        time (one store transaction for the batch) by whichever lane finds none claimed left,
+        so the store's cost per run stays small and nothing is kept per run once it is stored:
+        the cost of a run is the same in a campaign of 2,000 runs and of 100,000."""
+        pending = iter(runs)
+        ready: deque[tuple[PlannedRun, int]] = deque()
+        held: list[PlannedRun] = []
+        claiming = asyncio.Lock()
+        batch_size = max(1, min(CLAIM_BATCH, self.ctx.options.concurrency))
+
+        async def take() -> tuple[PlannedRun, int] | None:
+            async with claiming:  # one claim transaction at a time; the lanes queued here share what it won
+                while not ready:
+                    batch: list[PlannedRun] = []
+                    for p in pending:
+                        if self.stopping(p):
+                            self.result.not_started += 1
+                            continue
+                        batch.append(p)
+                        if len(batch) == batch_size:
+                            break
+                    if not batch:
+                        return None
+                    won = await asyncio.to_thread(self.store.claim_many, self.campaign,
+                                                  [p.key.digest for p in batch], self.holder, self.ttl, self.dead)
+                    for p in batch:
+                        attempt = won.get(p.key.digest)
+                        if attempt is None:
+                            held.append(p)
+                        else:
+                            ready.append((p, attempt))
+                return ready.popleft()
+
+        async def lane() -> None:
+            while (claimed := await take()) is not None:
+                p, attempt = claimed
+                if self.stopping(p):  # claimed before its agent was stopped or the budget reached
+                    self.result.not_started += 1
+                    await asyncio.to_thread(self.store.release, self.holder, self.campaign, [p.key.digest])
+                    continue
+                self.finished(await self.execute(p, self.ctx, attempt))  # its lease is released as it is stored
+
+        lanes = [asyncio.create_task(lane()) for _ in range(min(len(runs), max(1, self.ctx.options.concurrency)))]
+        try:
+            await asyncio.gather(*lanes)
+        except BaseException:
+            for t in lanes:
+                t.cancel()
+            await asyncio.gather(*lanes, return_exceptions=True)
+            raise
+        return held
+
+    def stopping(self, p: PlannedRun) -> bool:
+        """Whether `p` is not to start: the heartbeats failed, its agent was stopped, or the
+        campaign budget is reached."""
+        return self.lost is not None or p.key.agent in self.guard.stopped or self.over_budget()
+
+    def finished(self, rec: RunRecord) -> None:
         self.result.add(rec)
         stop = self.guard.seen(rec)
         if stop is not None:
@@ -250,7 +301,6 @@ class _Worker:
         if self.on_record is not None:
             self.on_record(rec)
         self.progress.update(self.bar, advance=1, stats=_stats(self.result))
-        return "ran"
 
     def over_budget(self) -> bool:
         budget = self.ctx.options.max_campaign_usd
@@ -260,14 +310,26 @@ class _Worker:
         return True
 
     async def heartbeat(self) -> None:
+        """Renew this worker's leases every `interval`. A failed beat is retried at the next
+        one; after `HEARTBEAT_FAILURES_STOP` in a row the worker's leases are expiring for
+        others to take over, so it starts no new run (`lost`), lets the runs going finish, and
+        the campaign ends with the reason (exit 2, resumable)."""
+        failures = 0
         while True:
             await asyncio.sleep(self.interval)
             try:
                 await asyncio.to_thread(self.store.heartbeat, self.holder)
-            except (SQLAlchemyError, InputError) as e:  # the next beat retries; a lease lost meanwhile is taken over
-                log.warning("lease heartbeat failed (retried in %.1fs): %s", self.interval, e)
+                failures = 0
+            except (SQLAlchemyError, InputError) as e:
+                failures += 1
+                reason = e.reason if isinstance(e, InputError) else db_reason(e)
+                log.warning("lease heartbeat failed (%d in a row): %s", failures, reason)
+                if failures >= HEARTBEAT_FAILURES_STOP:
+                    self.lost = (f"the store refused this worker's lease heartbeats {failures} times in a row "
+                                 f"({reason}); no new run was started")
+                    return
 
 
 def _stats(result: CampaignResult) -> str:
     others = f"  by others {result.by_others}" if result.by_others else ""
-    return f"passed {result.passed}/{len(result.records)}  void {result.void}{others}  ${result.cost_usd:.2f}"
+    return f"passed {result.passed}/{result.ran}  void {result.void}{others}  ${result.cost_usd:.2f}"

@@ -25,9 +25,9 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from alembic import command
 from alembic.config import Config
@@ -37,6 +37,7 @@ from sqlalchemy import (
     ColumnElement,
     Connection,
     Engine,
+    bindparam,
     case,
     create_engine,
     event,
@@ -56,6 +57,7 @@ from assay.record import Event, RunRecord, event_from_wire, safe_json
 from assay.store.models import campaigns_t, events_t, grades_t, judge_cache_t, leases_t, runs_t
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 BUSY_TIMEOUT_MS = 30_000
@@ -64,8 +66,26 @@ _PG_MIGRATION_LOCK = 0x61737361  # "assa": serialises concurrent migrations on P
 
 
 def _dumps(obj: Any) -> str:
-    """Compact JSON of a stored value; lone surrogates are escaped (`record.safe_json`)."""
-    return json.dumps(safe_json(obj), ensure_ascii=False, separators=(",", ":"), allow_nan=True)
+    """Compact JSON of a stored value; lone surrogates are escaped (`record.safe_json`). The
+    walk over every string is only taken when the JSON has one (it cannot be encoded as UTF-8)."""
+    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=True)
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return json.dumps(safe_json(obj), ensure_ascii=False, separators=(",", ":"), allow_nan=True)
+    return text
+
+
+# The statements of the hot path (`save_run`), built once: building an expression per call
+# costs more CPU than SQLite takes to run it.
+_SAVE_LOCK_LEASE = select(leases_t.c.attempt).where(
+    leases_t.c.campaign == bindparam("c"), leases_t.c.key_digest == bindparam("d")).with_for_update()
+_SAVE_DONE = select(runs_t.c.run_id).where(
+    runs_t.c.campaign == bindparam("c"), runs_t.c.key_digest == bindparam("d"), runs_t.c.status == "done").limit(1)
+_SAVE_RELEASE = leases_t.delete().where(
+    leases_t.c.campaign == bindparam("c"), leases_t.c.key_digest == bindparam("d"),
+    leases_t.c.attempt == bindparam("a"))
+_INSERT_RUN, _INSERT_EVENTS, _INSERT_GRADE = runs_t.insert(), events_t.insert(), grades_t.insert()
 
 
 def _sort_key(r: RunRecord) -> tuple[Any, ...]:
@@ -187,16 +207,33 @@ class Store:
         return self.engine.connect().execution_options(assay_write=True)
 
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[Connection]:
+    def transaction(self, *, lost_ok: bool = False) -> Iterator[Connection]:
         """One write transaction (all or nothing). A store that stops taking writes (a full
         disk, a read-only file, a dropped connection) is InputError with the database's reason:
-        the command stops with exit 2, every run stored before is kept, and it can resume."""
+        the command stops with exit 2, every run stored before is kept, and it can resume.
+        With `lost_ok`, a lost connection is raised as it is (`write` retries it)."""
         try:
             with self._write_lock, self._writer() as conn, conn.begin():
                 yield conn
         except exc.OperationalError as e:
+            if lost_ok and e.connection_invalidated:
+                raise
             raise InputError(None, "--store", f"cannot write to the store {self.redacted_url}: {db_reason(e)}; "
                              "every finished run is kept: run the same command again to resume") from None
+
+    def write(self, work: Callable[[Connection], T]) -> T:
+        """`work` in one write transaction (`transaction`). When the database connection is lost
+        during it (the server restarted or ended the connection mid-transaction: nothing of it
+        was committed), it is done once more on a fresh connection; a second failure is the
+        InputError of `transaction` (exit 2, finished runs kept)."""
+        try:
+            with self.transaction(lost_ok=True) as conn:
+                return work(conn)
+        except exc.OperationalError as e:  # only a lost connection gets here
+            log.warning("store connection lost (%s); the write is retried once on a fresh connection",
+                        db_reason(e))
+        with self.transaction() as conn:
+            return work(conn)
 
     def _insert(self, table: Any) -> Any:
         if self._backend == "sqlite":
@@ -212,7 +249,10 @@ class Store:
 
         A ``done`` run of a key that already has one is not stored (False): a worker that lost
         its lease (it stalled past the TTL) and finished anyway never adds a second finished
-        attempt. The key's lease row is locked first on PostgreSQL, so two such saves queue."""
+        attempt. The key's lease row is locked first on PostgreSQL, so two such saves queue.
+        The lease of this attempt (same key, same attempt number, whoever holds it) is released
+        in the same transaction: a stored attempt needs no lease, and a newer attempt's lease
+        (a takeover) is left alone."""
         key = record.key
         now = time.time()
         run_row = {
@@ -247,29 +287,36 @@ class Store:
             {"run_id": run_id, "seq": e.seq, "t": e.t, "kind": e.kind, "data": _dumps(e.data())} for e in events
         ]
         new_campaign = key.campaign not in self._known_campaigns
-        with self.transaction() as conn:
-            if record.status == "done" and self._finished(conn, key.campaign, key.digest):
+        lease = {"c": key.campaign, "d": run_row["key_digest"], "a": record.attempt}
+
+        def work(conn: Connection) -> bool:
+            if record.status == "done" and self._finished(conn, lease):
                 log.warning("run %s not stored: run key %s of campaign %s is already finished (another worker "
-                            "took it over)", record.run_id, key.digest, key.campaign)
+                            "took it over)", record.run_id, lease["d"], key.campaign)
+                conn.execute(_SAVE_RELEASE, lease)
                 return False
             if new_campaign:
                 self._ensure_campaign(conn, key.campaign, now)
-            conn.execute(runs_t.insert(), run_row)
+            conn.execute(_INSERT_RUN, run_row)
             if event_rows:
-                conn.execute(events_t.insert(), event_rows)
-            conn.execute(grades_t.insert(), grade_row)
+                conn.execute(_INSERT_EVENTS, event_rows)
+            conn.execute(_INSERT_GRADE, grade_row)
+            conn.execute(_SAVE_RELEASE, lease)
+            return True
+
+        if not self.write(work):
+            return False
         if new_campaign:
             self._known_campaigns.add(key.campaign)
         return True
 
-    def _finished(self, conn: Connection, campaign: str, digest: str) -> bool:
-        """Whether the key has a stored ``done`` run, after locking its lease row (if any)."""
-        lk = leases_t.c
-        conn.execute(select(lk.attempt).where(lk.campaign == campaign, lk.key_digest == digest).with_for_update())
-        done = conn.execute(select(runs_t.c.run_id).where(runs_t.c.campaign == campaign,
-                                                          runs_t.c.key_digest == digest,
-                                                          runs_t.c.status == "done").limit(1)).first()
-        return done is not None
+    def _finished(self, conn: Connection, key: dict[str, Any]) -> bool:
+        """Whether the key (`key`: "c" campaign, "d" digest) has a stored ``done`` run, after
+        locking its lease row (if any) on PostgreSQL (a SQLite writer holds the whole database
+        from ``BEGIN IMMEDIATE``)."""
+        if self._backend == "postgresql":
+            conn.execute(_SAVE_LOCK_LEASE, key)
+        return conn.execute(_SAVE_DONE, key).first() is not None
 
     def _ensure_campaign(self, conn: Connection, name: str, now: float) -> None:
         ins = self._insert(campaigns_t)
@@ -286,7 +333,8 @@ class Store:
         """Insert or replace a judge-cache entry."""
         now = time.time()
         ins = self._insert(judge_cache_t)
-        with self.transaction() as conn:
+
+        def work(conn: Connection) -> None:
             if ins is not None:
                 stmt = ins.values(key=key, value=value, created_at=now)
                 conn.execute(
@@ -299,6 +347,8 @@ class Store:
                 conn.execute(judge_cache_t.delete().where(judge_cache_t.c.key == key))
                 conn.execute(judge_cache_t.insert().values(key=key, value=value, created_at=now))
 
+        self.write(work)
+
     # --- leases --------------------------------------------------------------------------
 
     def _clock(self, conn: Connection) -> float:
@@ -310,54 +360,77 @@ class Store:
 
     def claim(self, campaign: str, digest: str, holder: str, ttl_s: float,
               dead_holders: Collection[str] = ()) -> int | None:
-        """Claim run key `digest` of `campaign` for `holder`; the attempt number to run, or
-        None when the key is finished (a ``done`` run is stored) or another holder's lease on
-        it is live. An expired lease (no heartbeat for its TTL) is taken over, and so is one
-        of `dead_holders` (workers known to be gone, e.g. a process of this machine that died).
+        """Claim run key `digest` of `campaign` for `holder`: `claim_many` of one key."""
+        return self.claim_many(campaign, [digest], holder, ttl_s, dead_holders).get(digest)
 
-        One transaction: on SQLite the writer's ``BEGIN IMMEDIATE`` serialises it against
-        every other writer; on PostgreSQL the lease row is locked (``SELECT ... FOR UPDATE``)
-        and a new one inserted with ``ON CONFLICT DO NOTHING``, so of two workers racing for
-        a key exactly one wins. The attempt number is one past both the highest stored attempt
-        and the lease's last one, so two attempts of a key never share a number."""
-        lk = leases_t.c
-        where = (lk.campaign == campaign, lk.key_digest == digest)
-        run_where = (runs_t.c.campaign == campaign, runs_t.c.key_digest == digest)
-        with self.transaction() as conn:
-            now = self._clock(conn)
-            lease = conn.execute(
-                select(lk.holder, lk.heartbeat_at, lk.ttl_s, lk.attempt).where(*where).with_for_update()
-            ).first()
-            if lease is not None and lease.holder != holder and lease.holder not in dead_holders \
-                    and lease.heartbeat_at + lease.ttl_s > now:
-                return None
-            done = conn.execute(select(runs_t.c.run_id).where(*run_where, runs_t.c.status == "done").limit(1)).first()
-            if done is not None:
-                if lease is not None:  # a finished key's leftover lease (its holder died after saving)
-                    conn.execute(leases_t.delete().where(*where))
-                return None
-            stored = conn.execute(select(func.max(runs_t.c.attempt)).where(*run_where)).scalar()
-            attempt = max(int(stored or 0), lease.attempt if lease is not None else 0) + 1
-            row = {"holder": holder, "heartbeat_at": now, "ttl_s": ttl_s, "attempt": attempt, "claimed_at": now}
-            if lease is not None:
-                conn.execute(update(leases_t).where(*where).values(**row))
-                return attempt
+    def claim_many(self, campaign: str, digests: Sequence[str], holder: str, ttl_s: float,
+                   dead_holders: Collection[str] = ()) -> dict[str, int]:
+        """Claim run keys `digests` of `campaign` for `holder`, in one transaction; the keys won,
+        each with the attempt number to run. A key is not won when it is finished (a ``done``
+        run is stored) or another holder's lease on it is live. An expired lease (no heartbeat
+        for its TTL) is taken over, and so is one of `dead_holders` (workers known to be gone,
+        e.g. a process of this machine that died).
+
+        On SQLite the writer's ``BEGIN IMMEDIATE`` serialises it against every other writer; on
+        PostgreSQL the existing lease rows are locked (``SELECT ... FOR UPDATE``) and new ones
+        inserted with ``ON CONFLICT DO NOTHING``, so of two workers racing for a key exactly one
+        wins. The attempt number is one past both the highest stored attempt and the lease's
+        last one, so two attempts of a key never share a number. A campaign's worker claims a
+        few keys at a time (one transaction for them all: the store's cost per run stays small)."""
+        if not digests:
+            return {}
+        keys = list(dict.fromkeys(digests))
+        return self.write(lambda conn: self._claim(conn, campaign, keys, holder, ttl_s, dead_holders))
+
+    def _claim(self, conn: Connection, campaign: str, keys: list[str], holder: str, ttl_s: float,
+               dead_holders: Collection[str]) -> dict[str, int]:
+        lk, rk = leases_t.c, runs_t.c
+        now = self._clock(conn)
+        leases = {r.key_digest: r for r in conn.execute(
+            select(lk.key_digest, lk.holder, lk.heartbeat_at, lk.ttl_s, lk.attempt)
+            .where(lk.campaign == campaign, lk.key_digest.in_(keys)).with_for_update())}
+        free = [d for d in keys if (lease := leases.get(d)) is None or lease.holder == holder
+                or lease.holder in dead_holders or lease.heartbeat_at + lease.ttl_s <= now]
+        if not free:
+            return {}
+        done = {d for (d,) in conn.execute(select(rk.key_digest).distinct().where(
+            rk.campaign == campaign, rk.key_digest.in_(free), rk.status == "done"))}
+        leftover = [d for d in done if d in leases]  # finished keys' leases (holder died after saving)
+        if leftover:
+            conn.execute(leases_t.delete().where(lk.campaign == campaign, lk.key_digest.in_(leftover)))
+        free = [d for d in free if d not in done]
+        if not free:
+            return {}
+        stored = dict(conn.execute(select(rk.key_digest, func.max(rk.attempt))
+                                   .where(rk.campaign == campaign, rk.key_digest.in_(free))
+                                   .group_by(rk.key_digest)).all())
+        won: dict[str, int] = {}
+        for d in free:
+            lease = leases.get(d)
+            won[d] = max(int(stored.get(d) or 0), lease.attempt if lease is not None else 0) + 1
+        row = {"holder": holder, "heartbeat_at": now, "ttl_s": ttl_s, "claimed_at": now}
+        for d in (d for d in free if d in leases):
+            conn.execute(update(leases_t).where(lk.campaign == campaign, lk.key_digest == d)
+                         .values(attempt=won[d], **row))
+        new = [{"campaign": campaign, "key_digest": d, "attempt": won[d], **row} for d in free if d not in leases]
+        if new:
             ins = self._insert(leases_t)
             if ins is None:
-                conn.execute(leases_t.insert().values(campaign=campaign, key_digest=digest, **row))
-                return attempt
-            won = conn.execute(ins.values(campaign=campaign, key_digest=digest, **row)
-                               .on_conflict_do_nothing(index_elements=["campaign", "key_digest"])
-                               .returning(leases_t.c.attempt)).first()
-            # nothing inserted: another worker inserted the lease after our read (PostgreSQL); theirs stands
-            return attempt if won is not None else None
+                conn.execute(leases_t.insert(), new)
+            else:
+                inserted = {r[0] for r in conn.execute(
+                    ins.values(new).on_conflict_do_nothing(index_elements=["campaign", "key_digest"])
+                    .returning(lk.key_digest))}
+                # not inserted: another worker inserted that lease after our read (PostgreSQL); theirs stands
+                for d in [d for d in won if d not in inserted and d not in leases]:
+                    del won[d]
+        return won
 
     def heartbeat(self, holder: str) -> int:
         """Renew every lease of `holder` in one statement; how many it still holds."""
-        with self.transaction() as conn:
-            now: ColumnElement[Any] = _pg_now() if self._backend == "postgresql" else literal(time.time())
-            res = conn.execute(update(leases_t).where(leases_t.c.holder == holder).values(heartbeat_at=now))
-            return int(res.rowcount)
+        now: ColumnElement[Any] = _pg_now() if self._backend == "postgresql" else literal(time.time())
+        stmt = update(leases_t).where(leases_t.c.holder == holder).values(heartbeat_at=now)
+        return self.write(lambda conn: int(conn.execute(stmt).rowcount))
 
     def release(self, holder: str, campaign: str | None = None, digests: Sequence[str] | None = None) -> None:
         """Give back `holder`'s leases: those on `digests` of `campaign`, or all of them."""
@@ -368,8 +441,7 @@ class Store:
             if not digests:
                 return
             stmt = stmt.where(leases_t.c.key_digest.in_(list(digests)))
-        with self.transaction() as conn:
-            conn.execute(stmt)
+        self.write(lambda conn: conn.execute(stmt))
 
     def leases(self, campaign: str) -> dict[str, tuple[str, int]]:
         """The campaign's leases: key digest -> (holder, attempt)."""
