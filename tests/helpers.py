@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import socket
 import subprocess
 import sys
 import textwrap
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -75,3 +81,44 @@ def stop_process(proc: subprocess.Popen[Any], timeout: float = 10) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on right now (bound and released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def clean_env() -> dict[str, str]:
+    """This environment without provider keys or assay settings, as a newcomer's shell."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "ASSAY_"))}
+
+
+def start_server(cwd: Path, *args: str, port: int, log: Path, timeout: float = 60) -> subprocess.Popen[bytes]:
+    """`assay serve ARGS` on 127.0.0.1:`port`, its output in `log`; returns once /healthz says ok."""
+    with open(log, "ab") as out:  # the child keeps its own copy of the descriptor
+        proc = subprocess.Popen([sys.executable, "-m", "assay.cli", "serve", "--host", "127.0.0.1", "--port",
+                                 str(port), *args], cwd=cwd, env=clean_env(), stdout=out,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    deadline = time.monotonic() + timeout
+    while True:
+        with contextlib.suppress(OSError, ValueError), \
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as r:
+            if r.status == 200 and json.loads(r.read())["status"] == "ok":
+                return proc
+        if proc.poll() is not None or time.monotonic() > deadline:
+            stop_process(proc)
+            raise AssertionError(f"the server did not come up:\n{log.read_text(errors='replace')}")
+        time.sleep(0.1)
+
+
+@contextlib.contextmanager
+def served(cwd: Path, *args: str, log_name: str = "serve.log") -> Iterator[tuple[str, int, subprocess.Popen[bytes]]]:
+    """A running `assay serve ARGS` for the block: (base URL, port, process); stopped after."""
+    port = free_port()
+    proc = start_server(cwd, *args, port=port, log=cwd / log_name)
+    try:
+        yield f"http://127.0.0.1:{port}", port, proc
+    finally:
+        stop_process(proc, timeout=20)

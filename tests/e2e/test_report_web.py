@@ -7,11 +7,6 @@ Playwright. Screenshots are kept under the test's tmp dir."""
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -22,7 +17,7 @@ import pytest
 from assay.record import AssistantEvent, UserEvent
 from assay.store import Store
 from tests.browser import CHROMIUM, chromium
-from tests.helpers import stop_process
+from tests.helpers import served
 from tests.test_report_read import varied
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
@@ -52,29 +47,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object]
             ids[r.key.agent] = r.run_id
         st.save_run(r, events)
     st.close()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "ASSAY_"))}
-    log = open(tmp / "serve.log", "w")  # noqa: SIM115 - closed by the process's end
-    proc = subprocess.Popen([sys.executable, "-m", "assay.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
-                             "--store", url], cwd=tmp, env=env, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                if _get(base + "/api/campaigns")[0] == 200:
-                    break
-            except OSError:
-                pass
-            assert proc.poll() is None, (tmp / "serve.log").read_text()
-            assert time.monotonic() < deadline, "the server did not come up"
-            time.sleep(0.2)
+    with served(tmp, "--store", url) as (base, _port, _proc):
         yield {"base": base, "tmp": tmp, "ids": ids}
-    finally:
-        stop_process(proc, timeout=20)
-        log.close()
 
 
 @pytest.fixture(scope="module")

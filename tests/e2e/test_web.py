@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -22,19 +19,13 @@ import pytest
 
 from assay.env.sandbox import bwrap_available
 from tests.browser import CHROMIUM, chromium
-from tests.helpers import answer_task, assay, stop_process
+from tests.helpers import answer_task, assay, served
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
 pytestmark = [
     pytest.mark.skipif(not CHROMIUM.exists(), reason="/usr/bin/chromium is not installed (scripts/setup-system.sh)"),
     pytest.mark.skipif(not bwrap_available(), reason="bubblewrap is not installed"),
 ]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _get(url: str) -> tuple[int, bytes]:
@@ -57,28 +48,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object]
     r = assay("run", str(suite), "--agent", "reference", "--agent", "noop", "-q", cwd=tmp)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     store = f"sqlite:///{tmp / '.assay' / 'assay.db'}"
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "ASSAY_"))}
-    log = open(tmp / "serve.log", "w")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen([sys.executable, "-m", "assay.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
-                             "--store", store, "--suite", str(suite)], cwd=tmp, env=env, stdout=log,
-                            stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if _get(base + "/api/campaigns")[0] == 200:
-                    break
-            except OSError:
-                pass
-            assert proc.poll() is None, (tmp / "serve.log").read_text()
-            assert time.monotonic() < deadline, "the server did not come up"
-            time.sleep(0.2)
+    with served(tmp, "--store", store, "--suite", str(suite)) as (base, _port, _proc):
         yield {"base": base, "tmp": tmp, "store": store}
-    finally:
-        stop_process(proc, timeout=20)
-        log.close()
 
 
 @pytest.fixture(scope="module")

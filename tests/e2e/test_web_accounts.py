@@ -8,11 +8,6 @@ real `assay users add`; the browser is Debian's Chromium driven by Playwright (n
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,8 +15,7 @@ import pytest
 
 from assay.env.sandbox import bwrap_available
 from tests.browser import CHROMIUM, chromium
-from tests.e2e.test_web import _free_port
-from tests.helpers import answer_task, assay, stop_process
+from tests.helpers import answer_task, assay, served
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
 pytestmark = [
@@ -38,28 +32,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object]
     store = f"sqlite:///{tmp / 'store.db'}"
     added = assay("users", "add", "alice", "--store", store, cwd=tmp)
     assert added.returncode == 0, added.stderr
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "ASSAY_"))}
-    log = open(tmp / "serve.log", "w")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen([sys.executable, "-m", "assay.cli", "serve", "--port", str(port), "--store", store,
-                             "--suite", str(tmp / "suite")], cwd=tmp, env=env, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(base + "/signin", timeout=5) as r:
-                    if r.status == 200:
-                        break
-            except (OSError, urllib.error.HTTPError):
-                pass
-            assert proc.poll() is None, (tmp / "serve.log").read_text()
-            assert time.monotonic() < deadline, "the server did not come up"
-            time.sleep(0.2)
+    with served(tmp, "--store", store, "--suite", str(tmp / "suite")) as (base, _port, _proc):
         yield {"base": base, "tmp": tmp, "token": added.stdout.strip()}
-    finally:
-        stop_process(proc, timeout=20)
-        log.close()
 
 
 def test_sign_in_play_and_the_run_is_human_alice(site: dict[str, object]) -> None:

@@ -11,11 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +19,7 @@ import pytest
 
 from assay.env.sandbox import bwrap_available
 from tests.browser import CHROMIUM, chromium
-from tests.e2e.test_web import _free_port
-from tests.helpers import REPO, answer_task, assay, report, stop_process
+from tests.helpers import REPO, answer_task, assay, free_port, report, start_server, stop_process
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
 pytestmark = [
@@ -45,28 +40,6 @@ Q_RUTH = "Which finance controls must stay in place, the FC-7 hard cap?"
 TEST_CMD = "cd system && python3 -m unittest discover -s tests 2>&1 | tail -3"
 NOTE = "Serial returners (abuse) now go to review; auto-approve limit raised to $150; FC-7 hard cap kept."
 EDITOR_LINES = 100_000
-
-
-def _env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "ASSAY_"))}
-
-
-def _serve(tmp: Path, store: str, port: int, log: Path) -> subprocess.Popen[bytes]:
-    out = open(log, "w")  # noqa: SIM115 - the child holds it; closed with the process
-    proc = subprocess.Popen([sys.executable, "-m", "assay.cli", "serve", "--port", str(port), "--store", store,
-                             "--suite", str(SUITE)], cwd=tmp, env=_env(), stdout=out, stderr=subprocess.STDOUT)
-    out.close()
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as r:
-                if r.status == 200 and json.loads(r.read())["status"] == "ok":
-                    return proc
-        except (OSError, urllib.error.HTTPError):
-            pass
-        assert proc.poll() is None, log.read_text()
-        assert time.monotonic() < deadline, "the server did not come up"
-        time.sleep(0.1)
 
 
 def _ask(page: Any, who: str, question: str, expect_in_reply: str | None = None) -> None:
@@ -103,10 +76,10 @@ def test_a_whole_scenario_in_the_workbench_scores_as_the_cli(tmp_path: Path) -> 
     added = assay("users", "add", "alice", "--store", store, cwd=tmp_path)
     assert added.returncode == 0, added.stderr
     token = added.stdout.strip()
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     logs = [tmp_path / "serve1.log", tmp_path / "serve2.log"]
-    proc = _serve(tmp_path, store, port, logs[0])
+    proc = start_server(tmp_path, "--store", store, "--suite", str(SUITE), port=port, log=logs[0])
     actions: list[dict[str, Any]] = []  # what the person did, for the script agent
     try:
         with chromium(tmp_path / "browser-home") as browser:
@@ -155,7 +128,7 @@ def test_a_whole_scenario_in_the_workbench_scores_as_the_cli(tmp_path: Path) -> 
             stop_process(proc, timeout=30)
             assert proc.returncode == 0, logs[0].read_text()[-3000:]
             assert "stopped (SIGTERM)" in logs[0].read_text()
-            proc = _serve(tmp_path, store, port, logs[1])
+            proc = start_server(tmp_path, "--store", store, "--suite", str(SUITE), port=port, log=logs[1])
             sync_api.expect(page.locator("#wb")).not_to_have_attribute("data-boot", first_boot or "", timeout=60_000)
             sync_api.expect(page.locator("#state")).to_have_text("running", timeout=120_000)
             sync_api.expect(page.locator("#turns")).to_have_text(str(len(actions)), timeout=30_000)

@@ -14,10 +14,6 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
-import os
-import socket
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -27,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import stop_process
+from tests.helpers import served
 from tests.security._cases import answer_task
 from tests.security._support import bwrap_ok, reap, shadow_line, workdir
 
@@ -36,36 +32,14 @@ pytestmark = pytest.mark.skipif(not bwrap_ok(), reason="bubblewrap is not instal
 GiB = 1024**3
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextlib.contextmanager
 def serve(tag: str) -> Iterator[dict[str, Any]]:
     with workdir(tag) as wd:
         answer_task(wd / "suite" / "answer")
-        port = _free_port()
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "ASSAY_"))}
-        log = open(wd / "serve.log", "w")  # noqa: SIM115 - closed below
-        proc = subprocess.Popen([sys.executable, "-m", "assay.cli", "serve", "--host", "127.0.0.1", "--port",
-                                 str(port), "--suite", str(wd / "suite")], cwd=wd, env=env, stdout=log,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        base = f"http://127.0.0.1:{port}"
         try:
-            deadline = time.monotonic() + 60
-            while True:
-                with contextlib.suppress(OSError):
-                    if get(base + "/api/campaigns", timeout=2)[0] == 200:
-                        break
-                assert proc.poll() is None, (wd / "serve.log").read_text()
-                assert time.monotonic() < deadline, "the server did not come up"
-                time.sleep(0.2)
-            yield {"base": base, "cwd": wd, "proc": proc, "port": port}
+            with served(wd, "--suite", str(wd / "suite")) as (base, port, proc):
+                yield {"base": base, "cwd": wd, "proc": proc, "port": port}
         finally:
-            stop_process(proc, timeout=10)
-            log.close()
             reap(str(wd))
 
 

@@ -20,8 +20,6 @@ import hashlib
 import os
 import re
 import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,7 +28,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.helpers import answer_task, assay, stop_process
+from tests.helpers import answer_task, assay, free_port, served
 from tests.security._support import bwrap_ok, reap, workdir
 
 pytestmark = pytest.mark.skipif(not bwrap_ok(), reason="bubblewrap is not installed")
@@ -49,12 +47,6 @@ def hpost(url: str, **kw: Any) -> httpx.Response:
     return httpx.post(url, **kw)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def add_user(cwd: Path, store: str, name: str, role: str = "user") -> str:
     r = assay("users", "add", name, "--role", role, "--store", store, cwd=cwd)
     assert r.returncode == 0, r.stderr
@@ -65,26 +57,9 @@ def add_user(cwd: Path, store: str, name: str, role: str = "user") -> str:
 
 @contextlib.contextmanager
 def serve(wd: Path, store: str, *extra: str) -> Iterator[dict[str, Any]]:
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "ASSAY_"))}
-    log = open(wd / f"serve-{port}.log", "w")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen([sys.executable, "-m", "assay.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
-                             "--store", store, "--suite", str(wd / "suite"), *extra], cwd=wd, env=env, stdout=log,
-                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            with contextlib.suppress(httpx.TransportError):
-                if hget(base + "/signin", timeout=5).status_code == 200:
-                    break
-            assert proc.poll() is None, (wd / f"serve-{port}.log").read_text()
-            assert time.monotonic() < deadline, "the server did not come up"
-            time.sleep(0.2)
+    with served(wd, "--store", store, "--suite", str(wd / "suite"), *extra,
+                log_name=f"serve-{len(list(wd.glob('serve-*.log')))}.log") as (base, port, proc):
         yield {"base": base, "port": port, "proc": proc}
-    finally:
-        stop_process(proc, timeout=10)
-        log.close()
 
 
 @pytest.fixture(scope="module")
@@ -374,7 +349,7 @@ def test_a_shared_token_signs_in_as_admin(tmp_path: Path) -> None:
 def test_non_loopback_bind_without_sign_in_exits_2(tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path / 'store.db'}"
     for host in ("0.0.0.0", "::", "192.0.2.1"):
-        r = assay("serve", "--host", host, "--port", str(_free_port()), "--store", store, cwd=tmp_path, timeout=60)
+        r = assay("serve", "--host", host, "--port", str(free_port()), "--store", store, cwd=tmp_path, timeout=60)
         assert r.returncode == 2, (host, r.returncode, r.stderr)
         assert "--host" in r.stderr and "assay users add" in r.stderr and "Traceback" not in r.stderr, r.stderr
         assert not (tmp_path / "store.db").exists()  # refused before anything is written
