@@ -170,3 +170,41 @@ def test_a_finished_run_replaces_a_void_one_of_the_same_key(tmp_path: Path) -> N
         assert store_imported(convert_darebench([fixed], "d"), st, "d", [fixed]).added == 0
     finally:
         st.close()
+
+
+def test_omb_several_judges_vote_fail_closed_on_ties(tmp_path: Path) -> None:
+    """Three judges (a repeated one named `<model>::run_<k>`, as `omb eval --repeat-judge` writes):
+    each votes per item, the majority decides, a tie gives no credit and waives no penalty, an item
+    no judge answered is NA; the panel is its own run key beside the single judge's."""
+    single = omb_results(tmp_path)
+    data = json.loads(single.read_text())
+    panel = {"judge-x::run_1": (10, 0, 6, "NA", -5), "judge-x::run_2": (0, 8, 0, "NA", 0),
+             "judge-y": (10, "NA", 0, None, None)}
+    data["model_response"] = {"model_response_1": data["model_response"]["model_response_1"]}
+    data["rubric_auto_score"] = {j: {f"rubric_{n}_response_1_auto_score": v for n, v in enumerate(vals, 1)
+                                     if v is not None} for j, vals in panel.items()}
+    multi = single.with_name("case_a_panel.json")
+    multi.write_text(json.dumps(data, ensure_ascii=False))
+    r = assay("import", "omb", str(single), cwd=tmp_path, env=_env())
+    assert r.returncode == 0, r.stderr
+    r = assay("import", "omb", str(multi), cwd=tmp_path, env=_env())
+    assert r.returncode == 0, r.stderr
+    assert "1 run(s) stored" in r.stdout and "0 already there" in r.stdout
+    st = Store(f"sqlite:///{tmp_path / '.assay' / 'assay.db'}")
+    runs = [x for x in st.runs("omb") if x.key.agent == "omb:model-a" and x.options.get("judges")]
+    st.close()
+    (run,) = runs
+    rubric = run.grade.rubric
+    assert rubric is not None and rubric.judge_info is not None
+    items = {it.id: it for it in rubric.items}
+    assert items["1"].hit is True                      # 2 met / 1 not met
+    assert items["2"].hit is False                     # 1 / 1 (judge-y NA): a tied positive item is not met
+    assert items["3"].hit is False                     # 1 / 2
+    assert items["4"].na is True and items["4"].hit is None  # nobody answered
+    assert items["5"].hit is True                      # 1 / 1 (judge-y silent): a tied negative item is met
+    assert run.score == pytest.approx((10 - 5) / 27)
+    info = rubric.judge_info
+    assert sorted(info.judges) == sorted(panel) and info.votes == 3 and info.na == 1 and info.answered == 4
+    assert info.item_votes["1"] == [2, 1] and info.item_votes["4"] == [0, 0]
+    assert info.agreement == 0.0  # no answered item had every voter agree
+    assert run.options["judges"] == sorted(panel)

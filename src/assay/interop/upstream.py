@@ -8,8 +8,9 @@ here against the published run of the same model (`--against-campaign omb`).
   0 when missed, "NA" when the judge's verdict did not parse). Each response is a run of
   `omb:<model_name>` on the task (read by assay's own OneMillion-Bench reader, so the task id
   and hash are those of assay's runs of the same file); a model's responses are its epochs in
-  order. Items are scored by assay's rubric scorer from the first judge's verdicts (hit when
-  the auto score is not 0, NA when it is "NA" or missing).
+  order. Items are scored by assay's rubric scorer from the judges' verdicts (hit when the
+  auto score is not 0, NA when it is "NA" or missing); with several judges (repeats
+  `<model>::run_<k>` included) each votes and the majority decides, fail-closed on a tie.
 - **DareBench** `results/<run_id>_<model>.json`: each task's `grading.runs[j]` is epoch j+1 of
   `darebench:<model>`, scored `score / max_score`; a task with status `error` is void, one with
   `timeout` is scored as it stands (`max_time`). The task's usage is split evenly over its runs;
@@ -29,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from assay import fs, metrics
 from assay.errors import InputError
+from assay.grade.judge import majority
 from assay.grade.rubric import ItemVerdict, score_items
 from assay.interop.runs import Imported, model_price, price_overrides
 from assay.llm.prices import cost_usd
@@ -91,21 +93,45 @@ def _record(key: RunKey, kinds: list[str], *, score: float | None, passed: bool 
 # --------------------------------------------------------------------------- OneMillion-Bench
 
 
-def _omb_verdicts(task: Task, judged: dict[str, Any], i: int) -> dict[str, ItemVerdict]:
+def _omb_vote(raw: Any) -> bool | None:
+    """One judge's verdict on one item from its auto score: hit when not 0, None (NA) when "NA",
+    missing or not a number."""
+    num = None if isinstance(raw, bool) or not isinstance(raw, int | float) else float(raw)
+    if isinstance(raw, str) and raw.strip() not in ("", "NA"):
+        try:
+            num = float(raw)
+        except ValueError:
+            num = None
+    return None if num is None or not math.isfinite(num) else num != 0
+
+
+def _omb_verdicts(task: Task, judged: dict[str, dict[str, Any]], i: int) -> tuple[dict[str, ItemVerdict], JudgeInfo]:
+    """Every judge (repeats `<model>::run_<k>` included) is one voter; the majority decides each
+    item, fail-closed on a tie, as assay's own judges vote; an item no judge answered is NA."""
     assert task.rubric is not None
     out: dict[str, ItemVerdict] = {}
+    tallies: dict[str, list[int]] = {}
+    agreed = answered = 0
     for it in task.rubric.items:
-        raw = judged.get(f"rubric_{it.id}_response_{i}_auto_score")
-        num = None if isinstance(raw, bool) or not isinstance(raw, int | float) else float(raw)
-        if isinstance(raw, str) and raw.strip() not in ("", "NA"):
-            try:
-                num = float(raw)
-            except ValueError:
-                num = None
-        na = num is None or not math.isfinite(num)
-        out[it.id] = ItemVerdict(id=it.id, weight=it.weight, tag=it.tag, hit=None if na else num != 0,
-                                 na=na, check=False, reason=f"OneMillion-Bench auto score {raw!r}")
-    return out
+        raws = {j: scores.get(f"rubric_{it.id}_response_{i}_auto_score") for j, scores in judged.items()}
+        votes = [v for v in (_omb_vote(r) for r in raws.values()) if v is not None]
+        met, not_met = votes.count(True), votes.count(False)
+        tallies[it.id] = [met, not_met]
+        shown = ", ".join(f"{j}: {r!r}" for j, r in raws.items())
+        if not votes:
+            out[it.id] = ItemVerdict(id=it.id, weight=it.weight, tag=it.tag, hit=None, na=True, check=False,
+                                     reason=f"OneMillion-Bench auto score NA ({shown})")
+            continue
+        answered += 1
+        agreed += met == 0 or not_met == 0
+        hit = majority(it.weight, met, not_met)
+        votes_note = f" (votes {met} met / {not_met} not met)" if len(judged) > 1 else ""
+        out[it.id] = ItemVerdict(id=it.id, weight=it.weight, tag=it.tag, hit=hit, na=False, check=False,
+                                 reason=f"OneMillion-Bench auto score {shown}{votes_note}")
+    info = JudgeInfo(judges=[safe_text(j) for j in judged], answered=answered, na=len(out) - answered,
+                     votes=len(judged), agreed=agreed, agreement=agreed / answered if answered else None,
+                     item_votes=tallies)
+    return out, info
 
 
 def _omb_record(path: Path, where: str, rec: dict[str, Any], task: Task, campaign: str) -> list[Imported]:
@@ -113,10 +139,16 @@ def _omb_record(path: Path, where: str, rec: dict[str, Any], task: Task, campaig
     auto = rec.get("rubric_auto_score")
     if not isinstance(responses, dict) or not responses or not isinstance(auto, dict) or not auto:
         return []
-    judge = next(iter(auto))
-    judged = auto[judge]
-    if not isinstance(judged, dict):
-        raise InputError(path, f"{where}rubric_auto_score.{judge}", "must be an object of rubric_<n>_response_<i>_auto_score")
+    judged: dict[str, dict[str, Any]] = {}
+    for judge, scores in auto.items():
+        if not isinstance(scores, dict):
+            raise InputError(path, f"{where}rubric_auto_score.{judge}",
+                             "must be an object of rubric_<n>_response_<i>_auto_score")
+        judged[str(judge)] = scores
+    names = sorted(judged)
+    # One judge keeps the run key it always had; several are one voting panel.
+    options_key: dict[str, Any] = {"judge": names[0]} if len(names) == 1 else {"judges": names}
+    judges_text = ", ".join(names)
     ordered: list[tuple[int, str, dict[str, Any]]] = []
     for k, v in responses.items():
         m = _RESPONSE.match(str(k))
@@ -131,21 +163,22 @@ def _omb_record(path: Path, where: str, rec: dict[str, Any], task: Task, campaig
             raise InputError(path, f"{where}model_response.{k}", "needs a model_name and a response_text (strings)")
         agent = safe_text("omb:" + name.strip())
         epochs[agent] = epochs.get(agent, 0) + 1
-        rubric = score_items(task, _omb_verdicts(task, judged, i))
-        rubric.judge_info = JudgeInfo(judges=[safe_text(str(judge))], answered=sum(not x.na for x in rubric.items),
-                                      na=rubric.na)
+        verdicts, info = _omb_verdicts(task, judged, i)
+        rubric = score_items(task, verdicts)
+        rubric.judge_info = info
         score = rubric.expert_score
         key = RunKey(campaign=campaign, task_id=task.id, task_hash=task.content_hash, agent=agent, level=None,
-                     epoch=epochs[agent], options_hash=json_digest({"omb": {"judge": str(judge)}}))
+                     epoch=epochs[agent], options_hash=json_digest({"omb": options_key}))
         final = safe_text(text)
         record = _record(key, task.kinds, score=score, passed=None if score is None else score >= task.pass_threshold(),
                          grade=Grade(rubric=rubric), model=safe_text(name.strip()), final=final,
                          void_reason=None if score is not None else "no positive rubric weight",
                          end_reason="finished" if score is not None else "grader_error",
                          value={"amount": task.value.amount, "currency": task.value.currency} if task.value else None,
-                         task_meta=_task_meta(task), options={"source": "omb", "file": str(path), "judge": str(judge)})
+                         task_meta=_task_meta(task), options={"source": "omb", "file": str(path), **options_key})
         events: list[Event] = [
-            HarnessEvent(seq=0, t=0.0, note=f"imported from OneMillion-Bench results {path.name} ({k}, judge {judge})"),
+            HarnessEvent(seq=0, t=0.0, note=f"imported from OneMillion-Bench results {path.name} ({k}, "
+                                           f"judge{'s' if len(names) > 1 else ''} {judges_text})"),
             UserEvent(seq=1, t=0.0, content=task.prompt_text(None)), AssistantEvent(seq=2, t=0.0, content=final)]
         out.append((record, events))
     return out
