@@ -150,8 +150,7 @@ def test_docs_example_runs_the_local_model_as_agent_and_judge(server: str, tmp_p
     for run in runs:
         _check_run(tmp_path, run)
     rubric = by_task["en-finance-roth-ira-phaseout"]
-    # The judge is the same real model: it was called, and its usage is recorded apart.
-    assert rubric["judge_usage"]["input_tokens"] + rubric["judge_usage"]["cache_read_tokens"] > 0
+    # The starter's rubric items all have machine checks, so the judge has nothing to decide there.
     assert rubric["judge_usage"]["cost_usd"] == 0.0
     if rubric["status"] == "done":
         items = rubric["grade"]["items"]

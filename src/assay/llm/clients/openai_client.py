@@ -123,15 +123,15 @@ class OpenAIClient(ModelClient):
                 else:
                     out.append({"role": "user", "content": m.content})
             elif m.role == "assistant":
-                msg: dict[str, Any] = {"role": "assistant", "content": m.content or None}
+                # A turn without text sends `content: ""`, never null or absent: llama.cpp's server
+                # refuses null (HTTP 500) and its chat templates read `content` of every message.
+                msg: dict[str, Any] = {"role": "assistant", "content": m.content or ""}
                 if m.tool_calls:
                     msg["tool_calls"] = [
                         {"id": c.id, "type": "function",
                          "function": {"name": c.name, "arguments": _arguments_text(c)}}
                         for c in m.tool_calls
                     ]
-                elif not m.content:
-                    msg["content"] = ""
                 out.append(msg)
             else:  # tool
                 out.append({"role": "tool", "tool_call_id": m.tool_call_id or "", "content": m.content})
