@@ -269,9 +269,11 @@ def test_ctrl_c_cancels_the_ray_tasks_and_exits_130(cluster: NetNamespace, tmp_p
     assert "0 runs this time" in err and "Traceback" not in err
     with Store(f"sqlite:///{db}") as st:
         assert st.all_attempts("default") == []
+    # A cancelled worker removes its run folder as it stops, which may be just after the driver
+    # has exited: once the workers are idle, no run folder is left.
+    _wait_for(lambda: not cluster.pids(*WORKER_TITLES), 30, "the cancelled workers to go idle")
     runs = runs_root(tmp_path)
     assert not runs.exists() or list(runs.iterdir()) == []  # each cancelled worker removed its run folder
-    _wait_for(lambda: not cluster.pids(*WORKER_TITLES), 30, "the cancelled workers to go idle")
 
 
 def test_backend_is_not_part_of_the_run_key() -> None:
