@@ -246,6 +246,14 @@ def create_app(store_url: str, suites: list[Path] | None = None, *, token: str |
                     n_runs=len(every), f=wanted, agents=sorted({r["agent"] for r in every}),
                     sections=kind_sections(block["report"]))
 
+    def run_view(rec: RunRecord) -> dict[str, Any]:
+        """What the run page and the side-by-side page show of one run."""
+        row = run_row(rec)
+        g = row["grade"]
+        return {"run": row, "rec": rec, "grade": g, "rubric_items": g.get("items") or [],
+                "scenario": {k: g[k] for k in SCENARIO_FIELDS if k in g},
+                "events": [e.wire() for e in store.events(rec.run_id)]}
+
     @app.get("/compare", response_class=HTMLResponse)
     def compare_page(request: Request) -> HTMLResponse:
         """Two runs of one task side by side: facts, grades and transcripts."""
@@ -261,11 +269,7 @@ def create_app(store_url: str, suites: list[Path] | None = None, *, token: str |
                 return page(request, "error.html", status=400, title="ambiguous run id", message=str(e))
             if rec is None:
                 return not_found(request, f"no run {rid!r}")
-            row = run_row(rec)
-            g = row["grade"]
-            pair.append({"run": row, "rec": rec, "grade": g, "rubric_items": g.get("items") or [],
-                         "scenario": {k: g[k] for k in SCENARIO_FIELDS if k in g},
-                         "events": [e.wire() for e in store.events(rec.run_id)]})
+            pair.append(run_view(rec))
         if pair[0]["rec"].key.task_id != pair[1]["rec"].key.task_id:
             return page(request, "error.html", status=400, title="not the same task",
                         message=f"run: {pair[0]['rec'].run_id} is of task {pair[0]['rec'].key.task_id!r} and "
@@ -281,20 +285,17 @@ def create_app(store_url: str, suites: list[Path] | None = None, *, token: str |
             return page(request, "error.html", status=400, title="ambiguous run id", message=str(e))
         if rec is None:
             return not_found(request, f"no run {run_id!r}")
-        row = run_row(rec)
-        g = row["grade"]
-        scenario = {k: g[k] for k in SCENARIO_FIELDS if k in g}
+        view = run_view(rec)
         who = me(request)
         labels = labels_of_run(store, rec.run_id)
         mine = {lab.item_id: lab for lab in labels if who is not None and lab.labeller == who.name}
         siblings = [o for o in store.runs(rec.key.campaign)
                     if o.key.task_id == rec.key.task_id and o.run_id != rec.run_id][:SIBLINGS_SHOWN]
-        return page(request, "run.html", title=f"run {rec.run_id}", run=row, rec=rec, grade=g, scenario=scenario,
+        return page(request, "run.html", title=f"run {rec.run_id}", **view,
                     siblings=[{"run_id": o.run_id, "agent": o.key.agent, "epoch": o.key.epoch, "level": o.key.level,
                                "score": o.score} for o in siblings],
-                    rubric_items=g.get("items") or [], labels=labels, my_labels=mine,
-                    labellable=_labellable(rec) if who is not None and who.role == "expert" else [],
-                    events=[e.wire() for e in store.events(rec.run_id)])
+                    labels=labels, my_labels=mine,
+                    labellable=_labellable(rec) if who is not None and who.role == "expert" else [])
 
     def label_run(request: Request, run_id: str, entries: list[Any]) -> RunRecord:
         """Store the signed-in expert's labels of the run's judged rubric items."""
