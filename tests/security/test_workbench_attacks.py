@@ -169,9 +169,15 @@ def test_health_is_open_and_the_log_keeps_no_secret(site: dict[str, Any]) -> Non
     c = sign_in(site, "bob")
     c.get("/api/tasks?token=" + site["tokens"]["bob"])
     c.close()
-    log = Path(site["wd"]).glob("serve-*.log")
-    text = "".join(p.read_text() for p in log)
-    assert "GET /healthz 200" in text and "POST /signin 303" in text and "GET /api/tasks 200" in text
+    # the server writes a request's line once its answer is sent: wait for the last one
+    wanted = ("GET /healthz 200", "POST /signin 303", "GET /api/tasks 200")
+    deadline = time.monotonic() + 20
+    while True:
+        text = "".join(p.read_text() for p in Path(site["wd"]).glob("serve-*.log"))
+        if all(w in text for w in wanted) or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert all(w in text for w in wanted), text[-2000:]
     for secret in site["tokens"].values():
         assert secret not in text
     assert "assay_session" not in text and "token=" not in text

@@ -51,7 +51,7 @@ from assay.web.security import (
     check_allowed_host,
     is_loopback_host,
 )
-from assay.web.workbench import workbench_routes
+from assay.web.workbench import act, workbench_routes
 
 HERE = Path(__file__).resolve().parent
 KINDS = ("rubric", "scenario", "contract")
@@ -447,15 +447,7 @@ def create_app(store_url: str, suites: list[Path] | None = None, *, token: str |
 
     @app.post("/api/play/{session_id}/action")
     async def api_play_action(request: Request, session_id: str) -> JSONResponse:
-        body = await _json_body(request)
-        try:
-            output = await play.act(session_id, body, owner(request)[0])
-        except KeyError:
-            raise HTTPException(404, "no such play session") from None
-        except PlayError as e:
-            raise HTTPException(409, str(e)) from None
-        except TimeoutError:
-            raise HTTPException(503, "the run did not start in time") from None
+        output = await act(play, session_id, await _json_body(request), owner(request)[0])
         return JSONResponse({"output": output})
 
     app.include_router(workbench_routes(play, page, owner, _json_body))

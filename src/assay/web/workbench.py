@@ -20,11 +20,23 @@ from fastapi.responses import HTMLResponse, JSONResponse
 
 from assay.web.human import EDITOR_LINES, PlayError, PlayManager, editor_text
 
-__all__ = ["workbench_routes"]
+__all__ = ["act", "workbench_routes"]
 
 Page = Callable[..., HTMLResponse]
 Owner = Callable[[Request], tuple[str | None, bool]]
 JsonBody = Callable[[Request], Any]
+
+
+async def act(play: PlayManager, session_id: str, action: dict[str, Any], owner: str | None) -> str:
+    """One person's action in their session, its refusals as HTTP answers (404, 409, 503)."""
+    try:
+        return await play.act(session_id, action, owner)
+    except KeyError:
+        raise HTTPException(404, "no such play session") from None
+    except PlayError as e:
+        raise HTTPException(409, str(e)) from None
+    except TimeoutError:
+        raise HTTPException(503, "the run did not start in time") from None
 
 
 def workbench_routes(play: PlayManager, page: Page, owner: Owner, json_body: JsonBody) -> APIRouter:
@@ -56,15 +68,8 @@ def workbench_routes(play: PlayManager, page: Page, owner: Owner, json_body: Jso
         path = body.get("path")
         if not isinstance(path, str) or not path:
             raise HTTPException(400, "path: the file to open, relative to the workspace")
-        try:
-            output = await play.act(session_id, {"tool": "read_file", "args": {"path": path, "limit": EDITOR_LINES}},
-                                    owner(request)[0])
-        except KeyError:
-            raise HTTPException(404, "no such play session") from None
-        except PlayError as e:
-            raise HTTPException(409, str(e)) from None
-        except TimeoutError:
-            raise HTTPException(503, "the run did not start in time") from None
+        output = await act(play, session_id, {"tool": "read_file", "args": {"path": path, "limit": EDITOR_LINES}},
+                           owner(request)[0])
         content, whole = editor_text(output)
         return JSONResponse({"path": path, "output": output, "content": content, "whole": whole})
 
