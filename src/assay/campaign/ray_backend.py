@@ -272,7 +272,7 @@ class RayBackend:
         if stored is not None:
             return stored
         record, events = lost_run(planned, ctx, attempt, reason)
-        await asyncio.to_thread(ctx.store.save_run, record, events)
+        await ctx.saver.save(record, events)
         return record
 
     def close(self) -> None:

@@ -207,6 +207,7 @@ class _Worker:
         except asyncio.CancelledError:
             self.result.interrupted = True
         finally:
+            await asyncio.shield(self.ctx.saver.flush())  # runs cancelled mid-save (Ctrl-C) are stored
             beat.cancel()
             await asyncio.gather(beat, return_exceptions=True)
             self.result.stopped_agents = dict(self.guard.stopped)
