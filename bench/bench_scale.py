@@ -3,6 +3,7 @@
     python bench/bench_scale.py policy --runs 100000 [--tasks 1] [--concurrency 100]
     python bench/bench_scale.py model --runs 10000 --concurrency 500 [--latency 1.0]
     python bench/bench_scale.py workers --workers 1 2 4 [--runs 800] [--concurrency 20] [--latency 0.5]
+    python bench/bench_scale.py ray --workers 1 2 4 [--runs 200] [--latency 0.5]
 
 `policy`: a one-item machine-checked rubric task answered by its reference policy (no model,
 no workspace, no sandbox), `--tasks` distinct tasks x N/tasks epochs, SQLite store.
@@ -19,6 +20,13 @@ and concurrency per worker fixed, so the ideal is linear in N. It prints the wal
 throughput between the first and the last stored run (without the processes' start-up), its
 ratio to N x one worker's, the workers' CPU per run, and the store's cost of claiming (1,000
 keys one at a time and 32 at a time; CPU and wall ms per run).
+
+`ray`: `assay run --backend ray` against a Ray head started with N CPUs (one run per CPU at a
+time: N Ray workers), all inside a private network namespace (needs root; Ray binds to the
+machine's address, so it runs where only `lo` exists, and everything in the namespace ends
+with it), the fake OpenAI server with fixed latency beside it, SQLite store. It prints the
+throughput between the first and the last stored run, its ratio to N x one worker's, and the
+driver's CPU per run (the workers' CPU is Ray's processes, not children of the benchmark).
 """
 
 from __future__ import annotations
@@ -258,6 +266,58 @@ def cmd_workers(args: argparse.Namespace) -> dict[str, Any]:
             "rows": rows, **claim}
 
 
+def cmd_ray(args: argparse.Namespace) -> dict[str, Any]:
+    """`assay run --backend ray` on a Ray head of N CPUs in a network namespace, fake model."""
+    from tests.netns import HAVE_NS, NetNamespace
+
+    if not HAVE_NS:
+        raise SystemExit("the ray benchmark needs root, unshare and nsenter (a private network namespace)")
+    port = 6391
+    rows: list[dict[str, Any]] = []
+    for n in args.workers:
+        with tempfile.TemporaryDirectory(prefix="assay-scale-ray-") as tmp:
+            root = Path(tmp)
+            os.chmod(root, 0o711)
+            ns = NetNamespace(root)
+            try:
+                server = subprocess.Popen(ns.argv([sys.executable, str(Path(__file__).with_name("fake_openai_proc.py")),
+                                                   str(args.latency)], root),
+                                          env=ns.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                assert server.stdout is not None
+                url = server.stdout.readline().strip()
+                head = ns.run([sys.executable, "-m", "ray.scripts.scripts", "start", "--head", f"--port={port}",
+                               "--node-ip-address=127.0.0.1", f"--num-cpus={n}", "--object-store-memory=100000000",
+                               "--include-dashboard=false", "--disable-usage-stats"], cwd=root, timeout=300)
+                if head.returncode != 0:
+                    raise SystemExit(f"ray start failed: {head.stderr[-2000:]}")
+                suite = write_suite(root, 1)
+                model_config(root, url)
+                db = root / "ray.db"
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                t0 = time.perf_counter()
+                r = ns.run([sys.executable, "-m", "assay.cli", "run", str(suite), "--agent", "fake", "--epochs",
+                            str(args.runs), "--backend", "ray", "--ray-address", f"127.0.0.1:{port}",
+                            "--unsafe-no-sandbox", "--store", f"sqlite:///{db}", "-q"], cwd=root, timeout=3600)
+                wall = time.perf_counter() - t0
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                if r.returncode != 0:
+                    raise SystemExit(f"assay run --backend ray failed: {r.stderr[-2000:]}")
+                done, window = _store_window(f"sqlite:///{db}", "default")
+                cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+                rows.append({"workers": n, "runs": done, "wall_s": round(wall, 2), "save_window_s": round(window, 2),
+                             "runs_per_s": round(done / window, 2) if window else None,
+                             "ideal_runs_per_s": round(n / args.latency, 2),
+                             "driver_cpu_ms_per_run": round(cpu / done * 1000, 2)})
+                assert server.stdin is not None
+                server.stdin.close()
+            finally:
+                ns.close()
+    one = rows[0]["runs_per_s"] / rows[0]["workers"] if rows[0]["runs_per_s"] else None
+    for row in rows:
+        row["scaling"] = round(row["runs_per_s"] / (one * row["workers"]), 3) if one and row["runs_per_s"] else None
+    return {"bench": "scale-ray", "latency_s": args.latency, "rows": rows}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -275,8 +335,12 @@ def main() -> None:
     w.add_argument("--runs", type=int, default=800, help="runs of the campaign (epochs of one task)")
     w.add_argument("--concurrency", type=int, default=20, help="per worker")
     w.add_argument("--latency", type=float, default=0.5)
+    rw = sub.add_parser("ray")
+    rw.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4], help="CPUs of the Ray head")
+    rw.add_argument("--runs", type=int, default=200, help="runs of the campaign (epochs of one task)")
+    rw.add_argument("--latency", type=float, default=0.5)
     args = ap.parse_args()
-    out = {"policy": cmd_policy, "model": cmd_model, "workers": cmd_workers}[args.cmd](args)
+    out = {"policy": cmd_policy, "model": cmd_model, "workers": cmd_workers, "ray": cmd_ray}[args.cmd](args)
     print(json.dumps(out))
 
 

@@ -334,6 +334,42 @@ def test_threads_share_a_store(tmp_path: Path) -> None:
         assert len(s.runs()) == 200
 
 
+def test_save_runs_writes_many_runs_in_one_transaction(store: Store) -> None:
+    """`save_runs`: one commit for the lot, every run stored once with its own events."""
+    from sqlalchemy import event
+
+    commits: list[int] = []
+    event.listen(store.engine, "commit", lambda _conn: commits.append(1))
+    recs = [make_record(f"t{i}") for i in range(60)]
+    outcomes = store.save_runs([(r, make_events(1 + i % 3)) for i, r in enumerate(recs)])
+    assert [(o.stored, o.error) for o in outcomes] == [(True, None)] * 60
+    assert len(commits) == 1
+    runs = {r.run_id: r for r in store.runs()}
+    assert set(runs) == {r.run_id for r in recs}
+    for i in (0, 1, 2, 59):
+        assert runs[recs[i].run_id] == recs[i]
+        assert len(store.events(recs[i].run_id)) == 1 + i % 3
+
+
+def test_a_bad_run_in_a_batch_does_not_fail_the_others(store: Store) -> None:
+    """One run of a `save_runs` batch is refused by the database (its run id is taken): that
+    run gets the error, the others are stored; a second finished run of one key in the same
+    batch is refused like one arriving later."""
+    from sqlalchemy.exc import IntegrityError
+
+    first = make_record("t0")
+    store.save_run(first, make_events(1))
+    good, clash, again = make_record("t1"), make_record("t2", run_id=first.run_id), make_record("t1")
+    later = make_record("t3", status="void", end_reason="api_error", score=None)
+    out = store.save_runs([(good, make_events(2)), (clash, make_events(1)), (again, make_events(1)), (later, [])])
+    assert out[0].stored is True and out[0].error is None
+    assert isinstance(out[1].error, IntegrityError)
+    assert out[2].stored is False and out[2].error is None  # t1 was finished by `good`
+    assert out[3].stored is True
+    assert {r.run_id for r in store.all_attempts()} == {first.run_id, good.run_id, later.run_id}
+    assert len(store.events(good.run_id)) == 2
+
+
 def test_two_processes_write_concurrently(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/shared.db"
     open_store(url).close()

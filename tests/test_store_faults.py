@@ -179,6 +179,48 @@ def test_a_connection_lost_mid_write_is_retried_once_on_a_fresh_one(pg_url: str)
         store.close()
 
 
+@pytest.mark.parametrize("status", ["done", "void"])
+def test_a_commit_whose_answer_is_lost_is_not_stored_twice(pg_url: str, status: str,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server commits a save and the connection is lost before the answer arrives: the
+    retry finds the run already stored and neither stores it again (a duplicate run id) nor
+    calls it another worker's (a finished key)."""
+    from sqlalchemy import create_engine, text
+
+    from assay.store import open_store
+    from tests.test_store import make_events, make_record
+
+    store = open_store(pg_url)
+    admin = create_engine(pg_url.rsplit("/", 1)[0] + "/postgres", isolation_level="AUTOCOMMIT")
+    lost: list[int] = []
+    try:
+        store.save_run(make_record(), make_events(1))
+
+        real_commit = store.engine.dialect.do_commit
+
+        def commit_then_lose(raw: Any) -> None:
+            real_commit(raw)  # the server has it ...
+            if lost:
+                return
+            driver = raw.dbapi_connection  # psycopg's connection under the pool's proxy
+            pid = driver.info.backend_pid
+            with admin.connect() as c:  # ... and the connection goes before the answer is read
+                assert c.execute(text("SELECT pg_terminate_backend(:p)"), {"p": pid}).scalar_one()
+            lost.append(pid)
+            driver.execute("SELECT 1")  # the driver's own error for the lost connection
+
+        monkeypatch.setattr(store.engine.dialect, "do_commit", commit_then_lose)
+        rec = make_record("t2", status=status, end_reason="finished" if status == "done" else "api_error",
+                          score=0.5 if status == "done" else None)
+        assert store.save_run(rec, make_events(3)) is True
+        assert lost
+        assert [r.run_id for r in store.all_attempts() if r.key.task_id == "t2"] == [rec.run_id]
+        assert len(store.events(rec.run_id)) == 3
+    finally:
+        store.close()
+        admin.dispose()
+
+
 def test_a_connection_lost_again_on_the_retry_stops_with_the_reason(pg_url: str) -> None:
     from assay.errors import InputError
     from assay.store import open_store

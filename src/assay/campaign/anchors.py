@@ -99,7 +99,7 @@ async def run_anchors(tasks: list[Task], *, store_url: str | None = None, consol
             plan = build_plan(runnable, agents, options)
             ctx = RunContext(store=store, options=options)
             await run_campaign(plan, ctx, console=console, show_progress=False)
-            keys = {p.key.digest for p in plan.runs}
+            keys = {p.digest for p in plan.runs}
             by = {(r.key.task_id, r.key.agent): r for r in store.runs("anchors") if r.key.digest in keys}
             store.close()
             for t in runnable:
@@ -190,7 +190,7 @@ async def run_scenario_anchors(tasks: list[Task], *, store_url: str | None = Non
             plan = build_plan(runnable, agents, options)
             ctx = RunContext(store=store, options=options)
             await run_campaign(plan, ctx, console=console, show_progress=console is not None)
-            keys = {p.key.digest for p in plan.runs}
+            keys = {p.digest for p in plan.runs}
             by = {(r.key.task_id, r.key.agent): r for r in store.runs("anchors") if r.key.digest in keys}
         finally:
             store.close()

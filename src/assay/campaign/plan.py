@@ -33,13 +33,25 @@ class AgentLike(Protocol):
     async def aclose(self) -> None: ...
 
 
-@dataclass
 class PlannedRun:
-    task: Task
-    agent: AgentLike
-    level: str | None
-    epoch: int
-    key: RunKey
+    """One run of a plan. It keeps its key's parts and digest rather than the `RunKey` model
+    (about 1 KB each): a plan is built whole before a campaign starts, so at 100,000 runs the
+    models alone would be ~100 MB; these are ~0.2 KB a run. `key` builds the model on demand."""
+
+    __slots__ = ("task", "agent", "level", "epoch", "digest", "_key")
+
+    def __init__(self, task: Task, agent: AgentLike, level: str | None, epoch: int, key: RunKey) -> None:
+        self.task, self.agent, self.level, self.epoch = task, agent, level, epoch
+        self.digest: str = key.digest
+        self._key = (key.campaign, key.task_id, key.task_hash, key.agent, key.level, key.epoch, key.options_hash)
+
+    @property
+    def key(self) -> RunKey:
+        c, t, h, a, lv, e, o = self._key
+        return RunKey.model_construct(campaign=c, task_id=t, task_hash=h, agent=a, level=lv, epoch=e, options_hash=o)
+
+    def __repr__(self) -> str:
+        return f"PlannedRun({self.key!r})"
 
 
 @dataclass

@@ -260,7 +260,7 @@ class RayBackend:
                     reason = f"the Ray task failed: {_first_line(getattr(e, 'cause', None) or e)}"
                     break
                 reason = f"the Ray worker was lost {tries} time(s): {_first_line(e)}"
-                stored = await asyncio.to_thread(ctx.store.done_run, ctx.options.campaign, planned.key.digest)
+                stored = await asyncio.to_thread(ctx.store.done_run, ctx.options.campaign, planned.digest)
                 if stored is not None:  # the worker died after saving: the run is done, not re-run
                     return stored
                 if tries <= RAY_RETRIES:
@@ -268,11 +268,11 @@ class RayBackend:
                                        f"run re-queued ({_first_line(e)})")
                 continue
             return RunRecord.model_validate_json(raw)
-        stored = await asyncio.to_thread(ctx.store.done_run, ctx.options.campaign, planned.key.digest)
+        stored = await asyncio.to_thread(ctx.store.done_run, ctx.options.campaign, planned.digest)
         if stored is not None:
             return stored
         record, events = lost_run(planned, ctx, attempt, reason)
-        await asyncio.to_thread(ctx.store.save_run, record, events)
+        await ctx.saver.save(record, events)
         return record
 
     def close(self) -> None:

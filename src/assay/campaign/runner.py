@@ -17,7 +17,7 @@ import stat
 import time
 import traceback
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from assay import fs
@@ -27,6 +27,7 @@ from assay.agent.tools import SearchBackend, ToolBox
 from assay.agent.transcript import Transcript
 from assay.campaign.options import RunOptions
 from assay.campaign.plan import PlannedRun
+from assay.campaign.saver import RunSaver
 from assay.env.sandbox import Sandbox, bwrap_available
 from assay.env.volume import WorkspaceVolume
 from assay.env.workspace import materialise, needs_workspace, new_workspace
@@ -52,6 +53,10 @@ class RunContext:
     options: RunOptions
     judge: JudgeService | None = None
     brave: SearchBackend | None = None  # the campaign's Brave client under `--search brave`
+    saver: RunSaver = field(init=False)  # finished runs go to `store` through it (group commit)
+
+    def __post_init__(self) -> None:
+        self.saver = RunSaver(self.store)
 
     @property
     def isolated(self) -> bool:
@@ -323,9 +328,9 @@ async def execute_run(planned: PlannedRun, ctx: RunContext, attempt: int = 1) ->
         await asyncio.shield(run.release_workspace(keep_data=run.outcome.end_reason != "interrupted"))
         record = run.record()
         if run.outcome.end_reason != "interrupted":
-            # Blocking database I/O goes off the event loop so other runs' model calls go on;
-            # the save is one transaction, finished by its thread even if this task is cancelled.
-            await asyncio.to_thread(ctx.store.save_run, record, run.transcript.events)
+            # The save is written off the event loop (other runs' model calls go on), together
+            # with the runs that finished meanwhile, and finished even if this task is cancelled.
+            await ctx.saver.save(record, run.transcript.events)
         elif run.run_dir is not None:
             shutil.rmtree(run.run_dir, ignore_errors=True)
     return record

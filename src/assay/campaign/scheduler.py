@@ -150,7 +150,7 @@ def pending_runs(plan: Plan, ctx: RunContext) -> tuple[list[tuple[PlannedRun, in
     todo: list[tuple[PlannedRun, int]] = []
     finished = 0
     for p in plan.runs:
-        d = p.key.digest
+        d = p.digest
         if d in done:
             finished += 1
         else:
@@ -207,6 +207,7 @@ class _Worker:
         except asyncio.CancelledError:
             self.result.interrupted = True
         finally:
+            await asyncio.shield(self.ctx.saver.flush())  # runs cancelled mid-save (Ctrl-C) are stored
             beat.cancel()
             await asyncio.gather(beat, return_exceptions=True)
             self.result.stopped_agents = dict(self.guard.stopped)
@@ -223,11 +224,11 @@ class _Worker:
         held = await self.wave(runs)
         while held and self.lost is None:  # runs other workers hold: wait until they finish them or their lease expires
             done = await asyncio.to_thread(self.store.finished_digests, self.campaign)
-            theirs = sum(p.key.digest in done for p in held)
+            theirs = sum(p.digest in done for p in held)
             if theirs:
                 self.result.by_others += theirs
                 self.progress.update(self.bar, advance=theirs, stats=_stats(self.result))
-            held = [p for p in held if p.key.digest not in done]
+            held = [p for p in held if p.digest not in done]
             if held:
                 await asyncio.sleep(self.interval)
                 await self.look_for_dead()
@@ -260,9 +261,9 @@ class _Worker:
                     if not batch:
                         return None
                     won = await asyncio.to_thread(self.store.claim_many, self.campaign,
-                                                  [p.key.digest for p in batch], self.holder, self.ttl, self.dead)
+                                                  [p.digest for p in batch], self.holder, self.ttl, self.dead)
                     for p in batch:
-                        attempt = won.get(p.key.digest)
+                        attempt = won.get(p.digest)
                         if attempt is None:
                             held.append(p)
                         else:
@@ -274,7 +275,7 @@ class _Worker:
                 p, attempt = claimed
                 if self.stopping(p):  # claimed before its agent was stopped or the budget reached
                     self.result.not_started += 1
-                    await asyncio.to_thread(self.store.release, self.holder, self.campaign, [p.key.digest])
+                    await asyncio.to_thread(self.store.release, self.holder, self.campaign, [p.digest])
                     continue
                 self.finished(await self.execute(p, self.ctx, attempt))  # its lease is released as it is stored
 

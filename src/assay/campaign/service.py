@@ -233,7 +233,7 @@ async def run_prepared(prepared: PreparedCampaign, *, console: Console | None = 
             await a.aclose()
         if prepared.judge is not None:
             await prepared.judge.aclose()
-    keys = {p.key.digest for p in prepared.plan.runs}
+    keys = {p.digest for p in prepared.plan.runs}
     runs = [r for r in store.runs(prepared.options.campaign) if r.key.digest in keys]
     return result, build_report(prepared.options.campaign, runs, skipped=prepared.skipped)
 
@@ -338,7 +338,7 @@ def dry_run(prepared: PreparedCampaign) -> list[DryRunAgent]:
     rows: dict[str, DryRunAgent] = {}
     for p in prepared.plan.runs:
         row = rows.setdefault(p.agent.spec, DryRunAgent(agent=p.agent.spec, to_do=0, done=0))
-        if p.key.digest in done_keys:
+        if p.digest in done_keys:
             row.done += 1
             continue
         row.to_do += 1

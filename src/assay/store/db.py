@@ -13,9 +13,11 @@ finished key or a live lease of another worker, takes over an expired one, and d
 attempt number); :meth:`Store.heartbeat` keeps a worker's leases alive and
 :meth:`Store.release` gives them back.
 
-The hot path (``save_run``) uses SQLAlchemy Core with executemany, not the ORM: it is called
-thousands of times per campaign alongside model calls and takes about a millisecond on
-SQLite (WAL journal, ``synchronous=NORMAL``).
+The hot path (``save_runs``, ``claim_many``) uses SQLAlchemy Core statements built once and
+run with executemany, not the ORM: it is called thousands of times per campaign alongside
+model calls. A transaction costs far more than the rows in it (about 2-3 ms of CPU on SQLite,
+WAL journal, ``synchronous=NORMAL``, against well under 1 ms per run's rows), so a campaign
+stores the runs that finish together in one transaction (`assay.campaign.saver`).
 """
 
 from __future__ import annotations
@@ -80,12 +82,67 @@ def _dumps(obj: Any) -> str:
 # costs more CPU than SQLite takes to run it.
 _SAVE_LOCK_LEASE = select(leases_t.c.attempt).where(
     leases_t.c.campaign == bindparam("c"), leases_t.c.key_digest == bindparam("d")).with_for_update()
-_SAVE_DONE = select(runs_t.c.run_id).where(
-    runs_t.c.campaign == bindparam("c"), runs_t.c.key_digest == bindparam("d"), runs_t.c.status == "done").limit(1)
+_SAVE_DONE = select(runs_t.c.key_digest).distinct().where(
+    runs_t.c.campaign == bindparam("c"), runs_t.c.key_digest.in_(bindparam("ds", expanding=True)),
+    runs_t.c.status == "done")
+# The claim's statements (`Store.claim_many`), built once for the same reason.
+_lk = leases_t.c
+_CLAIM_LEASES = select(_lk.key_digest, _lk.holder, _lk.heartbeat_at, _lk.ttl_s, _lk.attempt).where(
+    _lk.campaign == bindparam("c"), _lk.key_digest.in_(bindparam("ds", expanding=True))).with_for_update()
+_CLAIM_DROP = leases_t.delete().where(_lk.campaign == bindparam("c"),
+                                      _lk.key_digest.in_(bindparam("ds", expanding=True)))
+_CLAIM_ATTEMPTS = select(runs_t.c.key_digest, func.max(runs_t.c.attempt)).where(
+    runs_t.c.campaign == bindparam("c"), runs_t.c.key_digest.in_(bindparam("ds", expanding=True))
+).group_by(runs_t.c.key_digest)
+_CLAIM_TAKE_OVER = update(leases_t).where(_lk.campaign == bindparam("c"), _lk.key_digest == bindparam("d")).values(
+    attempt=bindparam("a"), holder=bindparam("h"), heartbeat_at=bindparam("now"), ttl_s=bindparam("ttl"),
+    claimed_at=bindparam("now"))
+_CLAIM_INSERT: dict[str, Any] = {
+    name: dialect.insert(leases_t).on_conflict_do_nothing(index_elements=["campaign", "key_digest"])
+    .returning(_lk.key_digest)
+    for name, dialect in (("sqlite", sqlite), ("postgresql", postgresql))}
+_SAVED_IDS = select(runs_t.c.run_id).where(runs_t.c.run_id.in_(bindparam("ids", expanding=True)))
 _SAVE_RELEASE = leases_t.delete().where(
     leases_t.c.campaign == bindparam("c"), leases_t.c.key_digest == bindparam("d"),
     leases_t.c.attempt == bindparam("a"))
 _INSERT_RUN, _INSERT_EVENTS, _INSERT_GRADE = runs_t.insert(), events_t.insert(), grades_t.insert()
+SAVE_BATCH = 256
+"""At most this many runs are written in one transaction (`Store.save_runs`)."""
+
+
+class SaveOutcome:
+    """One run of `Store.save_runs`: its rows, and whether it was stored (`stored`; False: its
+    key was already finished) or why not (`error`)."""
+
+    __slots__ = ("record", "events", "stored", "error")
+
+    def __init__(self, record: RunRecord, events: Sequence[Event]) -> None:
+        self.record, self.events = record, events
+        self.stored: bool | None = None
+        self.error: Exception | None = None
+
+    def run_row(self, now: float) -> dict[str, Any]:
+        r, k = self.record, self.record.key
+        return {"run_id": r.run_id, "campaign": k.campaign, "key_digest": k.digest, "task_id": k.task_id,
+                "task_hash": k.task_hash, "agent": k.agent, "level": k.level, "epoch": k.epoch,
+                "options_hash": k.options_hash, "attempt": r.attempt, "status": r.status,
+                "end_reason": r.end_reason, "score": r.score, "passed": r.passed,
+                "harness_version": r.harness_version, "model": r.model, "sandbox": r.sandbox,
+                "created_at": now, "record": _dumps(r.model_dump(mode="json"))}
+
+    def grade_row(self) -> dict[str, Any]:
+        r = self.record
+        audit = r.grade.audit
+        return {"run_id": r.run_id, "grade": _dumps(r.grade.flat()),
+                "audit": None if audit is None else _dumps(audit.model_dump(mode="json"))}
+
+    def event_rows(self) -> list[dict[str, Any]]:
+        rid = self.record.run_id
+        return [{"run_id": rid, "seq": e.seq, "t": e.t, "kind": e.kind, "data": _dumps(e.data())} for e in self.events]
+
+    def lease(self) -> dict[str, Any]:
+        k = self.record.key
+        return {"c": k.campaign, "d": k.digest, "a": self.record.attempt}
 
 
 def _sort_key(r: RunRecord) -> tuple[Any, ...]:
@@ -245,78 +302,111 @@ class Store:
     # --- writes --------------------------------------------------------------------------
 
     def save_run(self, record: RunRecord, events: Sequence[Event]) -> bool:
-        """Store a run attempt, its events and its grade in one transaction (all or nothing).
+        """Store a run attempt, its events and its grade in one transaction: `save_runs` of one
+        run, raising what that run's save raised."""
+        (out,) = self.save_runs([(record, events)])
+        if out.error is not None:
+            raise out.error
+        return bool(out.stored)
 
-        A ``done`` run of a key that already has one is not stored (False): a worker that lost
-        its lease (it stalled past the TTL) and finished anyway never adds a second finished
-        attempt. The key's lease row is locked first on PostgreSQL, so two such saves queue.
-        The lease of this attempt (same key, same attempt number, whoever holds it) is released
-        in the same transaction: a stored attempt needs no lease, and a newer attempt's lease
-        (a takeover) is left alone."""
-        key = record.key
+    def save_runs(self, runs: Sequence[tuple[RunRecord, Sequence[Event]]]) -> list[SaveOutcome]:
+        """Store run attempts with their events and grades, all in one transaction (one
+        statement per table for all of them: a campaign's store cost per run falls when runs
+        that finished together are saved together, `assay.campaign.saver`); each run's outcome
+        in order.
+
+        Each run is stored whole or not at all. A ``done`` run of a key that already has one is
+        not stored (`stored` False): a worker that lost its lease (it stalled past the TTL) and
+        finished anyway never adds a second finished attempt. The keys' lease rows are locked
+        first on PostgreSQL, so two such saves queue. The lease of each attempt (same key, same
+        attempt number, whoever holds it) is released in the same transaction: a stored attempt
+        needs no lease, and a newer attempt's lease (a takeover) is left alone.
+
+        When the store takes no writes (a full disk, a read-only file, a lost connection), every
+        run's outcome is that InputError; when the transaction fails for another reason (a row
+        one record makes invalid), each run is saved in a transaction of its own, so one bad
+        record does not fail the others."""
+        batch = [SaveOutcome(record, events) for record, events in runs]
+        for start in range(0, len(batch), SAVE_BATCH):
+            self._save_batch(batch[start:start + SAVE_BATCH])
+        return batch
+
+    def _save_batch(self, batch: list[SaveOutcome]) -> None:
+        try:
+            self._write_saves(batch)
+        except InputError as e:
+            for s in batch:
+                s.error = e
+        except Exception as e:
+            if len(batch) == 1:
+                batch[0].error = e
+            else:
+                for s in batch:
+                    self._save_batch([s])
+
+    def _write_saves(self, batch: list[SaveOutcome]) -> None:
         now = time.time()
-        run_row = {
-            "run_id": record.run_id,
-            "campaign": key.campaign,
-            "key_digest": key.digest,
-            "task_id": key.task_id,
-            "task_hash": key.task_hash,
-            "agent": key.agent,
-            "level": key.level,
-            "epoch": key.epoch,
-            "options_hash": key.options_hash,
-            "attempt": record.attempt,
-            "status": record.status,
-            "end_reason": record.end_reason,
-            "score": record.score,
-            "passed": record.passed,
-            "harness_version": record.harness_version,
-            "model": record.model,
-            "sandbox": record.sandbox,
-            "created_at": now,
-            "record": _dumps(record.model_dump(mode="json")),
-        }
-        audit = record.grade.audit
-        grade_row = {
-            "run_id": record.run_id,
-            "grade": _dumps(record.grade.flat()),
-            "audit": None if audit is None else _dumps(audit.model_dump(mode="json")),
-        }
-        run_id = record.run_id
-        event_rows = [
-            {"run_id": run_id, "seq": e.seq, "t": e.t, "kind": e.kind, "data": _dumps(e.data())} for e in events
-        ]
-        new_campaign = key.campaign not in self._known_campaigns
-        lease = {"c": key.campaign, "d": run_row["key_digest"], "a": record.attempt}
+        tries = 0
 
-        def work(conn: Connection) -> bool:
-            if record.status == "done" and self._finished(conn, lease):
-                log.warning("run %s not stored: run key %s of campaign %s is already finished (another worker "
-                            "took it over)", record.run_id, lease["d"], key.campaign)
-                conn.execute(_SAVE_RELEASE, lease)
-                return False
-            if new_campaign:
-                self._ensure_campaign(conn, key.campaign, now)
-            conn.execute(_INSERT_RUN, run_row)
-            if event_rows:
-                conn.execute(_INSERT_EVENTS, event_rows)
-            conn.execute(_INSERT_GRADE, grade_row)
-            conn.execute(_SAVE_RELEASE, lease)
-            return True
+        def work(conn: Connection) -> None:
+            nonlocal tries
+            tries += 1
+            todo = batch
+            if tries > 1:
+                # The first try's connection was lost: its commit may still have happened (the
+                # acknowledgement was what got lost), so what it stored is not stored twice.
+                ids = [s.record.run_id for s in batch]
+                there = {r for (r,) in conn.execute(_SAVED_IDS, {"ids": ids})}
+                for s in batch:
+                    if s.record.run_id in there:
+                        s.stored = True
+                todo = [s for s in batch if s.record.run_id not in there]
+            finished = self._finished_keys(conn, [s for s in todo if s.record.status == "done"])
+            take: list[SaveOutcome] = []
+            for s in todo:
+                key = (s.record.key.campaign, s.record.key.digest)
+                if s.record.status == "done":
+                    if key in finished:
+                        log.warning("run %s not stored: run key %s of campaign %s is already finished (another "
+                                    "worker took it over)", s.record.run_id, key[1], key[0])
+                        s.stored = False
+                        continue
+                    finished.add(key)
+                take.append(s)
+            for name in sorted({s.record.key.campaign for s in take} - self._known_campaigns):
+                self._ensure_campaign(conn, name, now)
+            if take:
+                conn.execute(_INSERT_RUN, [s.run_row(now) for s in take])
+                events = [row for s in take for row in s.event_rows()]
+                if events:
+                    conn.execute(_INSERT_EVENTS, events)
+                conn.execute(_INSERT_GRADE, [s.grade_row() for s in take])
+            if todo:
+                conn.execute(_SAVE_RELEASE, [s.lease() for s in todo])
+            for s in take:
+                s.stored = True
 
-        if not self.write(work):
-            return False
-        if new_campaign:
-            self._known_campaigns.add(key.campaign)
-        return True
+        self.write(work)
+        self._known_campaigns.update(s.record.key.campaign for s in batch if s.stored)
 
-    def _finished(self, conn: Connection, key: dict[str, Any]) -> bool:
-        """Whether the key (`key`: "c" campaign, "d" digest) has a stored ``done`` run, after
-        locking its lease row (if any) on PostgreSQL (a SQLite writer holds the whole database
-        from ``BEGIN IMMEDIATE``)."""
+    def _finished_keys(self, conn: Connection, saves: list[SaveOutcome]) -> set[tuple[str, str]]:
+        """The (campaign, key digest) pairs of `saves` that have a stored ``done`` run, after
+        locking their lease rows (if any) on PostgreSQL, in one order so that two workers'
+        batches never deadlock (a SQLite writer holds the whole database from ``BEGIN
+        IMMEDIATE``)."""
+        keys = sorted({(s.record.key.campaign, s.record.key.digest) for s in saves})
+        if not keys:
+            return set()
         if self._backend == "postgresql":
-            conn.execute(_SAVE_LOCK_LEASE, key)
-        return conn.execute(_SAVE_DONE, key).first() is not None
+            for c, d in keys:
+                conn.execute(_SAVE_LOCK_LEASE, {"c": c, "d": d})
+        by_campaign: dict[str, list[str]] = {}
+        for c, d in keys:
+            by_campaign.setdefault(c, []).append(d)
+        out: set[tuple[str, str]] = set()
+        for c, ds in by_campaign.items():
+            out.update((c, d) for (d,) in conn.execute(_SAVE_DONE, {"c": c, "ds": ds}))
+        return out
 
     def _ensure_campaign(self, conn: Connection, name: str, now: float) -> None:
         ins = self._insert(campaigns_t)
@@ -384,43 +474,37 @@ class Store:
 
     def _claim(self, conn: Connection, campaign: str, keys: list[str], holder: str, ttl_s: float,
                dead_holders: Collection[str]) -> dict[str, int]:
-        lk, rk = leases_t.c, runs_t.c
         now = self._clock(conn)
-        leases = {r.key_digest: r for r in conn.execute(
-            select(lk.key_digest, lk.holder, lk.heartbeat_at, lk.ttl_s, lk.attempt)
-            .where(lk.campaign == campaign, lk.key_digest.in_(keys)).with_for_update())}
+        at = {"c": campaign, "ds": keys}
+        leases = {r.key_digest: r for r in conn.execute(_CLAIM_LEASES, at)}
         free = [d for d in keys if (lease := leases.get(d)) is None or lease.holder == holder
                 or lease.holder in dead_holders or lease.heartbeat_at + lease.ttl_s <= now]
         if not free:
             return {}
-        done = {d for (d,) in conn.execute(select(rk.key_digest).distinct().where(
-            rk.campaign == campaign, rk.key_digest.in_(free), rk.status == "done"))}
+        done = {d for (d,) in conn.execute(_SAVE_DONE, {"c": campaign, "ds": free})}
         leftover = [d for d in done if d in leases]  # finished keys' leases (holder died after saving)
         if leftover:
-            conn.execute(leases_t.delete().where(lk.campaign == campaign, lk.key_digest.in_(leftover)))
+            conn.execute(_CLAIM_DROP, {"c": campaign, "ds": leftover})
         free = [d for d in free if d not in done]
         if not free:
             return {}
-        stored = dict(conn.execute(select(rk.key_digest, func.max(rk.attempt))
-                                   .where(rk.campaign == campaign, rk.key_digest.in_(free))
-                                   .group_by(rk.key_digest)).all())
+        stored = dict(conn.execute(_CLAIM_ATTEMPTS, {"c": campaign, "ds": free}).all())
         won: dict[str, int] = {}
         for d in free:
             lease = leases.get(d)
             won[d] = max(int(stored.get(d) or 0), lease.attempt if lease is not None else 0) + 1
         row = {"holder": holder, "heartbeat_at": now, "ttl_s": ttl_s, "claimed_at": now}
-        for d in (d for d in free if d in leases):
-            conn.execute(update(leases_t).where(lk.campaign == campaign, lk.key_digest == d)
-                         .values(attempt=won[d], **row))
+        taken = [{"c": campaign, "d": d, "a": won[d], "h": holder, "now": now, "ttl": ttl_s}
+                 for d in free if d in leases]
+        if taken:
+            conn.execute(_CLAIM_TAKE_OVER, taken)
         new = [{"campaign": campaign, "key_digest": d, "attempt": won[d], **row} for d in free if d not in leases]
         if new:
-            ins = self._insert(leases_t)
+            ins = _CLAIM_INSERT.get(self._backend)
             if ins is None:
                 conn.execute(leases_t.insert(), new)
             else:
-                inserted = {r[0] for r in conn.execute(
-                    ins.values(new).on_conflict_do_nothing(index_elements=["campaign", "key_digest"])
-                    .returning(lk.key_digest))}
+                inserted = {r[0] for r in conn.execute(ins, new)}
                 # not inserted: another worker inserted that lease after our read (PostgreSQL); theirs stands
                 for d in [d for d in won if d not in inserted and d not in leases]:
                     del won[d]
