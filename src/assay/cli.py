@@ -692,6 +692,23 @@ def import_darebench(
     _import(convert_darebench, files, campaign, store)
 
 
+@import_app.command("fdegym")
+def import_fdegym(
+    runs: Annotated[list[Path], typer.Argument(help="FDE-Gym run folders (result.json or void.json), or the runs "
+                                                    "folder (FDEGYM_RUNS) holding them")],
+    cases: Annotated[Path | None, typer.Option(help="folder holding the FDE-Gym case folders: each run's task is "
+                                                    "read from its case, with the task id and hash of `assay run`")] = None,
+    campaign: Annotated[str, typer.Option(help="campaign to store the runs in")] = "fdegym",
+    store: Annotated[str | None, typer.Option(help="store URL")] = None,
+) -> None:
+    """FDE-Gym harness runs (bench.py run) as runs of agent fdegym:SLUG on ENGAGEMENT/VARIANT at the run's level."""
+    from functools import partial
+
+    from assay.interop.fdegym import convert_fdegym
+
+    _import(partial(convert_fdegym, cases=cases), runs, campaign, store)
+
+
 local_app = typer.Typer(no_args_is_help=True, help="A real open-weight model on this machine (the `local` extra).")
 app.add_typer(local_app, name="local-model")
 

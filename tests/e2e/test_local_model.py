@@ -47,8 +47,11 @@ def server(local_extra: None, tmp_path_factory: pytest.TempPathFactory) -> Itera
     log = tmp_path_factory.mktemp("local-model") / "server.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "ASSAY_"))}
     with log.open("wb") as sink:
+        # One thread: tests share the cores (pytest-xdist, CI), and llama.cpp's threads wait for each
+        # other at every step, so two threads on two busy cores are 3-4x slower than one
+        # (docs/local-models.md, "On a busy machine").
         proc = subprocess.Popen([sys.executable, "-m", "assay.cli", "local-model", "serve", "--port", "0",
-                                 "--threads", "2", "--context", "8192"],
+                                 "--threads", "1", "--context", "8192"],
                                 stdout=sink, stderr=subprocess.STDOUT, env=env)
     try:
         deadline = time.monotonic() + 120
@@ -193,3 +196,57 @@ def test_serve_refuses_bad_input_with_exit_2(local_extra: None, tmp_path: Path) 
     assert r.returncode == 2 and f"127.0.0.1:{port}" in r.stderr and "in use" in r.stderr
     r = assay("local-model", "path", cwd=tmp_path)
     assert r.returncode == 0 and r.stdout.strip().endswith(".gguf") and Path(r.stdout.strip()).is_file()
+
+
+def test_the_local_model_judges_a_rubric_task_whose_items_need_a_judge(server: str, tmp_path: Path) -> None:
+    """SmolLM2 as agent and judge on a task with three judge-only items (one negative) and one
+    machine check: whatever the judge replies, every judged item gets a verdict or NA with a
+    reason, the judge's tokens are recorded apart from the agent's, `assay show` prints the
+    judge's notes, and nothing crashes. One task, one epoch, one agent turn (the task needs no
+    tools); one client retry, so even a stalled server ends the run (void) within the timeout."""
+    from tests.e2e.test_rubric_e2e import judged_task
+
+    _write_alias(tmp_path, server)
+    cfg = (tmp_path / "assay.toml").read_text()
+    (tmp_path / "assay.toml").write_text(cfg.replace("timeout_s = 120.0", "timeout_s = 120.0\nmax_retries = 1"))
+    task = judged_task(tmp_path)
+    started = time.monotonic()
+    r = assay("run", str(task), "--agent", "smollm2", "--judge", "smollm2", "--max-turns", "1", "-q",
+              cwd=tmp_path, timeout=600)
+    took = time.monotonic() - started
+    assert r.returncode in (0, 1), r.stdout + r.stderr  # 1: void (the judge's provider failed)
+    assert "Traceback" not in r.stdout + r.stderr
+    rep = report(tmp_path)
+    (run,) = rep["runs"]
+    assert (run["agent"], run["task_id"], run["options"]["judges"]) == ("smollm2", "judged", ["smollm2"])
+    _check_run(tmp_path, run)
+    if run["status"] == "void":  # the judge's requests failed at the server: never scored, never a crash
+        assert "judge smollm2" in run["void_reason"], run["void_reason"]
+        return
+    ju = run["judge_usage"]
+    assert ju["input_tokens"] + ju["cache_read_tokens"] > 0 and ju["output_tokens"] > 0, ju
+    assert ju["cost_usd"] == 0.0
+    items = {i["id"]: i for i in run["grade"]["items"]}
+    assert set(items) == {"cites", "units", "value", "rude"}
+    assert items["value"]["check"] is True and isinstance(items["value"]["hit"], bool)
+    judged = [items[i] for i in ("cites", "units", "rude")]
+    for it in judged:
+        assert it["check"] is False
+        assert (isinstance(it["hit"], bool) and not it["na"]) or (it["na"] and it["hit"] is None), it
+        if it["na"]:
+            assert it["reason"].startswith("NA:"), it
+    assert run["grade"]["na"] == sum(it["na"] for it in judged)
+    info = run["grade"]["judge_info"]
+    assert info["judges"] == ["smollm2"] and info["calls"] >= 1
+    assert info["answered"] + info["na"] == 3
+    assert 0.0 <= run["score"] <= 1.0
+    # `assay show` prints every judged item's verdict and the judge's note on it.
+    shown = assay("show", run["run_id"], cwd=tmp_path, env={"COLUMNS": "1000"})
+    assert shown.returncode == 0, shown.stderr
+    text = " ".join(shown.stdout.split())
+    for it in judged:
+        note = " ".join(it["reason"].split())[:60]
+        assert note in text, f"{it['id']}: {note!r} not in `assay show`"
+    r = assay("report", cwd=tmp_path)
+    assert r.returncode == 0 and "smollm2" in r.stdout, r.stdout + r.stderr
+    print(f"judged run: {took:.1f} s")

@@ -56,16 +56,21 @@ from assay.task.hashing import json_digest
 from assay.task.model import Task
 from assay.version import HARNESS_VERSION
 
-__all__ = ["convert_darebench", "convert_omb"]
+__all__ = ["MAX_RESULT_BYTES", "convert_darebench", "convert_omb", "imported_record", "load_json", "task_meta"]
 
 _RESPONSE = re.compile(r"^model_response_(\d+)$")
 
 
-def _load_json(path: Path) -> Any:
+MAX_RESULT_BYTES = 64 * 1024**2  # an upstream results file larger than this is refused, never read whole
+
+
+def load_json(path: Path, max_bytes: int = MAX_RESULT_BYTES) -> Any:
+    """One upstream JSON file: a regular file (never a symlink or a device) of at most
+    `max_bytes`; InputError naming the file (and the line and column) otherwise."""
     if not path.is_file():
         raise InputError(path, None, "no such file")
     try:
-        return json.loads(fs.read_regular(path))
+        return json.loads(fs.read_regular(path, max_bytes))
     except (OSError, fs.PathError) as e:
         raise InputError(path, None, f"cannot read: {e}") from None
     except (ValueError, UnicodeDecodeError) as e:
@@ -73,15 +78,16 @@ def _load_json(path: Path) -> Any:
         raise InputError(path, None, f"does not parse as JSON: {e}", line, col) from None
 
 
-def _task_meta(task: Task) -> dict[str, Any]:
+def task_meta(task: Task) -> dict[str, Any]:
     return {"domain": task.domain, "subset": task.subset, "language": task.language, "modality": task.modality,
             "execution": task.execution, "source": task.source, "title": task.title}
 
 
-def _record(key: RunKey, kinds: list[str], *, score: float | None, passed: bool | None, grade: Grade,
-            end_reason: EndReason = "finished", void_reason: str | None = None, model: str | None = None,
-            usage: UsageCost | None = None, final: str = "", value: dict[str, Any] | None = None,
-            task_meta: dict[str, Any] | None = None, options: dict[str, Any] | None = None) -> RunRecord:
+def imported_record(key: RunKey, kinds: list[str], *, score: float | None, passed: bool | None, grade: Grade,
+                            end_reason: EndReason = "finished", void_reason: str | None = None, model: str | None = None,
+                            usage: UsageCost | None = None, final: str = "", value: dict[str, Any] | None = None,
+                            task_meta: dict[str, Any] | None = None, options: dict[str, Any] | None = None) -> RunRecord:
+    """One imported run (`sandbox: none`; a `void_reason` makes it void, unscored)."""
     return RunRecord(
         run_id=uuid.uuid4().hex[:16], key=key, kinds=kinds, harness_version=HARNESS_VERSION, model=model,
         sandbox="none", status="void" if void_reason else "done", end_reason=end_reason, void_reason=void_reason,
@@ -170,12 +176,12 @@ def _omb_record(path: Path, where: str, rec: dict[str, Any], task: Task, campaig
         key = RunKey(campaign=campaign, task_id=task.id, task_hash=task.content_hash, agent=agent, level=None,
                      epoch=epochs[agent], options_hash=json_digest({"omb": options_key}))
         final = safe_text(text)
-        record = _record(key, task.kinds, score=score, passed=None if score is None else score >= task.pass_threshold(),
-                         grade=Grade(rubric=rubric), model=safe_text(name.strip()), final=final,
-                         void_reason=None if score is not None else "no positive rubric weight",
-                         end_reason="finished" if score is not None else "grader_error",
-                         value={"amount": task.value.amount, "currency": task.value.currency} if task.value else None,
-                         task_meta=_task_meta(task), options={"source": "omb", "file": str(path), **options_key})
+        record = imported_record(key, task.kinds, score=score, passed=None if score is None else score >= task.pass_threshold(),
+                                 grade=Grade(rubric=rubric), model=safe_text(name.strip()), final=final,
+                                 void_reason=None if score is not None else "no positive rubric weight",
+                                 end_reason="finished" if score is not None else "grader_error",
+                                 value={"amount": task.value.amount, "currency": task.value.currency} if task.value else None,
+                                 task_meta=task_meta(task), options={"source": "omb", "file": str(path), **options_key})
         events: list[Event] = [
             HarnessEvent(seq=0, t=0.0, note=f"imported from OneMillion-Bench results {path.name} ({k}, "
                                            f"judge{'s' if len(names) > 1 else ''} {judges_text})"),
@@ -188,7 +194,7 @@ def convert_omb(paths: list[Path], campaign: str) -> list[Imported]:
     """Every graded response of every OneMillion-Bench task file as a run (nothing stored)."""
     out: list[Imported] = []
     for path in paths:
-        raw = _load_json(path)
+        raw = load_json(path)
         tasks = read_omb(path)
         apply_found_value_tables(tasks, [path])
         records = raw if isinstance(raw, list) else [raw]
@@ -273,8 +279,8 @@ def _dare_task(path: Path, res: _DareResults, t: _DareTask, campaign: str, price
         note = HarnessEvent(seq=0, t=0.0, note=f"imported from DareBench results {path.name} (task {t.task_id}, run {j + 1})")
         if t.status == "error" or run is None:
             why = "DareBench task status error" if t.status == "error" else "DareBench task has no grading run"
-            out.append((_record(key, ["contract"], score=None, passed=None, grade=Grade(), end_reason="harness_error",
-                                void_reason=why, model=res.model, usage=usage, task_meta=meta, options=opts), [note]))
+            out.append((imported_record(key, ["contract"], score=None, passed=None, grade=Grade(), end_reason="harness_error",
+                                        void_reason=why, model=res.model, usage=usage, task_meta=meta, options=opts), [note]))
             continue
         score = run.score / run.max_score if run.max_score else run.score
         if not math.isfinite(score):
@@ -283,9 +289,9 @@ def _dare_task(path: Path, res: _DareResults, t: _DareTask, campaign: str, price
             "checks": safe_json(run.breakdown), "judge": {"notes": safe_text(run.notes or "")},
             "darebench": safe_json({"grading_type": run.grading_type, "score": run.score, "max_score": run.max_score,
                                     "upstream_cost_usd": t.usage.cost_usd})}))
-        out.append((_record(key, ["contract"], score=score, passed=score >= metrics.PASS_THRESHOLD, grade=grade,
-                            end_reason="max_time" if t.status == "timeout" else "finished", model=res.model,
-                            usage=usage, task_meta=meta, options=opts), [note]))
+        out.append((imported_record(key, ["contract"], score=score, passed=score >= metrics.PASS_THRESHOLD, grade=grade,
+                                    end_reason="max_time" if t.status == "timeout" else "finished", model=res.model,
+                                    usage=usage, task_meta=meta, options=opts), [note]))
     return out
 
 
@@ -294,7 +300,7 @@ def convert_darebench(paths: list[Path], campaign: str) -> list[Imported]:
     overrides = price_overrides()
     out: list[Imported] = []
     for path in paths:
-        raw = _load_json(path)
+        raw = load_json(path)
         try:
             res = _DareResults.model_validate(raw)
         except ValidationError as e:
