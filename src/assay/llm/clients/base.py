@@ -12,12 +12,10 @@ import asyncio
 import json
 import logging
 import random
+import sys
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
-
-import anthropic
-import openai
 
 from assay.errors import ProviderError
 from assay.llm import cache as response_cache
@@ -49,21 +47,27 @@ def _retry_after(response: Any) -> float | None:
         return None
 
 
+def _sdk_errors(name: str) -> tuple[type[BaseException], ...]:
+    """The SDKs' exception class `name`, of the SDKs that are loaded: an SDK's exception can only
+    come from an SDK already imported, and importing both up front costs seconds per command."""
+    return tuple(getattr(m, name) for m in (sys.modules.get("openai"), sys.modules.get("anthropic")) if m is not None)
+
+
 def classify(exc: BaseException) -> Fault | None:
     """Map an SDK or decoding exception to a Fault; None for exceptions that are not provider faults."""
     # Timeouts are connection errors in both SDKs: check them first for a clearer reason.
-    if isinstance(exc, openai.APITimeoutError | anthropic.APITimeoutError):
+    if isinstance(exc, _sdk_errors("APITimeoutError")):
         return Fault(True, "request timed out")
-    if isinstance(exc, openai.APIConnectionError | anthropic.APIConnectionError):
+    if isinstance(exc, _sdk_errors("APIConnectionError")):
         return Fault(True, f"connection error: {exc}")
-    if isinstance(exc, openai.APIStatusError | anthropic.APIStatusError):
-        status = exc.status_code
+    if isinstance(exc, _sdk_errors("APIStatusError")):
+        status: int = getattr(exc, "status_code", 0)
         message = getattr(exc, "message", None) or str(exc)
         reason = f"HTTP {status}: {message}"
         # 408 is a server-side timeout; we retry timeouts.
         retriable = status == 429 or status == 408 or status >= 500
-        return Fault(retriable, reason, status, _retry_after(exc.response))
-    if isinstance(exc, openai.APIResponseValidationError | anthropic.APIResponseValidationError):
+        return Fault(retriable, reason, status, _retry_after(getattr(exc, "response", None)))
+    if isinstance(exc, _sdk_errors("APIResponseValidationError")):
         return Fault(True, f"malformed reply: {exc}", getattr(exc, "status_code", None))
     if isinstance(exc, json.JSONDecodeError | UnicodeDecodeError | MalformedReply):
         return Fault(True, f"malformed reply: {exc}")
