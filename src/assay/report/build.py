@@ -211,9 +211,14 @@ def scenario_families(scen: list[tuple[ReportRun, Any]]) -> dict[str, dict[str, 
 def search_deltas(runs: list[ReportRun]) -> dict[str, dict[str, dict[str, Any]]]:
     """Per agent and search mode: mean over tasks run both ways of (score with - score without)."""
     scores: dict[tuple[str, str], dict[tuple[str, str | None], list[float]]] = defaultdict(lambda: defaultdict(list))
-    for r in runs:
-        if r.status == "done" and r.score is not None:
-            mode = str(r.options.get("search", "off"))
+    scored = [(r, str(r.options.get("search", "off"))) for r in runs if r.status == "done" and r.score is not None]
+    # Only agents run both without search and with it have a delta: collect only theirs.
+    modes: dict[str, set[str]] = defaultdict(set)
+    for r, mode in scored:
+        modes[r.key.agent].add(mode)
+    both = {a for a, m in modes.items() if "off" in m and len(m) > 1}
+    for r, mode in scored:
+        if r.key.agent in both:
             scores[(r.key.agent, mode)][(r.key.task_id, r.key.level)].append(r.score)
     out: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
     for (agent, mode), with_s in sorted(scores.items()):
@@ -532,9 +537,11 @@ def task_set_warnings(sets: dict[str, dict[str, Any]], restricted: bool) -> list
 def mixing_warnings(runs: list[ReportRun]) -> list[str]:
     """What makes a campaign's runs not comparable: a task run under several contents (its
     hash changed between runs) or runs made by several harness versions."""
+    pairs = {(r.key.task_id, r.key.task_hash) for r in runs}
     hashes: dict[str, set[str]] = defaultdict(set)
-    for r in runs:
-        hashes[r.key.task_id].add(r.key.task_hash)
+    if len(pairs) > len({t for t, _h in pairs}):  # some task has several hashes
+        for t, h in pairs:
+            hashes[t].add(h)
     out = [f"task {t} was run under {len(h)} different contents (hashes {', '.join(sorted(h))}): "
            "its runs are not all of the same task" for t, h in sorted(hashes.items()) if len(h) > 1]
     versions = sorted({r.harness_version for r in runs})
