@@ -21,19 +21,17 @@ SQLite (WAL journal, ``synchronous=NORMAL``).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
+import re
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy import (
     ColumnElement,
     Connection,
@@ -55,6 +53,9 @@ from assay.config import store_url
 from assay.errors import InputError
 from assay.record import Event, RunRecord, event_from_wire, safe_json
 from assay.store.models import campaigns_t, events_t, grades_t, judge_cache_t, leases_t, runs_t
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -204,14 +205,37 @@ class Store:
                 conn.exec_driver_sql("BEGIN")
 
     def _alembic_config(self) -> Config:
+        from alembic.config import Config
+
         cfg = Config()
         cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
         # ConfigParser interpolates `%`: a URL's escapes (a Unix-socket `?host=%2Ftmp...`) are doubled.
         cfg.set_main_option("sqlalchemy.url", self.engine.url.render_as_string(hide_password=False).replace("%", "%%"))
         return cfg
 
+    def _stored_revision(self) -> str | None:
+        """The store's one ``alembic_version`` row, or None (no table, no row, several rows).
+        Read without alembic: opening a current store (every ``assay`` command) must not pay
+        for importing it."""
+        with self.engine.connect() as conn:
+            try:
+                rows = conn.exec_driver_sql("SELECT version_num FROM alembic_version").fetchall()
+            except exc.DBAPIError:  # no such table: a new store (or not ours); alembic decides
+                rows = []
+            conn.rollback()
+        return str(rows[0][0]) if len(rows) == 1 else None
+
     def migrate(self) -> None:
-        """Upgrade the schema to the newest revision (a no-op when already there)."""
+        """Upgrade the schema to the newest revision (a no-op when already there). A store at
+        :func:`head_revision` is left alone without importing alembic; anything else goes
+        through alembic's own check and upgrade."""
+        head = head_revision()
+        if head is not None and self._stored_revision() == head:
+            return
+        from alembic import command
+        from alembic.runtime.migration import MigrationContext
+        from alembic.script import ScriptDirectory
+
         cfg = self._alembic_config()
         head = ScriptDirectory.from_config(cfg).get_current_head()
         with self.engine.connect() as conn:
@@ -695,6 +719,30 @@ def _pg_now() -> ColumnElement[Any]:
     """PostgreSQL's wall clock as epoch seconds (``clock_timestamp()``: now, not the
     transaction's start)."""
     return func.extract("epoch", func.clock_timestamp())
+
+
+_REVISION_RE = re.compile(r"^revision(?:: *str)? *= *['\"]([^'\"]+)['\"]", re.M)
+_DOWN_RE = re.compile(r"^down_revision(?:: *[^=]+)? *= *(?:['\"]([^'\"]+)['\"]|None)", re.M)
+
+
+@functools.cache
+def head_revision() -> str | None:
+    """The newest migration's revision id, read from the files of ``migrations/versions`` by
+    text (no alembic import): the one revision no other file names as its ``down_revision``.
+    None when that is not exactly one (branches, an unreadable file): then alembic decides.
+    tests/test_store.py checks it equals alembic's own head."""
+    revisions: set[str] = set()
+    downs: set[str] = set()
+    for f in sorted((MIGRATIONS_DIR / "versions").glob("*.py")):
+        text = f.read_text(encoding="utf-8")
+        rev, down = _REVISION_RE.search(text), _DOWN_RE.search(text)
+        if rev is None or down is None:
+            return None
+        revisions.add(rev.group(1))
+        if down.group(1):
+            downs.add(down.group(1))
+    heads = revisions - downs
+    return heads.pop() if len(heads) == 1 else None
 
 
 def open_store(url: str | None = None) -> Store:
