@@ -35,12 +35,13 @@ N_COLUMNS = len(Store.REPORT_COLUMNS)
 # What the terminal report reads of a record besides the store's columns: (JSON path, parsed).
 # `parsed` paths come back as parsed JSON (objects, arrays; `MISSING` where absent), the
 # others as SQL scalars (None for null or absent). The order is `ReportRun.from_values`'s.
+# Only what a leaderboard (`build_report(details=False)`) reads: a run built from them has
+# `void_reason`, `turns`, `duration_s` and `search` at their defaults and a judge usage of
+# cost only (no token counts); per-run rows need the whole record (`read_runs(whole=True)`).
 USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
 PATHS: tuple[tuple[str, bool], ...] = (
-    ("$.kinds", True), ("$.value", True), ("$.options", True), ("$.task_meta", True), ("$.void_reason", False),
-    ("$.turns", False), ("$.duration_s", False), ("$.search", False),
-    *((f"$.usage.{k}", False) for k in USAGE_KEYS), ("$.usage.cost_usd", True),
-    *((f"$.judge_usage.{k}", False) for k in USAGE_KEYS), ("$.judge_usage.cost_usd", True),
+    ("$.kinds", True), ("$.value", True), ("$.options", True), ("$.task_meta", True),
+    *((f"$.usage.{k}", False) for k in USAGE_KEYS), ("$.usage.cost_usd", True), ("$.judge_usage.cost_usd", True),
     ("$.grade.scoring", False), ("$.grade.tags", True), ("$.grade.na", False), ("$.grade.judge_info", True),
     ("$.grade.uplift_adj", False), ("$.grade.contact_cost", False), ("$.grade.solved", False),
     ("$.grade.router_fallback_count", False), ("$.grade.sat", False), ("$.grade.predicates", True),
@@ -234,9 +235,8 @@ class ReportRun:
     def from_values(cls, row: Sequence[Any], items: bool = False) -> ReportRun:
         """From a row of `Store.report_values`: the store's columns, then the values at `PATHS`
         (then `ITEMS_PATH` when `items`)."""
-        (kinds, value, options, task_meta, void_reason, turns, duration_s, search, u_in, u_out, u_cr, u_cw, u_cost,
-         j_in, j_out, j_cr, j_cw, j_cost, scoring, tags, na, judge_info, uplift_adj, contact_cost, solved,
-         router_fallbacks, sat, predicates, audit) = row[N_COLUMNS:N_COLUMNS + len(PATHS)]
+        (kinds, value, options, task_meta, u_in, u_out, u_cr, u_cw, u_cost, j_cost, scoring, tags, na, judge_info,
+         uplift_adj, contact_cost, solved, router_fallbacks, sat, predicates, audit) = row[N_COLUMNS:N_COLUMNS + len(PATHS)]
         kinds = _present(kinds) or []
         rubric = scenario = contract = None
         if scoring is not None and "rubric" in kinds:
@@ -246,10 +246,10 @@ class ReportRun:
             scenario = ReportScenario(uplift_adj, contact_cost, solved, router_fallbacks)
         if sat is not None and "contract" in kinds:
             contract = ReportContract(sat, _present(predicates))
-        return cls(row[:N_COLUMNS], kinds, _present(value), _present(options), _present(task_meta), void_reason,
-                   turns, duration_s, search,
+        return cls(row[:N_COLUMNS], kinds, _present(value), _present(options), _present(task_meta), None,
+                   None, None, None,
                    ReportUsage(u_in or 0, u_out or 0, u_cr or 0, u_cw or 0, 0.0 if u_cost is MISSING else u_cost),
-                   ReportUsage(j_in or 0, j_out or 0, j_cr or 0, j_cw or 0, 0.0 if j_cost is MISSING else j_cost),
+                   ReportUsage(0, 0, 0, 0, 0.0 if j_cost is MISSING else j_cost),
                    ReportGrade(None, rubric, scenario, contract, _present(audit)))
 
     @classmethod
@@ -273,7 +273,7 @@ def read_runs(store: Store, campaign: str | None, *, whole: bool, items: bool = 
     """The latest attempt per run key of `campaign` as `ReportRun`s, in `Store.runs` order:
     `whole` reads every record whole (the per-run rows of a report file need it), else only
     the values at `PATHS` a leaderboard reads (`items`: with the rubric's items, for human
-    labels)."""
+    labels; see `PATHS` for the fields such a run leaves at their defaults)."""
     with no_gc():
         if whole:
             return [ReportRun.from_dict(cols, rec) for cols, rec in store.report_rows(campaign)]

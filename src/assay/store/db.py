@@ -116,10 +116,10 @@ def _latest_rows(rows: Iterable[Sequence[Any]]) -> list[tuple[Any, ...]]:
     return out
 
 
-def _parse(text: str | None, memo: dict[str, Any]) -> Any:
+def _parse(text: str | None, memo: dict[str | None, Any]) -> Any:
     """JSON text from SQLite's `->` (None: absent -> `MISSING`), parsed once per distinct text."""
     if text is None:
-        return MISSING
+        return memo.setdefault(None, MISSING)
     got = memo.get(text, MISSING)
     if got is MISSING:
         got = memo[text] = json.loads(text)
@@ -628,7 +628,7 @@ class Store:
         c = runs_t.c
         cols = [c.key_digest, c.created_at, *[c[n] for n in self.REPORT_COLUMNS]]
         where = [c.campaign == campaign] if campaign is not None else []
-        memo: dict[str, Any] = {}
+        memo: dict[str | None, Any] = {}
         split = [tuple(p[2:].split(".")) for p, _parsed in paths]
         kept: list[Sequence[Any]] = []
         with self.engine.connect() as conn:
@@ -637,11 +637,16 @@ class Store:
                 exprs = [c.record.op("->" if parsed else "->>")(literal(p)) for p, parsed in paths]
                 valid = func.json_valid(c.record) == 1
                 at = [len(cols) + i for i, (_p, parsed) in enumerate(paths) if parsed]
+                append = kept.append
                 for row in conn.execute(select(*cols, *exprs).where(*where, valid)):
                     vals = list(row)
-                    for i in at:
-                        vals[i] = _parse(vals[i], memo)
-                    kept.append(vals)
+                    for i in at:  # `_parse`, inlined: 10 parsed paths per run
+                        text = vals[i]
+                        try:
+                            vals[i] = memo[text]
+                        except KeyError:
+                            vals[i] = _parse(text, memo)
+                    append(vals)
                 whole = whole.where(~valid)
             for row in conn.execute(whole):
                 rec = json.loads(row[-1])
