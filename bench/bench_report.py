@@ -9,7 +9,7 @@ transaction (one transaction per run would take the fill minutes), once as disti
 (runs / agents tasks per agent, one epoch each) and once as 5 tasks with runs / (5 x agents)
 epochs each, then times the real CLI in a subprocess (start-up, store read, report build,
 rendering; stdout to a file, as in a pipe). The terminal report reads the store's projection
-(`Store.report_rows`, `assay.report.runs`), the HTML report whole records. `--in-process` also
+(`Store.report_values`, `assay.report.runs`), the HTML report whole records. `--in-process` also
 times, in this process (CPU seconds), the store read + `build_report` through whole validated
 `RunRecord`s (`Store.runs`, the old path) against the light read, for the terminal (no per-run
 rows) and for report files (with them). Targets (issue 11): terminal <= 3 s, HTML <= 10 s.

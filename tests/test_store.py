@@ -280,6 +280,44 @@ def test_concurrent_first_open(store_url: str) -> None:
         assert list(pool.map(opener, range(4))) == [[]] * 4
 
 
+def test_head_revision_read_from_the_files_is_alembics_head() -> None:
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    from assay.store.db import MIGRATIONS_DIR, head_revision
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    assert head_revision() == ScriptDirectory.from_config(cfg).get_current_head()
+
+
+def test_opening_a_current_store_does_not_import_alembic(store_url: str) -> None:
+    """A store at the head revision opens without alembic; an older one is still upgraded."""
+    import assay
+
+    open_store(store_url).close()  # created and migrated here
+    src = str(Path(assay.__file__).resolve().parents[1])
+    probe = textwrap.dedent("""
+        import sys
+        from assay.store import open_store
+        with open_store(sys.argv[1]) as s:
+            s.campaigns()
+        print(sorted(m for m in sys.modules if m == "alembic" or m.startswith("alembic.")))
+    """)
+    env = {**os.environ, "PYTHONPATH": src}
+    out = subprocess.run([sys.executable, "-c", probe, store_url], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+    with open_store(store_url) as s, s.engine.begin() as c:  # an older schema: alembic upgrades it
+        c.execute(text("update alembic_version set version_num = '0003'"))
+        c.execute(text("drop table web_signins"))
+        c.execute(text("drop table play_sessions"))
+    out = subprocess.run([sys.executable, "-c", probe, store_url], env=env, capture_output=True, text=True, check=True)
+    assert "alembic" in out.stdout
+    with open_store(store_url) as s, s.engine.connect() as c:
+        assert c.execute(text("select version_num from alembic_version")).scalars().all() == ["0004"]
+        assert "play_sessions" in set(inspect(c).get_table_names())
+
+
 def test_migration_matches_models(store: Store) -> None:
     from alembic.autogenerate import compare_metadata
     from alembic.runtime.migration import MigrationContext

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
+from statistics import NormalDist
 
 import numpy as np
 
@@ -254,9 +255,12 @@ def clipped_mean(values: Iterable[float]) -> float:
 
 _BOOT_CHUNK = 2_000_000  # resampled values drawn per batch, bounds memory for large inputs
 BOOT_COUNTS_FROM = 5000
-"""Above this many values, with at most one in 50 of them distinct, `bootstrap_ci` draws each
-resample's counts of the distinct values (multinomial) instead of n indices: the same
-distribution of resampled means, far less work."""
+"""Above this many values `bootstrap_ci` does not draw n indices per resample: with at most
+one value in 50 distinct it draws each resample's counts of the distinct values (multinomial,
+the same bootstrap); with more distinct values it uses the bootstrap distribution's
+large-sample expansion (see `bootstrap_ci`)."""
+BOOT_DISTINCT_SHARE = 50
+""""Few levels" for `BOOT_COUNTS_FROM`: at most one value in this many is distinct."""
 
 
 def bootstrap_ci(
@@ -266,10 +270,25 @@ def bootstrap_ci(
 
     Draws ``resamples`` resamples with replacement using ``numpy.random.default_rng(seed)``
     and returns the ``(1-level)/2`` and ``(1+level)/2`` percentiles of their means, so the
-    result is deterministic for a seed (large inputs with few distinct values draw the counts
-of each value instead: see `BOOT_COUNTS_FROM`). A single value gives ``(v, v)``; no values raise
+    result is deterministic for a seed. A single value gives ``(v, v)``; no values raise
     ``ValueError``. The interval is widened, if needed, to contain the sample mean (this
-    only matters for floating-point rounding on (near-)constant data).
+    only matters for floating-point rounding on (near-)constant data), and kept within the
+    data's range.
+
+    Above ``BOOT_COUNTS_FROM`` (5,000) values:
+    - at most one in ``BOOT_DISTINCT_SHARE`` (50) distinct: each resample's counts of the
+      distinct values are drawn (multinomial): the same bootstrap at O(distinct) per resample;
+    - more distinct values: the percentiles of the bootstrap distribution of the mean are
+      taken from its large-sample (Cornish-Fisher / Edgeworth) expansion instead of drawn,
+      ``mean + se * (z + skew / (6 * sqrt(n)) * (z**2 - 1))`` with ``z`` the normal quantile,
+      ``se`` the values' population standard deviation over ``sqrt(n)`` and ``skew`` their
+      sample skewness (third central moment over the population sd cubed): the mean and
+      the percentiles a bootstrap with infinitely many resamples converges to, up to
+      ``O(1/n)``. At these n that error is far below the Monte Carlo error of the 2,000
+      resamples reports draw (about 0.06 se for each end of a 95% interval):
+      ``tests/test_metrics_bootstrap.py`` checks it against percentile bootstraps of many
+      resamples on uniform, exponential, two-point and heavy-tailed values at n = 5,001 to
+      50,000. ``resamples`` and ``seed`` are then unused (the expansion draws nothing).
     """
     arr = np.asarray(list(values), dtype=float)
     if arr.size == 0:
@@ -279,34 +298,61 @@ of each value instead: see `BOOT_COUNTS_FROM`). A single value gives ``(v, v)``;
     if resamples < 1:
         raise ValueError(f"resamples must be >= 1, got {resamples}")
     m = float(arr.mean())
-    if arr.size == 1 or float(arr.min()) == float(arr.max()):
+    vmin, vmax = float(arr.min()), float(arr.max())
+    if arr.size == 1 or vmin == vmax:
         v = float(arr[0])
         return (v, v)
     n = arr.size
-    rng = np.random.default_rng(seed)
-    means = np.empty(resamples, dtype=float)
-    uniq, counts = np.unique(arr, return_counts=True)
-    if n > BOOT_COUNTS_FROM and uniq.size * 50 <= n:
-        # A resample's mean depends only on how often it drew each distinct value: those counts
-        # are multinomial(n, share of each value), so drawing them is the same bootstrap at
-        # O(distinct values) per resample instead of O(n) (100,000 scores on a few levels).
-        per_batch = max(1, _BOOT_CHUNK // uniq.size)
-        for start in range(0, resamples, per_batch):
-            stop = min(resamples, start + per_batch)
-            means[start:stop] = rng.multinomial(n, counts / n, size=stop - start) @ uniq / n
+    alpha = (1.0 - level) / 2.0
+    if n > BOOT_COUNTS_FROM:
+        uniq, counts = np.unique(arr, return_counts=True)
+        if uniq.size * BOOT_DISTINCT_SHARE > n:
+            lo, hi = _bootstrap_expansion(arr, m, alpha)
+        else:
+            lo, hi = _bootstrap_counts(uniq, counts, n, resamples, seed, alpha)
     else:
+        rng = np.random.default_rng(seed)
+        means = np.empty(resamples, dtype=float)
         per_batch = max(1, _BOOT_CHUNK // n)
         for start in range(0, resamples, per_batch):
             stop = min(resamples, start + per_batch)
             idx = rng.integers(0, n, size=(stop - start, n))
             means[start:stop] = arr[idx].mean(axis=1)
-    alpha = (1.0 - level) / 2.0
-    lo, hi = np.quantile(means, [alpha, 1.0 - alpha])
+        lo, hi = (float(q) for q in np.quantile(means, [alpha, 1.0 - alpha]))
     # Rounding in the resampled means can step a hair outside the data's range or past the mean.
-    vmin, vmax = float(arr.min()), float(arr.max())
-    lo_f = max(vmin, min(float(lo), m))
-    hi_f = min(vmax, max(float(hi), m))
-    return (lo_f, hi_f)
+    return (max(vmin, min(lo, m)), min(vmax, max(hi, m)))
+
+
+def _bootstrap_counts(uniq: np.ndarray, counts: np.ndarray, n: int, resamples: int, seed: int,
+                      alpha: float) -> tuple[float, float]:
+    """The percentile bootstrap of many values on few levels: a resample's mean depends only
+    on how often it drew each distinct value, and those counts are multinomial(n, share of
+    each value), so drawing them is the same bootstrap at O(distinct values) per resample."""
+    rng = np.random.default_rng(seed)
+    means = np.empty(resamples, dtype=float)
+    per_batch = max(1, _BOOT_CHUNK // uniq.size)
+    for start in range(0, resamples, per_batch):
+        stop = min(resamples, start + per_batch)
+        means[start:stop] = rng.multinomial(n, counts / n, size=stop - start) @ uniq / n
+    lo, hi = np.quantile(means, [alpha, 1.0 - alpha])
+    return float(lo), float(hi)
+
+
+def _bootstrap_expansion(arr: np.ndarray, m: float, alpha: float) -> tuple[float, float]:
+    """The ``alpha`` and ``1 - alpha`` quantiles of the bootstrap distribution of the mean by
+    its Cornish-Fisher expansion (see `bootstrap_ci`)."""
+    n = arr.size
+    dev = arr - m
+    var = float(np.mean(dev * dev))
+    sd = math.sqrt(var)
+    skew = float(np.mean(dev * dev * dev)) / (sd ** 3) if sd > 0 else 0.0
+    se = sd / math.sqrt(n)
+
+    def q(p: float) -> float:
+        z = NormalDist().inv_cdf(p)
+        return m + se * (z + skew / (6.0 * math.sqrt(n)) * (z * z - 1.0))
+
+    return q(alpha), q(1.0 - alpha)
 
 
 PERMUTATION_EXACT_UP_TO = 20

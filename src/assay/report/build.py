@@ -46,11 +46,15 @@ R = TypeVar("R", RunRecord, ReportRun)
 CELLS = [f"{m}/{e}" for m in ("text", "multimodal") for e in ("single-step", "multi-step", "multi-step-with-tools")]
 
 
+_NO_AUDIT = Audit().model_dump(mode="json")
+
+
 def run_row(run: RunRecord | ReportRun) -> dict[str, Any]:
     """A run's row of the report's `runs` (and of `assay show --json`, the web run page)."""
     r = run if isinstance(run, ReportRun) else ReportRun.from_record(run)
     grade = r.grade.flat()
-    grade.setdefault("audit", Audit(pre_audit_score=r.score).model_dump(mode="json"))
+    if "audit" not in grade:  # `Audit(pre_audit_score=r.score).model_dump(mode="json")`, without pydantic per run
+        grade["audit"] = {**_NO_AUDIT, "flags": [], "pre_audit_score": None if r.score is None else float(r.score)}
     return {
         "run_id": r.run_id, "task_id": r.key.task_id, "task_hash": r.key.task_hash, "kinds": list(r.kinds),
         "agent": r.key.agent, "level": r.key.level, "epoch": r.key.epoch, "attempt": r.attempt,
@@ -77,11 +81,15 @@ def pass_k(done: list[ReportRun]) -> dict[str, dict[str, float]]:
     """pass@k and pass^k curves over epochs, k = 1..the smallest epoch count of a task, each k
     the mean over tasks (task, level, options) of the unbiased estimators. Linear in the runs:
     each task's curve comes from `metrics.pass_at_k_curve` (one multiplication per k)."""
-    by_task: dict[tuple[str, str | None, str], list[int]] = defaultdict(lambda: [0, 0])
+    by_task: dict[tuple[str, str | None, str], list[int]] = {}
     for r in done:
-        nc = by_task[(r.key.task_id, r.key.level, r.key.options_hash)]
-        nc[0] += 1
-        nc[1] += 1 if r.passed else 0
+        k = r.key
+        nc = by_task.get((k.task_id, k.level, k.options_hash))
+        if nc is None:
+            by_task[(k.task_id, k.level, k.options_hash)] = [1, 1 if r.passed else 0]
+        else:
+            nc[0] += 1
+            nc[1] += 1 if r.passed else 0
     if not by_task:
         return {"pass_at_k": {}, "pass_hat_k": {}}
     kmax = min(n for n, _c in by_task.values())
@@ -133,16 +141,26 @@ def cost_distribution(runs: list[ReportRun]) -> dict[str, Any] | None:
     return {"min": lo, "median": med, "p90": p90, "max": hi, "runs": len(known), "unknown": len(runs) - len(known)}
 
 
-def kind_economics(kind_runs: list[ReportRun], scored: list[ReportRun], headline: float | None) -> dict[str, Any]:
+def kind_economics(kind_runs: list[ReportRun], scored: list[ReportRun], headline: float | None, *,
+                   of_all: tuple[dict[str, Any], list[ReportRun], list[ReportRun]] | None = None) -> dict[str, Any]:
     """What a kind's block cost: `cost_usd` (its runs, void ones too: they were paid for; null
     when a price is unknown), `tokens`, `tokens_per_task` and `cost_per_task` (that spend over
     the tasks the block covers), `score_per_1k_tokens` and `score_per_usd` (the block's
     headline over the tokens / dollars spent per task; null when nothing was spent or the cost
-    is unknown), `cost_distribution`, and the pass@k / pass^k curves of its scored runs."""
+    is unknown), `cost_distribution`, and the pass@k / pass^k curves of its scored runs.
+    `of_all`: (an agent summary, its runs, its scored runs), whose `cost_usd`, `tokens` and
+    curves are reused where the kind's runs are all of them (an agent of one kind)."""
     n_tasks = len({r.key.task_id for r in scored}) or 1
-    tokens = sum(_tokens(r) for r in kind_runs)
-    costs = [r.usage.cost_usd for r in kind_runs]
-    cost = None if any(c is None for c in costs) else sum(c or 0.0 for c in costs)
+    summary, all_runs, all_scored = of_all or ({}, [], [])
+    if of_all is not None and len(kind_runs) == len(all_runs):  # a subset of them, so the same runs
+        tokens, cost = summary["tokens"], summary["cost_usd"]
+    else:
+        tokens = sum(_tokens(r) for r in kind_runs)
+        costs = [r.usage.cost_usd for r in kind_runs]
+        cost = None if any(c is None for c in costs) else sum(c or 0.0 for c in costs)
+    same_scored = of_all is not None and len(scored) == len(all_scored)
+    curves = ({"pass_at_k": summary["pass_at_k"], "pass_hat_k": summary["pass_hat_k"]} if same_scored
+              else pass_k(scored))
     tpt = tokens / n_tasks
     cpt = None if cost is None else cost / n_tasks
     return {
@@ -150,24 +168,28 @@ def kind_economics(kind_runs: list[ReportRun], scored: list[ReportRun], headline
         "score_per_1k_tokens": headline / (tpt / 1000) if headline is not None and tpt > 0 else None,
         "score_per_usd": headline / cpt if headline is not None and cpt else None,
         "cost_distribution": cost_distribution(kind_runs),
-        **pass_k(scored),
+        **curves,
     }
 
 
 def rubric_value(scored: list[ReportRun]) -> dict[str, dict[str, float]]:
     """Value earned vs value available per currency (GDPval): each task's value counts once
     as available, and as earned times the share of its scored runs (epochs) that passed."""
-    by_task: dict[str, list[ReportRun]] = defaultdict(list)
+    by_task: dict[str, list[Any]] = {}  # task -> [its first run's value, runs, passed runs]
     for r in scored:
         if r.value:
-            by_task[r.key.task_id].append(r)
+            acc = by_task.get(r.key.task_id)
+            if acc is None:
+                by_task[r.key.task_id] = [r.value, 1, 1 if r.passed else 0]
+            else:
+                acc[1] += 1
+                acc[2] += 1 if r.passed else 0
     out: dict[str, dict[str, float]] = {}
-    for rs in by_task.values():
-        v = rs[0].value or {}
+    for v, n, c in by_task.values():
         cur = out.setdefault(str(v["currency"]), {"earned": 0.0, "available": 0.0})
         amount = float(v["amount"])
         cur["available"] += amount
-        cur["earned"] += amount * sum(1 for r in rs if r.passed) / len(rs)
+        cur["earned"] += amount * c / n
     return dict(sorted(out.items()))
 
 
@@ -189,9 +211,14 @@ def scenario_families(scen: list[tuple[ReportRun, Any]]) -> dict[str, dict[str, 
 def search_deltas(runs: list[ReportRun]) -> dict[str, dict[str, dict[str, Any]]]:
     """Per agent and search mode: mean over tasks run both ways of (score with - score without)."""
     scores: dict[tuple[str, str], dict[tuple[str, str | None], list[float]]] = defaultdict(lambda: defaultdict(list))
-    for r in runs:
-        if r.status == "done" and r.score is not None:
-            mode = str(r.options.get("search", "off"))
+    scored = [(r, str(r.options.get("search", "off"))) for r in runs if r.status == "done" and r.score is not None]
+    # Only agents run both without search and with it have a delta: collect only theirs.
+    modes: dict[str, set[str]] = defaultdict(set)
+    for r, mode in scored:
+        modes[r.key.agent].add(mode)
+    both = {a for a, m in modes.items() if "off" in m and len(m) > 1}
+    for r, mode in scored:
+        if r.key.agent in both:
             scores[(r.key.agent, mode)][(r.key.task_id, r.key.level)].append(r.score)
     out: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
     for (agent, mode), with_s in sorted(scores.items()):
@@ -216,7 +243,17 @@ def agent_summary(agent: str, runs: list[ReportRun], labels: list[dict[str, Any]
     econ = metrics.economic_value(value_items, threshold=1.0) if value_items else {c: 0.0 for c in currencies}
     for c in currencies:
         econ.setdefault(c, 0.0)
-    costs = [r.usage.cost_usd for r in runs]
+    # One pass for the sums over every run (in run order, as `sum` adds them).
+    cost: float | None = 0
+    judge_cost: float | None = 0
+    tokens = 0
+    ends: dict[str, int] = {}
+    for r in runs:
+        c, jc = r.usage.cost_usd, r.judge_usage.cost_usd
+        cost = None if c is None or cost is None else cost + (c or 0.0)
+        judge_cost = None if jc is None or judge_cost is None else judge_cost + (jc or 0.0)
+        tokens += r.usage.tokens
+        ends[r.end_reason] = ends.get(r.end_reason, 0) + 1
 
     def of_kind(kind: str) -> list[ReportRun]:  # the kind's runs, void ones too (they cost)
         return [r for r in runs if r.kinds and r.kind == kind]
@@ -226,39 +263,46 @@ def agent_summary(agent: str, runs: list[ReportRun], labels: list[dict[str, Any]
         "pass_rate": _mean([1.0 if r.passed else 0.0 for r in scored]),
         # Scenario scores are floored at -1 for averaging only (FDE-Gym), as in mean_s.
         "economic_value": econ,
-        "cost_usd": None if any(c is None for c in costs) else sum(c or 0.0 for c in costs),
-        "judge_cost_usd": (None if any(r.judge_usage.cost_usd is None for r in runs)
-                           else sum(r.judge_usage.cost_usd or 0.0 for r in runs)),  # null: a price is unknown
-        "tokens": sum(_tokens(r) for r in runs),
+        "cost_usd": cost,
+        "judge_cost_usd": judge_cost,  # null: a price is unknown
+        "tokens": tokens,
         **pass_k(scored),
         # How runs ended: how often a limit (max_turns, max_time, max_usd) or a fault stopped them.
-        "end_reasons": dict(sorted(Counter(r.end_reason for r in runs).items())),
+        "end_reasons": dict(sorted(ends.items())),
     }
     # The rubric block: runs a rubric scores (their audited `score`, their `passed`).
     rubric = [(r, rg) for r in scored if (rg := r.grade.rubric) is not None and r.kind == "rubric"]
     if rubric:
         tag_vals: dict[str, list[float]] = defaultdict(list)
-        for r, rg in rubric:
+        es: list[float] = []
+        passes: list[float] = []
+        na = removed = 0
+        unclipped = False
+        for r, rg in rubric:  # one pass over the block's runs
+            gone = _removed(r)
             for tag, v in rg.tags.items():
                 if v is not None:  # a run whose credit the audit removed scores 0 on every tag, as in total
-                    tag_vals[tag].append(0.0 if _removed(r) else v)
-        es = [_score(r) for r, _rg in rubric]
-        # HealthBench keeps each example's score unclipped (it may be negative) and clips
-        # only the mean, tags likewise; OneMillion-Bench clips every task's score already.
-        unclipped = any(rg.scoring == "unclipped_mean" for _r, rg in rubric)
+                    tag_vals[tag].append(0.0 if gone else v)
+            es.append(_score(r))
+            passes.append(1.0 if r.passed else 0.0)
+            na += rg.na
+            removed += gone
+            # HealthBench keeps each example's score unclipped (it may be negative) and clips
+            # only the mean, tags likewise; OneMillion-Bench clips every task's score already.
+            unclipped = unclipped or rg.scoring == "unclipped_mean"
         mean_of = metrics.clipped_mean if unclipped else _mean
         summary["rubric"] = {
             "expert_score": mean_of(es), "ci95": _ci(es),
-            "pass_rate": _mean([1.0 if r.passed else 0.0 for r, _rg in rubric]),
+            "pass_rate": _mean(passes),
             "tags": {**{t: _mean(tag_vals.get(t, [])) for t in CAPABILITY_TAGS},
                      **{t: mean_of(v) for t, v in tag_vals.items() if t not in CAPABILITY_TAGS and v}},
-            "na": sum(rg.na for _r, rg in rubric),
-            "audit_removed": sum(_removed(r) for r, _rg in rubric),
+            "na": na,
+            "audit_removed": removed,
             "tasks": _task_ids(r for r, _rg in rubric),
             "value": rubric_value([r for r, _rg in rubric]),
         }
         summary["rubric"].update(kind_economics(of_kind("rubric"), [r for r, _rg in rubric],
-                                                summary["rubric"]["expert_score"]))
+                                                summary["rubric"]["expert_score"], of_all=(summary, runs, scored)))
     judged = judge_summary(runs)
     if judged is not None:
         summary["judge"] = judged
@@ -283,7 +327,8 @@ def agent_summary(agent: str, runs: list[ReportRun], labels: list[dict[str, Any]
             "audit_removed": sum(_removed(r) for r in contract),
             "tasks": _task_ids(contract),
         }
-        summary["contract"].update(kind_economics(of_kind("contract"), contract, summary["contract"]["accuracy"]))
+        summary["contract"].update(kind_economics(of_kind("contract"), contract, summary["contract"]["accuracy"],
+                                                  of_all=(summary, runs, scored)))
     scen = [(r, r.grade.scenario) for r in scored if r.grade.scenario is not None]
     if scen:
         per_task: dict[str, list[tuple[float, float]]] = defaultdict(list)
@@ -306,7 +351,7 @@ def agent_summary(agent: str, runs: list[ReportRun], labels: list[dict[str, Any]
             "families": scenario_families(scen),
         }
         summary["scenario"].update(kind_economics(of_kind("scenario"), [r for r, _sg in scen],
-                                                  summary["scenario"]["mean_s"]))
+                                                  summary["scenario"]["mean_s"], of_all=(summary, runs, scored)))
     blocks = [(k, summary[k][field]) for k, field in (("rubric", "expert_score"), ("scenario", "mean_s"),
                                                       ("contract", "accuracy")) if k in summary]
     # One headline per agent only when its runs are of one kind: scores of different kinds are
@@ -420,10 +465,18 @@ def human_baseline(by_agent: dict[str, list[ReportRun]]) -> dict[str, dict[str, 
     of that family (the same work), null-free (agents without such runs are left out)."""
     scores: dict[tuple[str, str], dict[str, dict[str, list[float]]]] = defaultdict(lambda: defaultdict(
         lambda: defaultdict(list)))
-    for agent, rs in by_agent.items():
-        for r in rs:
+    # Only the (kind, family) scopes people ran count: collect the people's runs first, then
+    # only the other agents' runs in those scopes (none at all in a store without people).
+    people_first = sorted(by_agent, key=lambda a: not a.startswith(HUMAN_PREFIX))
+    for agent in people_first:
+        human = agent.startswith(HUMAN_PREFIX)
+        if not human and not scores:
+            break
+        for r in by_agent[agent]:
             if r.status == "done" and r.score is not None and r.kinds:
-                scores[(r.kind, family_of(r.key.task_id))][agent][r.key.task_id].append(averaged(r))
+                scope = (r.kind, family_of(r.key.task_id))
+                if human or scope in scores:
+                    scores[scope][agent][r.key.task_id].append(averaged(r))
     out: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
     for (kind, fam), per_agent in sorted(scores.items()):
         people = sorted(a for a in per_agent if a.startswith(HUMAN_PREFIX))
@@ -484,9 +537,11 @@ def task_set_warnings(sets: dict[str, dict[str, Any]], restricted: bool) -> list
 def mixing_warnings(runs: list[ReportRun]) -> list[str]:
     """What makes a campaign's runs not comparable: a task run under several contents (its
     hash changed between runs) or runs made by several harness versions."""
+    pairs = {(r.key.task_id, r.key.task_hash) for r in runs}
     hashes: dict[str, set[str]] = defaultdict(set)
-    for r in runs:
-        hashes[r.key.task_id].add(r.key.task_hash)
+    if len(pairs) > len({t for t, _h in pairs}):  # some task has several hashes
+        for t, h in pairs:
+            hashes[t].add(h)
     out = [f"task {t} was run under {len(h)} different contents (hashes {', '.join(sorted(h))}): "
            "its runs are not all of the same task" for t, h in sorted(hashes.items()) if len(h) > 1]
     versions = sorted({r.harness_version for r in runs})

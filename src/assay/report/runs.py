@@ -7,10 +7,12 @@ fields of (issue 11). `ReportRun` holds those fields under the same names `RunRe
 the same way. Two sources build it:
 - `ReportRun.from_record`: a `RunRecord` already in memory (a campaign that just ran, the web
   app) through its JSON dump;
-- `Store.report_runs` (`assay.store.db`): the stored record's JSON, whole (`full=True`: what
-  the per-run rows of `--json`, `--csv`, `--md`, `--html` need) or as the projection
-  `PROJECTED` names (the terminal report), which SQLite extracts in C without parsing the
-  transcript-sized fields (final message, rubric items).
+- the store (`read_runs`): the stored record's JSON whole (`Store.report_rows`: what the
+  per-run rows of `--json`, `--csv`, `--md`, `--html` need), or, for the terminal report, only
+  the values at the JSON paths `PATHS` names (`Store.report_values`), which SQLite extracts
+  in C as one SQL column each: no JSON text is parsed in Python but small objects and arrays
+  (kinds, options, tags), and the transcript-sized fields (final message, rubric items) are
+  never read.
 
 The grade's parts follow `Grade.from_flat`: a kind's part exists when the run has the kind
 and its flat grade has that part's always-dumped field (`scoring` for rubric, `uplift_adj`
@@ -21,31 +23,50 @@ from __future__ import annotations
 
 import contextlib
 import gc
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from assay.record import RunRecord, primary_kind
 from assay.store import Store
+from assay.store.db import MISSING
 
-# The flat grade's keys the terminal report reads (the rubric's `items` only with human labels).
-GRADE_KEYS = ("scoring", "tags", "na", "judge_info", "uplift_adj", "contact_cost", "solved",
-              "router_fallback_count", "sat", "predicates", "audit", "grade_seconds")
-# The record's keys the terminal report reads besides the store's columns (`grade` as above).
-RECORD_KEYS = ("kinds", "value", "usage", "judge_usage", "options", "task_meta", "void_reason", "turns",
-               "duration_s", "search")
+N_COLUMNS = len(Store.REPORT_COLUMNS)
+
+# What the terminal report reads of a record besides the store's columns: (JSON path, parsed).
+# `parsed` paths come back as parsed JSON (objects, arrays; `MISSING` where absent), the
+# others as SQL scalars (None for null or absent). The order is `ReportRun.from_values`'s.
+# Only what a leaderboard (`build_report(details=False)`) reads: a run built from them has
+# `void_reason`, `turns`, `duration_s` and `search` at their defaults and a judge usage of
+# cost only (no token counts); per-run rows need the whole record (`read_runs(whole=True)`).
+USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+PATHS: tuple[tuple[str, bool], ...] = (
+    ("$.kinds", True), ("$.value", True), ("$.options", True), ("$.task_meta", True),
+    *((f"$.usage.{k}", False) for k in USAGE_KEYS), ("$.usage.cost_usd", True), ("$.judge_usage.cost_usd", True),
+    ("$.grade.scoring", False), ("$.grade.tags", True), ("$.grade.na", False), ("$.grade.judge_info", True),
+    ("$.grade.uplift_adj", False), ("$.grade.contact_cost", False), ("$.grade.solved", False),
+    ("$.grade.router_fallback_count", False), ("$.grade.sat", False), ("$.grade.predicates", True),
+    ("$.grade.audit", True),
+)
+ITEMS_PATH = ("$.grade.items", True)  # the rubric's items: only read for human labels
 
 
 class ReportUsage:
     __slots__ = ("cache_read_tokens", "cache_write_tokens", "cost_usd", "input_tokens", "output_tokens", "tokens")
 
-    def __init__(self, raw: dict[str, Any] | None) -> None:
+    def __init__(self, input_tokens: int, output_tokens: int, cache_read_tokens: int, cache_write_tokens: int,
+                 cost_usd: float | None) -> None:
+        self.input_tokens = input_tokens
+        self.output_tokens = output_tokens
+        self.cache_read_tokens = cache_read_tokens
+        self.cache_write_tokens = cache_write_tokens
+        self.cost_usd = cost_usd
+        self.tokens: int = input_tokens + output_tokens + cache_read_tokens + cache_write_tokens
+
+    @classmethod
+    def from_raw(cls, raw: dict[str, Any] | None) -> ReportUsage:
         get = (raw or {}).get
-        self.input_tokens: int = get("input_tokens", 0)
-        self.output_tokens: int = get("output_tokens", 0)
-        self.cache_read_tokens: int = get("cache_read_tokens", 0)
-        self.cache_write_tokens: int = get("cache_write_tokens", 0)
-        self.cost_usd: float | None = get("cost_usd", 0.0)
-        self.tokens: int = self.input_tokens + self.output_tokens + self.cache_read_tokens + self.cache_write_tokens
+        return cls(get("input_tokens", 0), get("output_tokens", 0), get("cache_read_tokens", 0),
+                   get("cache_write_tokens", 0), get("cost_usd", 0.0))
 
     def model_dump(self) -> dict[str, Any]:
         return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
@@ -79,23 +100,25 @@ class ReportJudgeInfo:
 class ReportRubric:
     __slots__ = ("items", "judge_info", "na", "scoring", "tags")
 
-    def __init__(self, flat: dict[str, Any]) -> None:
-        self.scoring: str = flat.get("scoring", "clipped")
-        self.tags: dict[str, float | None] = flat.get("tags") or {}
-        self.na: int = flat.get("na", 0)
-        ji = flat.get("judge_info")
-        self.judge_info: ReportJudgeInfo | None = ReportJudgeInfo(ji) if ji is not None else None
-        self.items: list[ReportItem] = [ReportItem(it) for it in flat.get("items") or []]
+    def __init__(self, scoring: str | None, tags: dict[str, float | None] | None, na: int | None,
+                 judge_info: dict[str, Any] | None, items: list[dict[str, Any]] | None) -> None:
+        """Each argument as the flat grade holds it (None: absent, the default)."""
+        self.scoring: str = "clipped" if scoring is None else scoring
+        self.tags: dict[str, float | None] = tags or {}
+        self.na: int = 0 if na is None else na
+        self.judge_info: ReportJudgeInfo | None = ReportJudgeInfo(judge_info) if judge_info is not None else None
+        self.items: list[ReportItem] = [ReportItem(it) for it in items or []]
 
 
 class ReportScenario:
     __slots__ = ("contact_cost", "router_fallback_count", "solved", "uplift_adj")
 
-    def __init__(self, flat: dict[str, Any]) -> None:
-        self.uplift_adj: float = flat["uplift_adj"]
-        self.contact_cost: float = flat.get("contact_cost", 0.0)
-        self.solved: bool = flat.get("solved", False)
-        self.router_fallback_count: int = flat.get("router_fallback_count", 0)
+    def __init__(self, uplift_adj: float, contact_cost: float | None, solved: bool | None,
+                 router_fallback_count: int | None) -> None:
+        self.uplift_adj = uplift_adj
+        self.contact_cost: float = 0.0 if contact_cost is None else contact_cost
+        self.solved: bool = bool(solved)
+        self.router_fallback_count: int = 0 if router_fallback_count is None else router_fallback_count
 
 
 class ReportPredicate:
@@ -108,9 +131,9 @@ class ReportPredicate:
 class ReportContract:
     __slots__ = ("predicates", "sat")
 
-    def __init__(self, flat: dict[str, Any]) -> None:
-        self.sat: bool = flat.get("sat", True)
-        self.predicates: list[ReportPredicate] = [ReportPredicate(p) for p in flat.get("predicates") or []]
+    def __init__(self, sat: bool, predicates: list[dict[str, Any]] | None) -> None:
+        self.sat = bool(sat)
+        self.predicates: list[ReportPredicate] = [ReportPredicate(p) for p in predicates or []]
 
 
 class ReportAudit:
@@ -126,13 +149,26 @@ class ReportGrade:
 
     __slots__ = ("_flat", "audit", "contract", "rubric", "scenario")
 
-    def __init__(self, flat: dict[str, Any], kinds: list[str], whole: bool) -> None:
-        self._flat = flat if whole else None
-        self.rubric = ReportRubric(flat) if "rubric" in kinds and "scoring" in flat else None
-        self.scenario = ReportScenario(flat) if "scenario" in kinds and "uplift_adj" in flat else None
-        self.contract = ReportContract(flat) if "contract" in kinds and "sat" in flat else None
-        audit = flat.get("audit")
+    def __init__(self, flat: dict[str, Any] | None, rubric: ReportRubric | None, scenario: ReportScenario | None,
+                 contract: ReportContract | None, audit: dict[str, Any] | None) -> None:
+        self._flat = flat
+        self.rubric = rubric
+        self.scenario = scenario
+        self.contract = contract
         self.audit = ReportAudit(audit) if audit is not None else None
+
+    @classmethod
+    def from_flat(cls, flat: dict[str, Any], kinds: list[str]) -> ReportGrade:
+        """From the whole flat grade (`Grade.from_flat`'s parts; see the module docstring)."""
+        get = flat.get
+        return cls(
+            flat,
+            ReportRubric(get("scoring"), get("tags"), get("na"), get("judge_info"), get("items"))
+            if "rubric" in kinds and get("scoring") is not None else None,
+            ReportScenario(flat["uplift_adj"], get("contact_cost"), get("solved"), get("router_fallback_count"))
+            if "scenario" in kinds and get("uplift_adj") is not None else None,
+            ReportContract(flat["sat"], get("predicates")) if "contract" in kinds and get("sat") is not None else None,
+            get("audit"))
 
     def flat(self) -> dict[str, Any]:
         if self._flat is None:
@@ -161,40 +197,60 @@ class ReportRun:
                  "kinds", "model", "options", "passed", "run_id", "sandbox", "score", "search", "status",
                  "task_meta", "turns", "usage", "value", "void_reason")
 
-    def __init__(self, cols: dict[str, Any], rec: dict[str, Any], grade: dict[str, Any], whole: bool) -> None:
-        """`cols`: the store's columns (run_id, campaign, task_id, task_hash, agent, level, epoch,
-        options_hash, attempt, status, end_reason, score, passed, harness_version, model,
-        sandbox); `rec`: the record's JSON keys of `RECORD_KEYS` (or all of them); `grade`:
-        the flat grade (or its `GRADE_KEYS`); `whole`: `grade` is the whole flat grade."""
-        self.run_id: str = cols["run_id"]
-        self.key = ReportKey(cols["campaign"], cols["task_id"], cols["task_hash"], cols["agent"], cols["level"],
-                             cols["epoch"], cols["options_hash"])
-        self.attempt: int = cols["attempt"]
-        self.status: str = cols["status"]
-        self.end_reason: str = cols["end_reason"]
-        self.score: float | None = cols["score"]
-        passed = cols["passed"]
+    def __init__(self, cols: Sequence[Any], kinds: list[str] | None, value: dict[str, Any] | None,
+                 options: dict[str, Any] | None, task_meta: dict[str, Any] | None, void_reason: str | None,
+                 turns: int | None, duration_s: float | None, search: str | None, usage: ReportUsage,
+                 judge_usage: ReportUsage, grade: ReportGrade) -> None:
+        """`cols`: the store's columns in `Store.REPORT_COLUMNS` order (run_id, campaign,
+        task_id, task_hash, agent, level, epoch, options_hash, attempt, status, end_reason,
+        score, passed, harness_version, model, sandbox); the rest the record's values (None:
+        absent or null, the default)."""
+        (self.run_id, campaign, task_id, task_hash, agent, level, epoch, options_hash, self.attempt, self.status,
+         self.end_reason, self.score, passed, self.harness_version, self.model, self.sandbox) = cols
+        self.key = ReportKey(campaign, task_id, task_hash, agent, level, epoch, options_hash)
         self.passed: bool | None = None if passed is None else bool(passed)
-        self.harness_version: str = cols["harness_version"]
-        self.model: str | None = cols["model"]
-        self.sandbox: str = cols["sandbox"]
-        self.kinds: list[str] = list(rec.get("kinds") or [])
+        self.kinds: list[str] = list(kinds or [])
         self.kind: str = primary_kind(self.kinds)
-        self.value: dict[str, Any] | None = rec.get("value")
-        self.usage = ReportUsage(rec.get("usage"))
-        self.judge_usage = ReportUsage(rec.get("judge_usage"))
-        self.options: dict[str, Any] = rec.get("options") or {}
-        self.task_meta: dict[str, Any] = rec.get("task_meta") or {}
-        self.void_reason: str | None = rec.get("void_reason")
-        self.turns: int = rec.get("turns", 0)
-        self.duration_s: float = rec.get("duration_s", 0.0)
-        self.search: str | None = rec.get("search")
-        self.grade = ReportGrade(grade or {}, self.kinds, whole)
+        self.value: dict[str, Any] | None = value
+        self.usage = usage
+        self.judge_usage = judge_usage
+        self.options: dict[str, Any] = options or {}
+        self.task_meta: dict[str, Any] = task_meta or {}
+        self.void_reason: str | None = void_reason
+        self.turns: int = 0 if turns is None else turns
+        self.duration_s: float = 0.0 if duration_s is None else duration_s
+        self.search: str | None = search
+        self.grade = grade
 
     @classmethod
-    def from_dict(cls, cols: dict[str, Any], rec: dict[str, Any], whole: bool) -> ReportRun:
-        """From a record's JSON object (`rec`, whole or the projection) and the store's columns."""
-        return cls(cols, rec, rec.get("grade") or {}, whole)
+    def from_dict(cls, cols: Sequence[Any], rec: dict[str, Any]) -> ReportRun:
+        """From the store's columns and a record's whole JSON object."""
+        kinds = list(rec.get("kinds") or [])
+        get = rec.get
+        return cls(cols, kinds, get("value"), get("options"), get("task_meta"), get("void_reason"), get("turns"),
+                   get("duration_s"), get("search"), ReportUsage.from_raw(get("usage")),
+                   ReportUsage.from_raw(get("judge_usage")), ReportGrade.from_flat(get("grade") or {}, kinds))
+
+    @classmethod
+    def from_values(cls, row: Sequence[Any], items: bool = False) -> ReportRun:
+        """From a row of `Store.report_values`: the store's columns, then the values at `PATHS`
+        (then `ITEMS_PATH` when `items`)."""
+        (kinds, value, options, task_meta, u_in, u_out, u_cr, u_cw, u_cost, j_cost, scoring, tags, na, judge_info,
+         uplift_adj, contact_cost, solved, router_fallbacks, sat, predicates, audit) = row[N_COLUMNS:N_COLUMNS + len(PATHS)]
+        kinds = _present(kinds) or []
+        rubric = scenario = contract = None
+        if scoring is not None and "rubric" in kinds:
+            rubric = ReportRubric(scoring, _present(tags), na, _present(judge_info),
+                                  _present(row[N_COLUMNS + len(PATHS)]) if items else None)
+        if uplift_adj is not None and "scenario" in kinds:
+            scenario = ReportScenario(uplift_adj, contact_cost, solved, router_fallbacks)
+        if sat is not None and "contract" in kinds:
+            contract = ReportContract(sat, _present(predicates))
+        return cls(row[:N_COLUMNS], kinds, _present(value), _present(options), _present(task_meta), None,
+                   None, None, None,
+                   ReportUsage(u_in or 0, u_out or 0, u_cr or 0, u_cw or 0, 0.0 if u_cost is MISSING else u_cost),
+                   ReportUsage(0, 0, 0, 0, 0.0 if j_cost is MISSING else j_cost),
+                   ReportGrade(None, rubric, scenario, contract, _present(audit)))
 
     @classmethod
     def from_record(cls, r: RunRecord) -> ReportRun:
@@ -205,7 +261,7 @@ class ReportRun:
                 "agent": k["agent"], "level": k["level"], "epoch": k["epoch"], "options_hash": k["options_hash"],
                 "attempt": r.attempt, "status": r.status, "end_reason": r.end_reason, "score": r.score,
                 "passed": r.passed, "harness_version": r.harness_version, "model": r.model, "sandbox": r.sandbox}
-        return cls.from_dict(cols, rec, whole=True)
+        return cls.from_dict([cols[n] for n in Store.REPORT_COLUMNS], rec)
 
 
 def as_report_runs(runs: Any) -> list[ReportRun]:
@@ -216,13 +272,18 @@ def as_report_runs(runs: Any) -> list[ReportRun]:
 def read_runs(store: Store, campaign: str | None, *, whole: bool, items: bool = False) -> list[ReportRun]:
     """The latest attempt per run key of `campaign` as `ReportRun`s, in `Store.runs` order:
     `whole` reads every record whole (the per-run rows of a report file need it), else only
-    the projection a leaderboard reads (`items`: with the rubric's items, for human labels)."""
+    the values at `PATHS` a leaderboard reads (`items`: with the rubric's items, for human
+    labels; see `PATHS` for the fields such a run leaves at their defaults)."""
     with no_gc():
         if whole:
-            rows = store.report_rows(campaign)
-        else:
-            rows = store.report_rows(campaign, RECORD_KEYS, (*GRADE_KEYS, "items") if items else GRADE_KEYS)
-        return [ReportRun.from_dict(cols, rec, whole) for cols, rec in rows]
+            return [ReportRun.from_dict(cols, rec) for cols, rec in store.report_rows(campaign)]
+        rows = store.report_values(campaign, (*PATHS, ITEMS_PATH) if items else PATHS)
+        return [ReportRun.from_values(row, items) for row in rows]
+
+
+def _present(v: Any) -> Any:
+    """A parsed value of `Store.report_values`, None where the record has none."""
+    return None if v is MISSING else v
 
 
 @contextlib.contextmanager

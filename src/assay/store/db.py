@@ -23,24 +23,22 @@ stores the runs that finish together in one transaction (`assay.campaign.saver`)
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
+import re
+import sqlite3
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy import (
     ColumnElement,
     Connection,
     Engine,
     bindparam,
-    case,
     create_engine,
     event,
     exc,
@@ -57,6 +55,9 @@ from assay.config import store_url
 from assay.errors import InputError
 from assay.record import Event, RunRecord, event_from_wire, safe_json
 from assay.store.models import campaigns_t, events_t, grades_t, judge_cache_t, leases_t, runs_t
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -150,10 +151,47 @@ def _sort_key(r: RunRecord) -> tuple[Any, ...]:
     return (k.task_id, k.agent, k.level is not None, k.level or "", k.epoch, k.campaign, r.attempt)
 
 
-def _col_sort_key(c: dict[str, Any]) -> tuple[Any, ...]:
-    """`_sort_key` over `Store.report_rows` columns."""
-    return (c["task_id"], c["agent"], c["level"] is not None, c["level"] or "", c["epoch"], c["campaign"],
-            c["attempt"])
+MISSING: Any = type("Missing", (), {"__repr__": lambda _self: "MISSING", "__slots__": ()})()
+"""`Store.report_values`'s value of a JSON path the record does not have."""
+_SQLITE_JSON_OPERATORS = sqlite3.sqlite_version_info >= (3, 38, 0)  # `->` and `->>`
+
+
+def _latest_rows(rows: Iterable[Sequence[Any]]) -> list[tuple[Any, ...]]:
+    """Rows `(key_digest, created_at, *REPORT_COLUMNS, ...)` -> the latest attempt per key
+    digest (rank: attempt, created_at, run_id, as `Store.runs`) without the first two, in
+    `Store.runs` order (`_sort_key`)."""
+    at = 2 + Store.REPORT_COLUMNS.index("attempt")
+    latest: dict[str, Sequence[Any]] = {}
+    for row in rows:
+        cur = latest.get(row[0])
+        if cur is None or (row[at], row[1], row[2]) > (cur[at], cur[1], cur[2]):
+            latest[row[0]] = row
+    out = [tuple(row[2:]) for row in latest.values()]
+    i = {n: Store.REPORT_COLUMNS.index(n) for n in ("task_id", "agent", "level", "epoch", "campaign", "attempt")}
+    t, a, lv, e, cp, att = i["task_id"], i["agent"], i["level"], i["epoch"], i["campaign"], i["attempt"]
+    out.sort(key=lambda c: (c[t], c[a], c[lv] is not None, c[lv] or "", c[e], c[cp], c[att]))
+    return out
+
+
+def _parse(text: str | None, memo: dict[str | None, Any]) -> Any:
+    """JSON text from SQLite's `->` (None: absent -> `MISSING`), parsed once per distinct text."""
+    if text is None:
+        return memo.setdefault(None, MISSING)
+    got = memo.get(text, MISSING)
+    if got is MISSING:
+        got = memo[text] = json.loads(text)
+    return got
+
+
+def _walk(rec: Any, keys: tuple[str, ...], parsed: bool) -> Any:
+    """The value at `keys` in a parsed record, as `Store.report_values` gives it."""
+    for k in keys:
+        if not isinstance(rec, dict) or k not in rec:
+            return MISSING if parsed else None
+        rec = rec[k]
+    if not parsed and isinstance(rec, dict | list):
+        return json.dumps(rec)
+    return rec
 
 
 class Store:
@@ -224,14 +262,37 @@ class Store:
                 conn.exec_driver_sql("BEGIN")
 
     def _alembic_config(self) -> Config:
+        from alembic.config import Config
+
         cfg = Config()
         cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
         # ConfigParser interpolates `%`: a URL's escapes (a Unix-socket `?host=%2Ftmp...`) are doubled.
         cfg.set_main_option("sqlalchemy.url", self.engine.url.render_as_string(hide_password=False).replace("%", "%%"))
         return cfg
 
+    def _stored_revision(self) -> str | None:
+        """The store's one ``alembic_version`` row, or None (no table, no row, several rows).
+        Read without alembic: opening a current store (every ``assay`` command) must not pay
+        for importing it."""
+        with self.engine.connect() as conn:
+            try:
+                rows = conn.exec_driver_sql("SELECT version_num FROM alembic_version").fetchall()
+            except exc.DBAPIError:  # no such table: a new store (or not ours); alembic decides
+                rows = []
+            conn.rollback()
+        return str(rows[0][0]) if len(rows) == 1 else None
+
     def migrate(self) -> None:
-        """Upgrade the schema to the newest revision (a no-op when already there)."""
+        """Upgrade the schema to the newest revision (a no-op when already there). A store at
+        :func:`head_revision` is left alone without importing alembic; anything else goes
+        through alembic's own check and upgrade."""
+        head = head_revision()
+        if head is not None and self._stored_revision() == head:
+            return
+        from alembic import command
+        from alembic.runtime.migration import MigrationContext
+        from alembic.script import ScriptDirectory
+
         cfg = self._alembic_config()
         head = ScriptDirectory.from_config(cfg).get_current_head()
         with self.engine.connect() as conn:
@@ -624,57 +685,58 @@ class Store:
     REPORT_COLUMNS = ("run_id", "campaign", "task_id", "task_hash", "agent", "level", "epoch", "options_hash",
                       "attempt", "status", "end_reason", "score", "passed", "harness_version", "model", "sandbox")
 
-    def report_rows(self, campaign: str | None = None, record_keys: Sequence[str] | None = None,
-                    grade_keys: Sequence[str] = ()) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    def report_rows(self, campaign: str | None = None) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
         """The latest attempt per key digest (as `runs`, same order) as plain data for reports:
-        `(columns, record)`, `columns` the `REPORT_COLUMNS`, `record` the stored record's JSON
-        object, whole when `record_keys` is None, else only those top-level keys and, under
-        `grade`, the flat grade's `grade_keys` (keys absent or null are left out).
-
-        No `RunRecord` is validated. On SQLite the projection is extracted by SQLite's JSON
-        functions, so the large fields (final message, rubric items) are never parsed in
-        Python; a record SQLite cannot parse (a NaN) and other backends are parsed whole and
-        projected in Python."""
+        `(columns, record)`, `columns` the values of `REPORT_COLUMNS`, `record` the stored
+        record's whole JSON object. No `RunRecord` is validated."""
         c = runs_t.c
-        project = record_keys is not None and self._backend == "sqlite"
-        paths = [f"$.{k}" for k in record_keys or ()] + [f"$.grade.{k}" for k in grade_keys]
-        body: Any = c.record
-        if project:
-            body = case((func.json_valid(c.record) == 1, func.json_extract(c.record, *paths, "$.run_id")),
-                        else_=literal("!").concat(c.record))
-        cols = [c[n] for n in self.REPORT_COLUMNS]
-        stmt = select(c.key_digest, c.created_at, *cols, body.label("body"))
+        stmt = select(c.key_digest, c.created_at, *[c[n] for n in self.REPORT_COLUMNS], c.record)
         if campaign is not None:
             stmt = stmt.where(c.campaign == campaign)
-        latest: dict[str, tuple[Any, ...]] = {}
-        n_cols = len(self.REPORT_COLUMNS)
-        at = 2 + self.REPORT_COLUMNS.index("attempt")
         with self.engine.connect() as conn:
-            for row in conn.execute(stmt):
-                # rank: (attempt, created_at, run_id), as `runs` takes the latest attempt
-                cur = latest.get(row[0])
-                if cur is None or (row[at], row[1], row[2]) > (cur[at], cur[1], cur[2]):
-                    latest[row[0]] = row
-        out: list[tuple[dict[str, Any], dict[str, Any]]] = []
-        names = self.REPORT_COLUMNS
-        rkeys = tuple(record_keys or ())
-        n_rec = len(rkeys)
-        for kept in latest.values():
-            raw: str = kept[-1]
-            colmap = dict(zip(names, kept[2:2 + n_cols], strict=True))
-            if project and raw[0] != "!":
-                got = json.loads(raw)
-                rec = {k: v for k, v in zip(rkeys, got, strict=False) if v is not None}
-                rec["grade"] = {k: v for k, v in zip(grade_keys, got[n_rec:], strict=False) if v is not None}
-            else:
-                rec = json.loads(raw[1:] if project else raw)
-                if record_keys is not None:
-                    flat = rec.get("grade") or {}
-                    rec = {k: rec[k] for k in rkeys if rec.get(k) is not None}
-                    rec["grade"] = {k: flat[k] for k in grade_keys if flat.get(k) is not None}
-            out.append((colmap, rec))
-        out.sort(key=lambda cr: _col_sort_key(cr[0]))
-        return out
+            rows = _latest_rows(conn.execute(stmt))
+        return [(row[:-1], json.loads(row[-1])) for row in rows]
+
+    def report_values(self, campaign: str | None, paths: Sequence[tuple[str, bool]]) -> list[tuple[Any, ...]]:
+        """The latest attempt per key digest (as `runs`, same order) as one tuple per run: the
+        values of `REPORT_COLUMNS`, then for each `(path, parsed)` of `paths` (a JSON path into
+        the stored record, `$.key.key`) the record's value there: when `parsed`, the value as
+        parsed JSON, `MISSING` where the record has no such key; else an SQL scalar, None for
+        null or absent (JSON true/false may come as 1/0). Parsed values of the same JSON text
+        are one shared object (read them, never change them).
+
+        No `RunRecord` is validated and, on SQLite, no record is parsed in Python: SQLite's
+        JSON operators extract one column per path, so the large fields (final message,
+        rubric items) are never read. A record SQLite cannot parse (a NaN), and every record
+        on other backends, is parsed whole and walked in Python."""
+        c = runs_t.c
+        cols = [c.key_digest, c.created_at, *[c[n] for n in self.REPORT_COLUMNS]]
+        where = [c.campaign == campaign] if campaign is not None else []
+        memo: dict[str | None, Any] = {}
+        split = [tuple(p[2:].split(".")) for p, _parsed in paths]
+        kept: list[Sequence[Any]] = []
+        with self.engine.connect() as conn:
+            whole = select(*cols, c.record).where(*where)
+            if self._backend == "sqlite" and _SQLITE_JSON_OPERATORS:
+                exprs = [c.record.op("->" if parsed else "->>")(literal(p)) for p, parsed in paths]
+                valid = func.json_valid(c.record) == 1
+                at = [len(cols) + i for i, (_p, parsed) in enumerate(paths) if parsed]
+                append = kept.append
+                for row in conn.execute(select(*cols, *exprs).where(*where, valid)):
+                    vals = list(row)
+                    for i in at:  # `_parse`, inlined: 10 parsed paths per run
+                        text = vals[i]
+                        try:
+                            vals[i] = memo[text]
+                        except KeyError:
+                            vals[i] = _parse(text, memo)
+                    append(vals)
+                whole = whole.where(~valid)
+            for row in conn.execute(whole):
+                rec = json.loads(row[-1])
+                kept.append((*row[:-1], *(_walk(rec, keys, parsed) for keys, (_p, parsed) in zip(split, paths,
+                                                                                              strict=True))))
+        return _latest_rows(kept)
 
     def _resolve(self, conn: Connection, run_id: str) -> str | None:
         exact = conn.execute(select(runs_t.c.run_id).where(runs_t.c.run_id == run_id)).first()
@@ -746,6 +808,30 @@ def _pg_now() -> ColumnElement[Any]:
     """PostgreSQL's wall clock as epoch seconds (``clock_timestamp()``: now, not the
     transaction's start)."""
     return func.extract("epoch", func.clock_timestamp())
+
+
+_REVISION_RE = re.compile(r"^revision(?:: *str)? *= *['\"]([^'\"]+)['\"]", re.M)
+_DOWN_RE = re.compile(r"^down_revision(?:: *[^=]+)? *= *(?:['\"]([^'\"]+)['\"]|None)", re.M)
+
+
+@functools.cache
+def head_revision() -> str | None:
+    """The newest migration's revision id, read from the files of ``migrations/versions`` by
+    text (no alembic import): the one revision no other file names as its ``down_revision``.
+    None when that is not exactly one (branches, an unreadable file): then alembic decides.
+    tests/test_store.py checks it equals alembic's own head."""
+    revisions: set[str] = set()
+    downs: set[str] = set()
+    for f in sorted((MIGRATIONS_DIR / "versions").glob("*.py")):
+        text = f.read_text(encoding="utf-8")
+        rev, down = _REVISION_RE.search(text), _DOWN_RE.search(text)
+        if rev is None or down is None:
+            return None
+        revisions.add(rev.group(1))
+        if down.group(1):
+            downs.add(down.group(1))
+    heads = revisions - downs
+    return heads.pop() if len(heads) == 1 else None
 
 
 def open_store(url: str | None = None) -> Store:
