@@ -118,7 +118,8 @@ def run(
             _write_json(json_out, {"schema": "assay.dry-run/1", "campaign": prepared.options.campaign, "agents": rows})
         return
     try:
-        result, report = asyncio.run(run_prepared(prepared, console=err, show_progress=not quiet))
+        result, report = asyncio.run(run_prepared(prepared, console=err, show_progress=not quiet,
+                                                  details=True if json_out is not None else None))
     except InputError as e:  # the store cannot be opened or written, or Ray cannot be started or reached
         _fail(e)
     except KeyboardInterrupt:

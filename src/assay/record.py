@@ -408,6 +408,12 @@ class Grade(BaseModel):
 # --------------------------------------------------------------------------- the run
 
 
+def key_digest(key: dict[str, Any]) -> str:
+    """The digest of a run key's fields (campaign, task_id, task_hash, agent, level, epoch,
+    options_hash): what resume and claims match on (`RunKey.digest`)."""
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]
+
+
 class RunKey(BaseModel):
     """Identity of a run in a campaign; `digest` is what resume matches on."""
 
@@ -421,8 +427,7 @@ class RunKey(BaseModel):
 
     @property
     def digest(self) -> str:
-        raw = json.dumps(self.model_dump(), sort_keys=True)
-        return hashlib.sha256(raw.encode()).hexdigest()[:32]
+        return key_digest(self.model_dump())
 
     @property
     def cache_salt(self) -> str:

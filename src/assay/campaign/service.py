@@ -41,6 +41,7 @@ from assay.llm.messages import Usage
 from assay.llm.resolve import resolve_model
 from assay.record import RunRecord
 from assay.report.build import build_report
+from assay.report.runs import read_runs
 from assay.store import Store
 from assay.store.labels import stored_labels as labels_in_store
 from assay.store.models import campaigns_t, max_length, runs_t
@@ -198,8 +199,13 @@ def _check_store_url(url: str) -> None:
 
 
 async def run_prepared(prepared: PreparedCampaign, *, console: Console | None = None,
-                       show_progress: bool = True) -> tuple[CampaignResult, dict[str, Any]]:
-    """Run a prepared campaign (resuming what the store already holds); the result and the report.
+                       show_progress: bool = True, details: bool | None = True
+                       ) -> tuple[CampaignResult, dict[str, Any]]:
+    """Run a prepared campaign (resuming what the store already holds); the result and the report
+    of the plan's runs, read back from the store as reports read it (`read_runs`). `details`:
+    True, the whole report; False, the leaderboard only (no per-run and per-task rows: the
+    store's projection is read, not every record); None, the leaderboard only unless a run is
+    void (`assay run` lists void runs with their reasons, which the projection does not hold).
 
     `--backend ray` connects to Ray (or starts a local instance) first: InputError (exit 2)
     when it cannot, before the store is touched."""
@@ -234,8 +240,12 @@ async def run_prepared(prepared: PreparedCampaign, *, console: Console | None = 
         if prepared.judge is not None:
             await prepared.judge.aclose()
     keys = {p.digest for p in prepared.plan.runs}
-    runs = [r for r in store.runs(prepared.options.campaign) if r.key.digest in keys]
-    return result, build_report(prepared.options.campaign, runs, skipped=prepared.skipped)
+    campaign = prepared.options.campaign
+    runs = [r for r in read_runs(store, campaign, whole=bool(details)) if r.key.digest in keys]
+    if details is None and any(r.status == "void" for r in runs):
+        details = True
+        runs = [r for r in read_runs(store, campaign, whole=True) if r.key.digest in keys]
+    return result, build_report(campaign, runs, skipped=prepared.skipped, details=bool(details))
 
 
 async def calibrate_files(paths: list[Path], judge_specs: list[str], *, mode: str = "batched",

@@ -26,7 +26,7 @@ import gc
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from assay.record import RunRecord, primary_kind
+from assay.record import RunRecord, key_digest, primary_kind
 from assay.store import Store
 from assay.store.db import MISSING
 
@@ -188,6 +188,11 @@ class ReportKey:
         self.level = level
         self.epoch = epoch
         self.options_hash = options_hash
+
+    @property
+    def digest(self) -> str:
+        """`RunKey.digest` of the same key."""
+        return key_digest({n: getattr(self, n) for n in self.__slots__})
 
 
 class ReportRun:
