@@ -8,7 +8,7 @@ pipe sees it, in one process or several.
 
 import os
 
-from tests.pg import pg_server, pg_url, store_url  # noqa: F401 (pytest finds fixtures by name here)
+from tests.pg import pg_server, pg_url, store, store_url  # noqa: F401 (pytest finds fixtures by name here)
 
 for _name in ("COLUMNS", "LINES"):
     os.environ.pop(_name, None)

@@ -95,6 +95,20 @@ def clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "ASSAY_"))}
 
 
+def run_docs_bash(cwd: Path, shell: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """A docs page's bash block run as is in `cwd`, with `assay` on PATH running this checkout
+    (a newcomer's shell: no provider keys, no assay settings)."""
+    bin_dir = cwd / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    shim = bin_dir / "assay"
+    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m assay.cli "$@"\n')
+    shim.chmod(0o755)
+    env = clean_env()
+    env.update(PYTHONPATH=str(REPO / "src"), PATH=f"{bin_dir}:{os.path.dirname(sys.executable)}:{env.get('PATH', '')}")
+    return subprocess.run(["bash", "-euo", "pipefail", "-c", shell], cwd=cwd, env=env, text=True,
+                          capture_output=True, timeout=timeout)
+
+
 def start_server(cwd: Path, *args: str, port: int, log: Path, timeout: float = 60) -> subprocess.Popen[bytes]:
     """`assay serve ARGS` on 127.0.0.1:`port`, its output in `log`; returns once /healthz says ok."""
     with open(log, "ab") as out:  # the child keeps its own copy of the descriptor

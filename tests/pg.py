@@ -24,6 +24,8 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine, text
 
+from assay.store import Store, open_store
+
 INITDB = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
 
 
@@ -128,3 +130,13 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path}/.assay/assay.db"
     return str(request.getfixturevalue("pg_url"))
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[Store]:
+    """An open store on each backend (`store_url`), closed after the test."""
+    s = open_store(store_url)
+    try:
+        yield s
+    finally:
+        s.close()

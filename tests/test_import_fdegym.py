@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +16,7 @@ import pytest
 from assay.env.sandbox import bwrap_available
 from assay.interop.fdegym import MAX_RUN_FILE_BYTES
 from assay.store import Store
-from tests.helpers import REPO, assay, report
+from tests.helpers import REPO, assay, report, run_docs_bash
 
 CASES = REPO / "tests" / "fixtures" / "fdegym"  # tiny-case: variants base and alt, levels L0, L1, L3
 NO_SANDBOX = [] if bwrap_available() else ["--unsafe-no-sandbox"]
@@ -258,14 +256,7 @@ def test_docs_example_runs(tmp_path: Path) -> None:
     os.chmod(tmp_path, 0o711)
     (tmp_path / "docs").symlink_to(REPO / "docs")
     (tmp_path / "suites").symlink_to(REPO / "suites")
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "assay").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m assay.cli "$@"\n')
-    (bin_dir / "assay").chmod(0o755)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "ASSAY_"))}
-    env.update(_env(), PATH=f"{bin_dir}:{env.get('PATH', '')}")
-    r = subprocess.run(["bash", "-euo", "pipefail", "-c", shell], cwd=tmp_path, env=env, text=True,
-                       capture_output=True, timeout=600)
+    r = run_docs_bash(tmp_path, shell)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "4 run(s) stored in campaign 'fdegym' (1 void)" in r.stdout and "4 already there" in r.stdout
     assert "fdegym:model-a" in r.stdout and "fdegym:model-b" in r.stdout

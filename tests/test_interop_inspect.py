@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -23,7 +21,7 @@ from assay.interop.runs import store_imported
 from assay.store import Store
 from tests.e2e.test_rubric_e2e import ANSWER, JUDGE_MODEL, decide_judged, judge_reply, judged_task
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.helpers import REPO, assay, model_alias
+from tests.helpers import REPO, assay, model_alias, run_docs_bash
 
 inspect_ai = pytest.importorskip("inspect_ai", reason="the `inspect` extra (pip install -e '.[inspect]')")
 
@@ -276,15 +274,7 @@ def test_docs_example_runs(tmp_path: Path) -> None:
     shell = text.split("```bash\n", 1)[1].split("```", 1)[0]
     (tmp_path / "mock_eval.py").write_text(python)
     (tmp_path / "suites").symlink_to(REPO / "suites")
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    shim = bin_dir / "assay"
-    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m assay.cli "$@"\n')
-    shim.chmod(0o755)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "ASSAY_"))}
-    env.update(_env(), PATH=f"{bin_dir}:{os.path.dirname(sys.executable)}:{env.get('PATH', '')}")
-    r = subprocess.run(["bash", "-euo", "pipefail", "-c", shell], cwd=tmp_path, env=env, text=True,
-                       capture_output=True, timeout=600)
+    r = run_docs_bash(tmp_path, shell)
     assert r.returncode == 0, r.stdout + r.stderr
     rep = json.loads((tmp_path / "report.json").read_text())
     assert {a["agent"] for a in rep["agents"]} == {"reference", "inspect:mockllm/model"}

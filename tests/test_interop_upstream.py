@@ -5,10 +5,7 @@ own campaign (scores by assay's formulas, usage and cost, void where upstream fa
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +14,7 @@ import pytest
 from assay.interop.runs import store_imported
 from assay.interop.upstream import convert_darebench
 from assay.store import Store
-from tests.helpers import REPO, assay
+from tests.helpers import REPO, assay, run_docs_bash
 
 OMB = REPO / "tests" / "fixtures" / "omb"
 
@@ -141,14 +138,7 @@ def test_docs_example_runs(tmp_path: Path) -> None:
     text = (REPO / "docs" / "interop-upstream.md").read_text()
     shell = text.split("```bash\n", 1)[1].split("```", 1)[0]
     (tmp_path / "docs").symlink_to(REPO / "docs")
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "assay").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m assay.cli "$@"\n')
-    (bin_dir / "assay").chmod(0o755)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "ASSAY_"))}
-    env.update(_env(), PATH=f"{bin_dir}:{env.get('PATH', '')}")
-    r = subprocess.run(["bash", "-euo", "pipefail", "-c", shell], cwd=tmp_path, env=env, text=True,
-                       capture_output=True, timeout=600)
+    r = run_docs_bash(tmp_path, shell)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "8 already there" in r.stdout and "omb:model-b" in r.stdout
 

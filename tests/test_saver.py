@@ -5,24 +5,13 @@ run fails only itself, and saves whose tasks are cancelled (Ctrl-C) are still st
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
-import pytest
 from sqlalchemy import event
 from sqlalchemy.exc import IntegrityError
 
 from assay.campaign.saver import RunSaver
-from assay.store import Store, open_store
+from assay.store import Store
 from tests.test_store import make_events, make_record
-
-
-@pytest.fixture
-def store(store_url: str) -> Iterator[Store]:
-    s = open_store(store_url)
-    try:
-        yield s
-    finally:
-        s.close()
 
 
 def _commits(store: Store) -> list[int]:

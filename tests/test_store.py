@@ -10,7 +10,6 @@ import sys
 import textwrap
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -84,15 +83,6 @@ def make_events(n: int = 5) -> list[Event]:
 
 
 # --- backends (tests/pg.py starts the PostgreSQL server) ---------------------------------
-
-
-@pytest.fixture
-def store(store_url: str) -> Iterator[Store]:
-    s = open_store(store_url)
-    try:
-        yield s
-    finally:
-        s.close()
 
 
 # --- API ---------------------------------------------------------------------------------

@@ -10,25 +10,13 @@ import textwrap
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from assay.campaign.scheduler import dead_local_holders, lease_holder
 from assay.store import Store, open_store
 from tests.test_store import make_events, make_record
 
 SRC = Path(__file__).resolve().parents[1] / "src"
-
-
-@pytest.fixture
-def store(store_url: str) -> Iterator[Store]:
-    s = open_store(store_url)
-    try:
-        yield s
-    finally:
-        s.close()
 
 
 def test_claim_refuses_a_live_lease_and_a_finished_key(store: Store) -> None:

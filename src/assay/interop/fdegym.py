@@ -42,6 +42,7 @@ from assay.interop.runs import Imported
 from assay.interop.upstream import imported_record, load_json, task_meta
 from assay.record import (
     AssistantEvent,
+    Discovery,
     EndReason,
     Event,
     Grade,
@@ -92,12 +93,11 @@ class _Agent(_Strict):
     grade_error: str | None = None
 
 
-class _Discovery(_Strict):
-    questions_asked: int = 0
-    facts_obtained: list[str] = Field(default_factory=list)
-    contact_cost: float = 0.0
-    asked_by_person: dict[str, int] = Field(default_factory=dict)
-    off_limits_contacts: list[str] = Field(default_factory=list)
+class _Discovery(Discovery):
+    """Upstream's discovery record: assay's fields (upstream writes the same ones), strictly
+    typed, plus its key-fact coverage."""
+
+    model_config = _Strict.model_config
     key_fact_coverage: float | None = None
 
 

@@ -6,8 +6,10 @@ Chat Completions for ordinary turns; for ``web_search=True`` either OpenRouter's
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+from collections.abc import Iterator
 from typing import Any, Literal
 from urllib.parse import urlparse
 
@@ -83,15 +85,26 @@ class OpenAIClient(ModelClient):
         self.web_search_mode: WebSearchMode = web_search_mode
         # Several SDK clients, each with its own connection pool, used in turn: httpx scans
         # every pooled connection on each request, so one pool of 100+ connections costs CPU
-        # on every call at high concurrency (bench/bench_sdk_floor.py: 1.15x -> 1.09x).
-        self._sdks = [openai.AsyncOpenAI(api_key=api_key, base_url=base_url, max_retries=0, timeout=self.timeout_s)
-                      for _ in range(POOL_SHARDS)]
+        # on every call at high concurrency (bench/bench_sdk_floor.py: 1.15x -> 1.09x). A client
+        # costs ~20-60 ms of CPU to create, so they are created as calls overlap, up to
+        # POOL_SHARDS: a run that calls one at a time (a Ray worker's) creates one.
+        self._api_key = api_key
+        self._sdks: list[openai.AsyncOpenAI] = []
         self._turn = 0
+        self._in_flight = 0
 
-    @property
-    def _sdk(self) -> openai.AsyncOpenAI:
+    @contextlib.contextmanager
+    def _sdk(self) -> Iterator[openai.AsyncOpenAI]:
+        """An SDK client for one call: a new one while every client has a call in flight."""
+        if len(self._sdks) < POOL_SHARDS and self._in_flight >= len(self._sdks):
+            self._sdks.append(openai.AsyncOpenAI(api_key=self._api_key, base_url=self.base_url, max_retries=0,
+                                                 timeout=self.timeout_s))
         self._turn = (self._turn + 1) % len(self._sdks)
-        return self._sdks[self._turn]
+        self._in_flight += 1
+        try:
+            yield self._sdks[self._turn]
+        finally:
+            self._in_flight -= 1
 
     async def aclose(self) -> None:
         for sdk in self._sdks:
@@ -177,7 +190,8 @@ class OpenAIClient(ModelClient):
             kwargs["response_format"] = {"type": "json_object"}
         if web_search:  # plugin mode
             kwargs["extra_body"] = {"plugins": [{"id": "web"}]}
-        resp = await self._sdk.chat.completions.create(**kwargs)
+        with self._sdk() as sdk:
+            resp = await sdk.chat.completions.create(**kwargs)
         return self._parse_chat(resp)
 
     def _parse_chat(self, resp: Any) -> ModelReply:
@@ -260,7 +274,8 @@ class OpenAIClient(ModelClient):
             kwargs["temperature"] = temperature
         if json_mode:
             kwargs["text"] = {"format": {"type": "json_object"}}
-        resp = await self._sdk.responses.create(**kwargs)
+        with self._sdk() as sdk:
+            resp = await sdk.responses.create(**kwargs)
         return self._parse_responses(resp)
 
     def _parse_responses(self, resp: Any) -> ModelReply:
