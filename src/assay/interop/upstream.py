@@ -84,9 +84,9 @@ def task_meta(task: Task) -> dict[str, Any]:
 
 
 def imported_record(key: RunKey, kinds: list[str], *, score: float | None, passed: bool | None, grade: Grade,
-                            end_reason: EndReason = "finished", void_reason: str | None = None, model: str | None = None,
-                            usage: UsageCost | None = None, final: str = "", value: dict[str, Any] | None = None,
-                            task_meta: dict[str, Any] | None = None, options: dict[str, Any] | None = None) -> RunRecord:
+                    end_reason: EndReason = "finished", void_reason: str | None = None, model: str | None = None,
+                    usage: UsageCost | None = None, final: str = "", value: dict[str, Any] | None = None,
+                    task_meta: dict[str, Any] | None = None, options: dict[str, Any] | None = None) -> RunRecord:
     """One imported run (`sandbox: none`; a `void_reason` makes it void, unscored)."""
     return RunRecord(
         run_id=uuid.uuid4().hex[:16], key=key, kinds=kinds, harness_version=HARNESS_VERSION, model=model,
