@@ -3,7 +3,8 @@ percentiles of the bootstrap distribution of the mean from its Cornish-Fisher ex
 instead of drawing resamples. The claim (its docstring, docs/user-guide.md,
 docs/PERFORMANCE.md): at those n it differs from a real percentile bootstrap by less than the
 Monte Carlo error of the 2,000 resamples reports draw. Checked here against percentile
-bootstraps of many resamples on uniform, exponential, two-point and heavy-tailed values."""
+bootstraps of many resamples on uniform, exponential, two-point, heavy-tailed and discrete
+values (scores on a grid of 101 or 1,001 levels, as rubric scores are)."""
 
 from __future__ import annotations
 
@@ -48,6 +49,10 @@ def _values(dist: str, n: int, seed: int) -> np.ndarray:
         return rng.exponential(1.0, n)
     if dist == "two-point":  # 0 or 1 (one in ten), jittered by < 0.01 so every value is distinct
         return (rng.random(n) < 0.1).astype(float) + rng.random(n) / 100
+    if dist == "101-levels":  # multiples of 0.01 in [0, 1], skewed towards 0
+        return np.round(rng.random(n) ** 2, 2)
+    if dist == "1001-levels":  # multiples of 0.001, one in five exactly 0
+        return np.where(rng.random(n) < 0.2, 0.0, np.round(rng.random(n), 3))
     if dist == "heavy-tail":  # lognormal(0, 1): skewness ~6, kurtosis ~110
         return rng.lognormal(0.0, 1.0, n)
     raise AssertionError(dist)
@@ -59,10 +64,11 @@ def test_monte_carlo_error_of_the_reports_resamples() -> None:
 
 
 @pytest.mark.parametrize("n", [5001, 12_000, 50_000])
-@pytest.mark.parametrize("dist", ["uniform", "exponential", "two-point", "heavy-tail"])
+@pytest.mark.parametrize("dist", ["uniform", "exponential", "two-point", "heavy-tail", "101-levels",
+                                  "1001-levels"])
 def test_expansion_agrees_with_a_percentile_bootstrap(dist: str, n: int) -> None:
     vals = _values(dist, n, seed=n)
-    assert np.unique(vals).size * metrics.BOOT_DISTINCT_SHARE > n > metrics.BOOT_COUNTS_FROM  # the expansion's case
+    assert np.unique(vals).size > metrics.BOOT_COUNTS_LEVELS and n > metrics.BOOT_COUNTS_FROM  # the expansion's case
     t0 = time.perf_counter()
     lo, hi = metrics.bootstrap_ci(vals, resamples=2000)
     assert time.perf_counter() - t0 < 1.0  # nothing drawn
@@ -96,3 +102,14 @@ def test_at_and_below_the_threshold_resamples_are_drawn() -> None:
     """Up to `BOOT_COUNTS_FROM` values the interval depends on the seed (a real bootstrap)."""
     vals = _values("uniform", metrics.BOOT_COUNTS_FROM, seed=2)
     assert metrics.bootstrap_ci(vals, resamples=500, seed=0) != metrics.bootstrap_ci(vals, resamples=500, seed=1)
+
+
+def test_few_levels_draw_their_counts() -> None:
+    """At most `BOOT_COUNTS_LEVELS` distinct values: a real bootstrap (of the counts), seeded."""
+    vals = np.round(_values("uniform", 20_000, seed=3) * 40) / 40  # 41 levels
+    assert np.unique(vals).size <= metrics.BOOT_COUNTS_LEVELS
+    lo, hi = metrics.bootstrap_ci(vals, resamples=2000, seed=0)
+    assert (lo, hi) != metrics.bootstrap_ci(vals, resamples=2000, seed=1)
+    ref_lo, ref_hi = _percentile_bootstrap(vals, 2000, seed=1)
+    tol = 3 * _mc_sd(2000) * float(vals.std()) / math.sqrt(vals.size)
+    assert abs(lo - ref_lo) <= tol and abs(hi - ref_hi) <= tol
