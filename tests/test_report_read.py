@@ -37,7 +37,8 @@ from tests.helpers import assay
 
 def _rec(campaign: str, agent: str, task: str, kind: str, score: float, *, epoch: int = 1, attempt: int = 1,
          void: bool = False, level: str | None = None, modality: str = "text", cost: float | None = 0.01,
-         judged: bool = False, removed: bool = False, nan: bool = False) -> RunRecord:
+         judged: bool = False, removed: bool = False, nan: bool = False, task_hash: str | None = None,
+         options_hash: str = "o") -> RunRecord:
     if kind == "rubric":
         items = [ItemGrade(id="i1", weight=2.0, tag="FI", hit=score > 0.5, reason="r"),
                  ItemGrade(id="i2", weight=1.0, tag="AR", na=True), ItemGrade(id="c1", weight=1.0, check=True, hit=True)]
@@ -59,8 +60,8 @@ def _rec(campaign: str, agent: str, task: str, kind: str, score: float, *, epoch
     final = float("nan") if nan else score
     return RunRecord(
         run_id=uuid.uuid4().hex,
-        key=RunKey(campaign=campaign, task_id=task, task_hash="h-" + task, agent=agent, level=level, epoch=epoch,
-                   options_hash="o"),
+        key=RunKey(campaign=campaign, task_id=task, task_hash=task_hash or "h-" + task, agent=agent, level=level,
+                   epoch=epoch, options_hash=options_hash),
         attempt=attempt, kinds=[kind], harness_version="t", status="void" if void else "done",
         end_reason="api_error" if void else "finished", void_reason="provider down" if void else None,
         score=None if void else (0.0 if removed else final), passed=None if void else score >= 0.7,
@@ -87,6 +88,9 @@ def varied(campaign: str) -> list[RunRecord]:
     runs.append(_rec(campaign, "m1", "r3", "rubric", 0.0, void=True))  # void, never re-run
     runs.append(_rec(campaign, "m2", "r3", "rubric", 0.0, void=True))  # void, then re-run as attempt 2
     runs.append(_rec(campaign, "m2", "r3", "rubric", 0.8, attempt=2))
+    # Keys that differ only in the task's hash or the options: ordered alike by every read.
+    for h, o in (("h-r1-edited", "o"), ("h-r1", "o2"), ("h-r1-edited", "o2")):
+        runs.append(_rec(campaign, "m1", "r1", "rubric", 0.65, task_hash=h, options_hash=o))
     return runs
 
 

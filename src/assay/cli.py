@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import sys
@@ -246,35 +247,40 @@ def report(
     agents = set(agent or [])
     rep: dict[str, Any] = {}
     targets: list[str | None] = [*chosen] or [None]
-    from assay.report.runs import read_runs
+    from assay.report.runs import no_gc, read_runs
 
     # Per-run rows (report files, --runs) need whole records; the leaderboard reads a projection.
     whole = runs or bool(exports)
-    for name in targets:
-        stored = read_runs(st, name, whole=whole, items=bool(human_labels))
-        selected = [r for r in stored if (not agents or r.key.agent in agents)
-                    and (kind is None or r.kind == kind)]
-        if agents and name is not None and not any(r.key.agent in agents for r in stored):
-            sys.stderr.write(f"note: campaign {name!r} has no runs of {', '.join(sorted(agents))}\n")
-        rep = build_report(name, selected, labels=human_labels, shared_tasks=shared_tasks,
-                           details=runs or bool(exports))
-        out.print(leaderboard(rep))
-        if failure_judge is not None:
-            from assay.campaign.failures import failure_modes as classify_failures
-            from assay.report.build import on_shared_tasks
+    # The report's objects live until they are printed and written: collections would only
+    # rescan them (0.25 s over 100,000 runs), so none runs but while the failure-mode judge is called.
+    with no_gc():
+        for name in targets:
+            stored = read_runs(st, name, whole=whole, items=bool(human_labels))
+            selected = [r for r in stored if (not agents or r.key.agent in agents)
+                        and (kind is None or r.kind == kind)]
+            if agents and name is not None and not any(r.key.agent in agents for r in stored):
+                sys.stderr.write(f"note: campaign {name!r} has no runs of {', '.join(sorted(agents))}\n")
+            rep = build_report(name, selected, labels=human_labels, shared_tasks=shared_tasks,
+                               details=runs or bool(exports))
+            out.print(leaderboard(rep))
+            if failure_judge is not None:
+                from assay.campaign.failures import failure_modes as classify_failures
+                from assay.report.build import on_shared_tasks
 
-            try:
-                chosen_ids = {r.run_id for r in (on_shared_tasks(selected) if shared_tasks else selected)}
-                records = [r for r in st.runs(name) if r.run_id in chosen_ids]  # the judge reads whole records
-                rep["failure_modes"] = asyncio.run(classify_failures(failure_judge, st, records))
-            except InputError as e:
-                _fail(e)
-        _print_blocks(rep)
-        for w in rep["warnings"]:
-            sys.stderr.write(f"warning: campaign {name}: {w}\n")
-        if runs:
-            out.print(runs_table(rep))
-    _write_report_files(rep, json_out, csv_out, md_out, html)
+                gc.enable()  # the judge's calls over the network leave cyclic garbage
+                try:
+                    chosen_ids = {r.run_id for r in (on_shared_tasks(selected) if shared_tasks else selected)}
+                    records = [r for r in st.runs(name) if r.run_id in chosen_ids]  # the judge reads whole records
+                    rep["failure_modes"] = asyncio.run(classify_failures(failure_judge, st, records))
+                except InputError as e:
+                    _fail(e)
+            _print_blocks(rep)
+            for w in rep["warnings"]:
+                sys.stderr.write(f"warning: campaign {name}: {w}\n")
+            if runs:
+                out.print(runs_table(rep))
+        _write_report_files(rep, json_out, csv_out, md_out, html)
+        del stored, selected, rep  # freed now, so collecting after the block has nothing to rescan
 
 
 def _failure_judge(failure_modes: bool, judge: list[str] | None) -> str | None:

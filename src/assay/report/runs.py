@@ -8,11 +8,12 @@ the same way. Two sources build it:
 - `ReportRun.from_record`: a `RunRecord` already in memory (a campaign that just ran, the web
   app) through its JSON dump;
 - the store (`read_runs`): the stored record's JSON whole (`Store.report_rows`: what the
-  per-run rows of `--json`, `--csv`, `--md`, `--html` need), or, for the terminal report, only
-  the values at the JSON paths `PATHS` names (`Store.report_values`), which SQLite extracts
-  in C as one SQL column each: no JSON text is parsed in Python but small objects and arrays
-  (kinds, options, tags), and the transcript-sized fields (final message, rubric items) are
-  never read.
+  per-run rows of `--json`, `--csv`, `--md` need), or, for the terminal report, only the
+  values at the JSON paths `PATHS` names (`Store.report_values`), which SQLite extracts in C
+  as one SQL column each (the grade's fields but tags as one group: they mostly repeat): no
+  JSON text is parsed in Python but small objects and arrays (kinds, options, tags, that
+  group), each distinct text once, and the transcript-sized fields (final message, rubric
+  items) are never read.
 
 The grade's parts follow `Grade.from_flat`: a kind's part exists when the run has the kind
 and its flat grade has that part's always-dumped field (`scoring` for rubric, `uplift_adj`
@@ -39,13 +40,13 @@ N_COLUMNS = len(Store.REPORT_COLUMNS)
 # `void_reason`, `turns`, `duration_s` and `search` at their defaults and a judge usage of
 # cost only (no token counts); per-run rows need the whole record (`read_runs(whole=True)`).
 USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
-PATHS: tuple[tuple[str, bool], ...] = (
+# The grade's fields besides tags, one group (one SQL read): the same for most runs of a kind.
+GRADE_KEYS = ("scoring", "na", "judge_info", "uplift_adj", "contact_cost", "solved", "router_fallback_count", "sat",
+              "predicates", "audit")
+PATHS: tuple[tuple[str | tuple[str, ...], bool], ...] = (
     ("$.kinds", True), ("$.value", True), ("$.options", True), ("$.task_meta", True),
     *((f"$.usage.{k}", False) for k in USAGE_KEYS), ("$.usage.cost_usd", True), ("$.judge_usage.cost_usd", True),
-    ("$.grade.scoring", False), ("$.grade.tags", True), ("$.grade.na", False), ("$.grade.judge_info", True),
-    ("$.grade.uplift_adj", False), ("$.grade.contact_cost", False), ("$.grade.solved", False),
-    ("$.grade.router_fallback_count", False), ("$.grade.sat", False), ("$.grade.predicates", True),
-    ("$.grade.audit", True),
+    ("$.grade.tags", True), (tuple(f"$.grade.{k}" for k in GRADE_KEYS), True),
 )
 ITEMS_PATH = ("$.grade.items", True)  # the rubric's items: only read for human labels
 
@@ -240,22 +241,23 @@ class ReportRun:
     def from_values(cls, row: Sequence[Any], items: bool = False) -> ReportRun:
         """From a row of `Store.report_values`: the store's columns, then the values at `PATHS`
         (then `ITEMS_PATH` when `items`)."""
-        (kinds, value, options, task_meta, u_in, u_out, u_cr, u_cw, u_cost, j_cost, scoring, tags, na, judge_info,
-         uplift_adj, contact_cost, solved, router_fallbacks, sat, predicates, audit) = row[N_COLUMNS:N_COLUMNS + len(PATHS)]
+        kinds, value, options, task_meta, u_in, u_out, u_cr, u_cw, u_cost, j_cost, tags, grade = \
+            row[N_COLUMNS:N_COLUMNS + len(PATHS)]
+        scoring, na, judge_info, uplift_adj, contact_cost, solved, router_fallbacks, sat, predicates, audit = grade
         kinds = _present(kinds) or []
         rubric = scenario = contract = None
         if scoring is not None and "rubric" in kinds:
-            rubric = ReportRubric(scoring, _present(tags), na, _present(judge_info),
+            rubric = ReportRubric(scoring, _present(tags), na, judge_info,
                                   _present(row[N_COLUMNS + len(PATHS)]) if items else None)
         if uplift_adj is not None and "scenario" in kinds:
             scenario = ReportScenario(uplift_adj, contact_cost, solved, router_fallbacks)
         if sat is not None and "contract" in kinds:
-            contract = ReportContract(sat, _present(predicates))
+            contract = ReportContract(sat, predicates)
         return cls(row[:N_COLUMNS], kinds, _present(value), _present(options), _present(task_meta), None,
                    None, None, None,
                    ReportUsage(u_in or 0, u_out or 0, u_cr or 0, u_cw or 0, 0.0 if u_cost is MISSING else u_cost),
                    ReportUsage(0, 0, 0, 0, 0.0 if j_cost is MISSING else j_cost),
-                   ReportGrade(None, rubric, scenario, contract, _present(audit)))
+                   ReportGrade(None, rubric, scenario, contract, audit))
 
     @classmethod
     def from_record(cls, r: RunRecord) -> ReportRun:

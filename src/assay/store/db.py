@@ -39,6 +39,7 @@ from sqlalchemy import (
     Connection,
     Engine,
     bindparam,
+    case,
     create_engine,
     event,
     exc,
@@ -147,8 +148,19 @@ class SaveOutcome:
 
 
 def _sort_key(r: RunRecord) -> tuple[Any, ...]:
+    """Every attempt's order: task, agent, level (none first), epoch, campaign, attempt."""
     k = r.key
     return (k.task_id, k.agent, k.level is not None, k.level or "", k.epoch, k.campaign, r.attempt)
+
+
+def _report_order() -> list[ColumnElement[Any]]:
+    """The order of `Store.runs` and the report reads, in SQL (SQLite's binary collation is
+    Python's order of `str`): task, agent, level (none first), epoch, campaign, key digest;
+    then within a digest its attempts by rank (attempt, created_at, run_id), so the last row of
+    each digest is its latest attempt."""
+    c = runs_t.c
+    return [c.task_id, c.agent, c.level.is_not(None), func.coalesce(c.level, ""), c.epoch, c.campaign,
+            c.key_digest, c.attempt, c.created_at, c.run_id]
 
 
 MISSING: Any = type("Missing", (), {"__repr__": lambda _self: "MISSING", "__slots__": ()})()
@@ -159,18 +171,17 @@ _SQLITE_JSON_OPERATORS = sqlite3.sqlite_version_info >= (3, 38, 0)  # `->` and `
 def _latest_rows(rows: Iterable[Sequence[Any]]) -> list[tuple[Any, ...]]:
     """Rows `(key_digest, created_at, *REPORT_COLUMNS, ...)` -> the latest attempt per key
     digest (rank: attempt, created_at, run_id, as `Store.runs`) without the first two, in
-    `Store.runs` order (`_sort_key`)."""
+    `Store.runs` order (`_report_order`)."""
     at = 2 + Store.REPORT_COLUMNS.index("attempt")
     latest: dict[str, Sequence[Any]] = {}
     for row in rows:
         cur = latest.get(row[0])
         if cur is None or (row[at], row[1], row[2]) > (cur[at], cur[1], cur[2]):
             latest[row[0]] = row
-    out = [tuple(row[2:]) for row in latest.values()]
-    i = {n: Store.REPORT_COLUMNS.index(n) for n in ("task_id", "agent", "level", "epoch", "campaign", "attempt")}
-    t, a, lv, e, cp, att = i["task_id"], i["agent"], i["level"], i["epoch"], i["campaign"], i["attempt"]
-    out.sort(key=lambda c: (c[t], c[a], c[lv] is not None, c[lv] or "", c[e], c[cp], c[att]))
-    return out
+    i = {n: 2 + Store.REPORT_COLUMNS.index(n) for n in ("task_id", "agent", "level", "epoch", "campaign")}
+    t, a, lv, e, cp = i["task_id"], i["agent"], i["level"], i["epoch"], i["campaign"]
+    return [tuple(row[2:]) for row in sorted(latest.values(), key=lambda c: (c[t], c[a], c[lv] is not None,
+                                                                             c[lv] or "", c[e], c[cp], c[0]))]
 
 
 def _parse(text: str | None, memo: dict[str | None, Any]) -> Any:
@@ -181,6 +192,22 @@ def _parse(text: str | None, memo: dict[str | None, Any]) -> Any:
     if got is MISSING:
         got = memo[text] = json.loads(text)
     return got
+
+
+JsonPath = str | tuple[str, ...]
+"""A `report_values` path: one JSON path (`$.key.key`), or a group of them read as one list."""
+
+
+def _keys(path: JsonPath) -> Any:
+    """A path's keys (a group's: one tuple per path)."""
+    return tuple(path[2:].split(".")) if isinstance(path, str) else tuple(_keys(p) for p in path)
+
+
+def _walked(rec: Any, split: Sequence[Any], paths: Sequence[tuple[JsonPath, bool]]) -> list[Any]:
+    """A parsed record's values at `paths` (`split`: their `_keys`), as `report_values`."""
+    return [_walk(rec, keys, parsed) if isinstance(path, str)
+            else [None if (v := _walk(rec, k, True)) is MISSING else v for k in keys]
+            for keys, (path, parsed) in zip(split, paths, strict=True)]
 
 
 def _walk(rec: Any, keys: tuple[str, ...], parsed: bool) -> Any:
@@ -660,7 +687,8 @@ class Store:
         return records
 
     def runs(self, campaign: str | None = None) -> list[RunRecord]:
-        """The latest attempt per key digest, ordered by task_id, agent, level, epoch.
+        """The latest attempt per key digest, ordered by task_id, agent, level, epoch (then
+        campaign and key digest: `_report_order`).
 
         "Latest" is the highest attempt number (then the most recently saved), so a void
         attempt that was re-run is replaced by its re-run.
@@ -677,9 +705,9 @@ class Store:
                 cur = latest.get(digest)
                 if cur is None or rank > cur[0]:
                     latest[digest] = (rank, raw)
-        records = [RunRecord.model_validate_json(raw) for _, raw in latest.values()]
-        records.sort(key=_sort_key)
-        return records
+        records = [(RunRecord.model_validate_json(raw), digest) for digest, (_rank, raw) in latest.items()]
+        records.sort(key=lambda rd: (*_sort_key(rd[0])[:-1], rd[1]))  # `_report_order`
+        return [r for r, _digest in records]
 
     # The columns `report_rows` gives each run (the record's own values, stored beside it).
     REPORT_COLUMNS = ("run_id", "campaign", "task_id", "task_hash", "agent", "level", "epoch", "options_hash",
@@ -697,46 +725,59 @@ class Store:
             rows = _latest_rows(conn.execute(stmt))
         return [(row[:-1], json.loads(row[-1])) for row in rows]
 
-    def report_values(self, campaign: str | None, paths: Sequence[tuple[str, bool]]) -> list[tuple[Any, ...]]:
+    def report_values(self, campaign: str | None, paths: Sequence[tuple[JsonPath, bool]]) -> list[tuple[Any, ...]]:
         """The latest attempt per key digest (as `runs`, same order) as one tuple per run: the
         values of `REPORT_COLUMNS`, then for each `(path, parsed)` of `paths` (a JSON path into
         the stored record, `$.key.key`) the record's value there: when `parsed`, the value as
         parsed JSON, `MISSING` where the record has no such key; else an SQL scalar, None for
-        null or absent (JSON true/false may come as 1/0). Parsed values of the same JSON text
-        are one shared object (read them, never change them).
+        null or absent (JSON true/false may come as 1/0). A group of paths (a tuple) gives
+        one list of their parsed values, None for null or absent: one SQL read for values
+        that mostly repeat together (on SQLite each path read costs about as much as
+        the record's parse). Parsed values of the same JSON text are one shared object
+        (read them, never change them).
 
         No `RunRecord` is validated and, on SQLite, no record is parsed in Python: SQLite's
         JSON operators extract one column per path, so the large fields (final message,
         rubric items) are never read. A record SQLite cannot parse (a NaN), and every record
         on other backends, is parsed whole and walked in Python."""
         c = runs_t.c
-        cols = [c.key_digest, c.created_at, *[c[n] for n in self.REPORT_COLUMNS]]
         where = [c.campaign == campaign] if campaign is not None else []
         memo: dict[str | None, Any] = {}
-        split = [tuple(p[2:].split(".")) for p, _parsed in paths]
-        kept: list[Sequence[Any]] = []
+        split = [_keys(p) for p, _parsed in paths]
         with self.engine.connect() as conn:
-            whole = select(*cols, c.record).where(*where)
-            if self._backend == "sqlite" and _SQLITE_JSON_OPERATORS:
-                exprs = [c.record.op("->" if parsed else "->>")(literal(p)) for p, parsed in paths]
-                valid = func.json_valid(c.record) == 1
-                at = [len(cols) + i for i, (_p, parsed) in enumerate(paths) if parsed]
-                append = kept.append
-                for row in conn.execute(select(*cols, *exprs).where(*where, valid)):
-                    vals = list(row)
-                    for i in at:  # `_parse`, inlined: 10 parsed paths per run
+            if self._backend != "sqlite" or not _SQLITE_JSON_OPERATORS:
+                whole = select(c.key_digest, c.created_at, *[c[n] for n in self.REPORT_COLUMNS], c.record)
+                return _latest_rows((*row[:-1], *_walked(json.loads(row[-1]), split, paths))
+                                    for row in conn.execute(whole.where(*where)))
+            # One scan, in the report's order: a record SQLite cannot parse (a NaN) reads as
+            # `{}` at every path and comes whole in `bad`, to be walked in Python instead.
+            valid = func.json_valid(c.record) == 1
+            src = case((valid, c.record), else_=literal("{}"))
+            bad = case((valid, None), else_=c.record)
+            stmt = select(c.key_digest, bad, *[c[n] for n in self.REPORT_COLUMNS],
+                          *[src.op("->" if parsed else "->>")(literal(p)) if isinstance(p, str)
+                            else func.json_extract(src, *[literal(q) for q in p]) for p, parsed in paths])
+            first = 2 + len(self.REPORT_COLUMNS)
+            at = [first + i for i, (p, parsed) in enumerate(paths) if parsed or not isinstance(p, str)]
+            out: list[tuple[Any, ...]] = []
+            last = None
+            for row in conn.execute(stmt.where(*where).order_by(*_report_order())):
+                vals = list(row)
+                if vals[1] is not None:
+                    vals[first:] = _walked(json.loads(vals[1]), split, paths)
+                else:
+                    for i in at:  # `_parse`, inlined
                         text = vals[i]
                         try:
                             vals[i] = memo[text]
                         except KeyError:
                             vals[i] = _parse(text, memo)
-                    append(vals)
-                whole = whole.where(~valid)
-            for row in conn.execute(whole):
-                rec = json.loads(row[-1])
-                kept.append((*row[:-1], *(_walk(rec, keys, parsed) for keys, (_p, parsed) in zip(split, paths,
-                                                                                              strict=True))))
-        return _latest_rows(kept)
+                if vals[0] == last:  # a later attempt of the same key: it ranks higher
+                    out[-1] = tuple(vals[2:])
+                else:
+                    out.append(tuple(vals[2:]))
+                    last = vals[0]
+            return out
 
     def _resolve(self, conn: Connection, run_id: str) -> str | None:
         exact = conn.execute(select(runs_t.c.run_id).where(runs_t.c.run_id == run_id)).first()
