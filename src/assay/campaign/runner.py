@@ -297,9 +297,7 @@ class _Run:
             judge_usage=self.graded.judge_usage, grade=self.graded.grade if not void else Grade(),
             final_message=safe_text(out.final_message), turns=out.turns, started_at=self.started_wall,
             duration_s=time.monotonic() - self.t0, options=ctx.options.result_options(),
-            task_meta={"domain": task.domain, "subset": task.subset, "language": task.language,
-                       "modality": task.modality, "execution": task.execution, "source": task.source,
-                       "title": task.title},
+            task_meta=task.meta(),
             run_dir=str(self.run_dir) if self.run_dir else None, search=self.search,
         )
 

@@ -112,11 +112,6 @@ def assay_tasks(judge: str | None = None, judge_mode: str = "batched") -> Task:
 '''
 
 
-def _task_meta(task: Task) -> dict[str, Any]:
-    return {"domain": task.domain, "subset": task.subset, "language": task.language, "modality": task.modality,
-            "execution": task.execution, "source": task.source, "title": task.title}
-
-
 def load_tasks(paths: list[Path]) -> list[tuple[Path, Task]]:
     """Every task under `paths` with the (absolute) path it was found under; values as `assay run` picks them up."""
     out: list[tuple[Path, Task]] = []
@@ -142,7 +137,7 @@ def _sample(root: Path, task: Task) -> ExportedSample:
         metadata=SampleMeta(assay_task_id=task.id, assay_task_hash=task.content_hash, assay_suite=str(root),
                             level=level, kinds=task.kinds,
                             value={"amount": task.value.amount, "currency": task.value.currency} if task.value else None,
-                            task_meta=_task_meta(task)))
+                            task_meta=task.meta()))
 
 
 def _check_out(out: Path) -> None:

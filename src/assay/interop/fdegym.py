@@ -39,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from assay import metrics
 from assay.errors import InputError
 from assay.interop.runs import Imported
-from assay.interop.upstream import imported_record, load_json, task_meta
+from assay.interop.upstream import imported_record, load_json
 from assay.record import (
     AssistantEvent,
     Discovery,
@@ -211,7 +211,7 @@ def _task_fields(task: Task | None) -> dict[str, Any]:
     if task is None:
         return {"task_meta": {"source": "fdegym"}}
     value = {"amount": task.value.amount, "currency": task.value.currency} if task.value else None
-    return {"task_meta": task_meta(task), "value": value}
+    return {"task_meta": task.meta(), "value": value}
 
 
 def _graded(folder: Path, path: Path, res: _Result, cases: _Cases, campaign: str) -> Imported:

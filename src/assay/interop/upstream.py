@@ -56,7 +56,7 @@ from assay.task.hashing import json_digest
 from assay.task.model import Task
 from assay.version import HARNESS_VERSION
 
-__all__ = ["MAX_RESULT_BYTES", "convert_darebench", "convert_omb", "imported_record", "load_json", "task_meta"]
+__all__ = ["MAX_RESULT_BYTES", "convert_darebench", "convert_omb", "imported_record", "load_json"]
 
 _RESPONSE = re.compile(r"^model_response_(\d+)$")
 
@@ -76,11 +76,6 @@ def load_json(path: Path, max_bytes: int = MAX_RESULT_BYTES) -> Any:
     except (ValueError, UnicodeDecodeError) as e:
         line, col = getattr(e, "lineno", None), getattr(e, "colno", None)
         raise InputError(path, None, f"does not parse as JSON: {e}", line, col) from None
-
-
-def task_meta(task: Task) -> dict[str, Any]:
-    return {"domain": task.domain, "subset": task.subset, "language": task.language, "modality": task.modality,
-            "execution": task.execution, "source": task.source, "title": task.title}
 
 
 def imported_record(key: RunKey, kinds: list[str], *, score: float | None, passed: bool | None, grade: Grade,
@@ -181,7 +176,7 @@ def _omb_record(path: Path, where: str, rec: dict[str, Any], task: Task, campaig
                                  void_reason=None if score is not None else "no positive rubric weight",
                                  end_reason="finished" if score is not None else "grader_error",
                                  value={"amount": task.value.amount, "currency": task.value.currency} if task.value else None,
-                                 task_meta=task_meta(task), options={"source": "omb", "file": str(path), **options_key})
+                                 task_meta=task.meta(), options={"source": "omb", "file": str(path), **options_key})
         events: list[Event] = [
             HarnessEvent(seq=0, t=0.0, note=f"imported from OneMillion-Bench results {path.name} ({k}, "
                                            f"judge{'s' if len(names) > 1 else ''} {judges_text})"),

@@ -292,6 +292,12 @@ class Task(BaseModel):
     def agentic(self) -> bool:
         return bool(self.tools)
 
+    def meta(self) -> dict[str, Any]:
+        """What a run record keeps of its task (`RunRecord.task_meta`): reports group, filter and
+        label runs by it without loading the task."""
+        return {"domain": self.domain, "subset": self.subset, "language": self.language, "modality": self.modality,
+                "execution": self.execution, "source": self.source, "title": self.title}
+
     def brief(self, level: str | None) -> str:
         if level is not None:
             return self.briefs[level]
