@@ -84,17 +84,18 @@ def pass_k(done: list[ReportRun]) -> dict[str, dict[str, float]]:
     by_task: dict[tuple[str, str | None, str], list[int]] = {}
     for r in done:
         k = r.key
-        nc = by_task.get((k.task_id, k.level, k.options_hash))
+        task = (k.task_id, k.level, k.options_hash)
+        nc = by_task.get(task)
         if nc is None:
-            by_task[(k.task_id, k.level, k.options_hash)] = [1, 1 if r.passed else 0]
+            by_task[task] = [1, 1 if r.passed else 0]
         else:
             nc[0] += 1
             nc[1] += 1 if r.passed else 0
     if not by_task:
         return {"pass_at_k": {}, "pass_hat_k": {}}
-    kmax = min(n for n, _c in by_task.values())
     # Tasks with the same (epochs, passes) share a curve: one curve per distinct pair.
-    pairs = Counter((n, c) for n, c in by_task.values())
+    pairs = Counter(map(tuple, by_task.values()))
+    kmax = min(n for n, _c in pairs)
     at = [0.0] * kmax
     hat = [0.0] * kmax
     for (n, c), times in pairs.items():
@@ -134,7 +135,7 @@ def _tokens(r: ReportRun) -> int:
 def cost_distribution(runs: list[ReportRun]) -> dict[str, Any] | None:
     """Per-run cost (USD) of the runs whose price is known: min, median, p90, max (numpy's
     linear percentiles), with how many runs it covers and how many have an unknown cost."""
-    known = [r.usage.cost_usd for r in runs if r.usage.cost_usd is not None]
+    known = [c for r in runs if (c := r.usage.cost_usd) is not None]
     if not known:
         return None
     lo, med, p90, hi = (float(x) for x in np.percentile(np.asarray(known, dtype=float), [0, 50, 90, 100]))
@@ -177,13 +178,16 @@ def rubric_value(by_task: dict[str, list[Any]]) -> dict[str, dict[str, float]]:
     as available, and as earned times the share of its scored runs (epochs) that passed.
     `by_task`: task -> [its first scored run's value, its scored runs with a value, those
     that passed], in the order the tasks first occur (the rubric block's pass counts them)."""
-    out: dict[str, dict[str, float]] = {}
+    sums: dict[str, list[float]] = {}  # currency -> [earned, available]
     for v, n, c in by_task.values():
-        cur = out.setdefault(str(v["currency"]), {"earned": 0.0, "available": 0.0})
+        currency = str(v["currency"])
+        acc = sums.get(currency)
+        if acc is None:
+            acc = sums[currency] = [0.0, 0.0]
         amount = float(v["amount"])
-        cur["available"] += amount
-        cur["earned"] += amount * c / n
-    return dict(sorted(out.items()))
+        acc[1] += amount
+        acc[0] += amount * c / n
+    return {cur: {"earned": earned, "available": available} for cur, (earned, available) in sorted(sums.items())}
 
 
 def scenario_families(scen: list[tuple[ReportRun, Any]]) -> dict[str, dict[str, Any]]:
@@ -206,8 +210,8 @@ class AgentRuns:
     them: over 100,000 runs, a pass per step (the summary's sums, its blocks' runs, the Pareto
     sums, the search modes, the mixing warnings) costs more than the steps' own work."""
 
-    __slots__ = ("by_kind", "contract", "cost", "currencies", "done", "ends", "judge_cost", "judge_infos", "modes",
-                 "passes", "rubric", "runs", "scen", "scopes", "scored", "task_pairs", "tokens", "unpriced",
+    __slots__ = ("by_kind", "contract", "cost", "currencies", "done", "ends", "finished", "judge_cost", "judge_infos",
+                 "modes", "passes", "rubric", "runs", "scen", "scopes", "scored", "task_pairs", "tokens", "unpriced",
                  "value_items", "versions")
 
     def __init__(self, runs: list[ReportRun]) -> None:
@@ -223,6 +227,7 @@ class AgentRuns:
         self.currencies: set[str] = set()  # of every run's value, void ones too
         self.value_items: list[tuple[float, float, str]] = []  # (passed, amount, currency) per done run with a value
         self.by_kind: dict[str, list[ReportRun]] = defaultdict(list)  # the runs with kinds, void ones too (they cost)
+        self.finished: dict[str, set[str]] = defaultdict(set)  # kind -> the tasks of its done runs (`task_sets`)
         self.judge_infos: list[ReportJudgeInfo] = []  # of the done runs a judge graded
         self.rubric: list[tuple[ReportRun, ReportRubric]] = []  # the rubric block's runs: scored, rubric-graded
         self.contract: list[ReportRun] = []  # the contract block's: scored, of kind contract
@@ -237,51 +242,61 @@ class AgentRuns:
         self._scan()
 
     def _scan(self) -> None:
+        """The one loop over the runs (locals, no call per run: it is the report's hot loop)."""
         cost, judge_cost, tokens, done, passes = self.cost, self.judge_cost, self.tokens, 0, 0
-        ends, currencies, by_kind, scopes = self.ends, self.currencies, self.by_kind, self.scopes
+        ends, by_kind, finished = self.ends, self.by_kind, self.finished
+        add_pair, add_version, add_currency = self.task_pairs.add, self.versions.add, self.currencies.add
+        add_value, add_info, add_scored = self.value_items.append, self.judge_infos.append, self.scored.append
+        add_mode, add_unpriced = self.modes.add, self.unpriced.add
+        pareto: dict[tuple[str, str], tuple[list[float], list[float]]] = {}  # (kind, modality) -> their two sums
         for r in self.runs:
-            key, usage, value = r.key, r.usage, r.value
+            key, usage, value, kinds = r.key, r.usage, r.value, r.kinds
             c, jc = usage.cost_usd, r.judge_usage.cost_usd
             cost = None if c is None or cost is None else cost + (c or 0.0)
             judge_cost = None if jc is None or judge_cost is None else judge_cost + (jc or 0.0)
             tokens += usage.tokens
             ends[r.end_reason] = ends.get(r.end_reason, 0) + 1
-            self.task_pairs.add((key.task_id, key.task_hash))
-            self.versions.add(r.harness_version)
+            add_pair((key.task_id, key.task_hash))
+            add_version(r.harness_version)
             if value:
-                currencies.add(value["currency"])
-            if r.kinds:
-                by_kind[r.kind].append(r)
+                add_currency(value["currency"])
+            kind = r.kind
+            if kinds:
+                by_kind[kind].append(r)
             if r.status != "done":
                 continue
             done += 1
+            if kinds:
+                finished[kind].add(key.task_id)
             if value:
-                self.value_items.append((1.0 if r.passed else 0.0, value["amount"], value["currency"]))
+                add_value((1.0 if r.passed else 0.0, value["amount"], value["currency"]))
             grade = r.grade
             rg = grade.rubric
             if rg is not None and rg.judge_info is not None:
-                self.judge_infos.append(rg.judge_info)
+                add_info(rg.judge_info)
             score = r.score
             if score is None:
                 continue
-            self.scored.append(r)
+            add_scored(r)
             passes += 1 if r.passed else 0
-            kind = r.kind
             if rg is not None and kind == "rubric":
                 self.rubric.append((r, rg))
-            if r.kinds and kind == "contract":
+            if kinds and kind == "contract":
                 self.contract.append(r)
             sg = grade.scenario
             if sg is not None:
                 self.scen.append((r, sg))
-            self.modes.add(str(r.options.get("search", "off")))
+            add_mode(str(r.options.get("search", "off")))
             v = score if sg is None else averaged(r)  # `averaged` is the score itself without a scenario grade
-            for scope in ((kind, None), (kind, str(r.task_meta.get("modality", "text")))):
-                acc = scopes.get(scope)
-                if acc is None:
-                    acc = scopes[scope] = [0.0, 0.0, 0.0]
-                if c is None:
-                    self.unpriced.add(scope)
+            modality = str(r.task_meta.get("modality", "text"))
+            sums = pareto.get((kind, modality))
+            if sums is None:
+                sums = pareto[(kind, modality)] = (self.scopes.setdefault((kind, None), [0.0, 0.0, 0.0]),
+                                                   self.scopes.setdefault((kind, modality), [0.0, 0.0, 0.0]))
+            if c is None:
+                add_unpriced((kind, None))
+                add_unpriced((kind, modality))
+            for acc in sums:
                 acc[0] += c or 0.0
                 acc[1] += v
                 acc[2] += 1
@@ -340,28 +355,30 @@ def agent_summary(agent: str, a: AgentRuns, labels: list[dict[str, Any]] | None 
         unclipped = False
         tasks: set[str] = set()
         values: dict[str, list[Any]] = {}  # `rubric_value`'s per-task totals
+        add_score, add_task = es.append, tasks.add
         for r, rg in a.rubric:  # one pass over the block's runs
             audit = r.grade.audit
             gone = 0 if audit is None else audit.removed
             for tag, v in rg.tags.items():
                 if v is not None:  # a run whose credit the audit removed scores 0 on every tag, as in total
                     tag_vals[tag].append(0.0 if gone else v)
-            es.append(r.score)
-            passes += 1 if r.passed else 0
+            add_score(r.score)
+            passed = 1 if r.passed else 0
+            passes += passed
             na += rg.na
             removed += gone
             # HealthBench keeps each example's score unclipped (it may be negative) and clips
             # only the mean, tags likewise; OneMillion-Bench clips every task's score already.
             unclipped = unclipped or rg.scoring == "unclipped_mean"
             tid = r.key.task_id
-            tasks.add(tid)
+            add_task(tid)
             if r.value:
                 acc = values.get(tid)
                 if acc is None:
-                    values[tid] = [r.value, 1, 1 if r.passed else 0]
+                    values[tid] = [r.value, 1, passed]
                 else:
                     acc[1] += 1
-                    acc[2] += 1 if r.passed else 0
+                    acc[2] += passed
         mean_of = metrics.clipped_mean if unclipped else _mean
         summary["rubric"] = {
             "expert_score": mean_of(es), "ci95": _ci(es),
@@ -373,7 +390,9 @@ def agent_summary(agent: str, a: AgentRuns, labels: list[dict[str, Any]] | None 
             "tasks": sorted(tasks),
             "value": rubric_value(values),
         }
-        summary["rubric"].update(kind_economics(a.by_kind.get("rubric", []), [r for r, _rg in a.rubric],
+        # The block's runs are a subset of the scored runs in their order: all of them when as many.
+        block = scored if len(a.rubric) == len(scored) else [r for r, _rg in a.rubric]
+        summary["rubric"].update(kind_economics(a.by_kind.get("rubric", []), block,
                                                 summary["rubric"]["expert_score"], len(tasks), of_all=of_all))
     judged = judge_summary(a.judge_infos)
     if judged is not None:
@@ -492,13 +511,12 @@ def build_report(campaign: str | None, runs: Iterable[RunRecord | ReportRun],
 
 def _build(campaign: str | None, runs: list[ReportRun], labels: list[dict[str, Any]] | None,
            skipped: list[dict[str, Any]] | None, shared_tasks: bool, details: bool) -> dict[str, Any]:
-    sets = task_sets(runs)
+    agents = agent_runs(runs)
+    sets = task_sets(agents)
     if shared_tasks:
         runs = on_shared_tasks(runs, sets)
-    by_agent: dict[str, list[ReportRun]] = defaultdict(list)
-    for r in runs:
-        by_agent[r.key.agent].append(r)
-    agents = {a: AgentRuns(rs) for a, rs in sorted(by_agent.items())}
+        agents = agent_runs(runs)
+    by_agent = {a: ar.runs for a, ar in agents.items()}
     deltas = search_deltas(agents)
     fronts, points = pareto_fronts(agents)
     return {
@@ -519,6 +537,14 @@ def _build(campaign: str | None, runs: list[ReportRun], labels: list[dict[str, A
         "human_baseline": human_baseline(by_agent),
         "warnings": mixing_warnings(agents) + task_set_warnings(sets, shared_tasks),
     }
+
+
+def agent_runs(runs: list[ReportRun]) -> dict[str, AgentRuns]:
+    """The runs by agent (sorted names), each agent's in run order."""
+    by_agent: dict[str, list[ReportRun]] = defaultdict(list)
+    for r in runs:
+        by_agent[r.key.agent].append(r)
+    return {a: AgentRuns(rs) for a, rs in sorted(by_agent.items())}
 
 
 HUMAN_PREFIX = "human:"
@@ -569,31 +595,25 @@ def human_baseline(by_agent: dict[str, list[ReportRun]]) -> dict[str, dict[str, 
     return dict(out)
 
 
-def task_sets(runs: list[ReportRun]) -> dict[str, dict[str, Any]]:
+def task_sets(agents: dict[str, AgentRuns]) -> dict[str, dict[str, Any]]:
     """Per kind, the tasks every agent that ran the kind finished (has a done run on): `shared`
     (sorted ids), `agents {agent: tasks finished}`, `differ` (true when some agent finished a
     task another did not) and `missing {agent: [tasks another agent finished and it did not]}`."""
-    done: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
-    for r in runs:
-        if r.kinds:
-            per_agent = done[r.kind]
-            if r.status == "done":
-                per_agent[r.key.agent].add(r.key.task_id)
-            else:
-                per_agent.setdefault(r.key.agent, set())
     out: dict[str, dict[str, Any]] = {}
-    for kind, per_agent in sorted(done.items()):
+    for kind in sorted({k for a in agents.values() for k in a.by_kind}):
+        per_agent = {name: a.finished.get(kind, set()) for name, a in sorted(agents.items()) if kind in a.by_kind}
         union = set().union(*per_agent.values())
-        shared = set.intersection(*per_agent.values()) if per_agent else set()
-        out[kind] = {"shared": sorted(shared), "agents": {a: len(t) for a, t in sorted(per_agent.items())},
+        shared = set.intersection(*per_agent.values())
+        out[kind] = {"shared": sorted(shared), "agents": {a: len(t) for a, t in per_agent.items()},
                      "differ": shared != union,
-                     "missing": {a: sorted(union - t) for a, t in sorted(per_agent.items()) if union - t}}
+                     "missing": {a: sorted(union - t) for a, t in per_agent.items() if union - t}}
     return out
 
 
 def on_shared_tasks(runs: list[R], sets: dict[str, dict[str, Any]] | None = None) -> list[R]:
     """The runs of the tasks every agent that ran their kind finished (`--shared-tasks`)."""
-    keep = {k: set(v["shared"]) for k, v in (task_sets(as_report_runs(runs)) if sets is None else sets).items()}
+    keep = {k: set(v["shared"]) for k, v in (task_sets(agent_runs(as_report_runs(runs))) if sets is None
+                                             else sets).items()}
     return [r for r in runs if not r.kinds or r.key.task_id in keep.get(primary_kind(r.kinds), set())]
 
 
