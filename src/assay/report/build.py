@@ -77,11 +77,13 @@ def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def pass_k(done: list[ReportRun]) -> dict[str, dict[str, float]]:
-    """pass@k and pass^k curves over epochs, k = 1..the smallest epoch count of a task, each k
-    the mean over tasks (task, level, options) of the unbiased estimators. Linear in the runs:
-    each task's curve comes from `metrics.pass_at_k_curve` (one multiplication per k)."""
-    by_task: dict[tuple[str, str | None, str], list[int]] = {}
+PassCounts = dict[tuple[str, str | None, str], list[int]]
+"""(task, level, options hash) -> [runs, passed runs], the tasks in the order they first occur."""
+
+
+def pass_counts(done: list[ReportRun]) -> PassCounts:
+    """Each task's runs and passes (`AgentRuns` counts an agent's scored runs the same way)."""
+    by_task: PassCounts = {}
     for r in done:
         k = r.key
         task = (k.task_id, k.level, k.options_hash)
@@ -91,6 +93,13 @@ def pass_k(done: list[ReportRun]) -> dict[str, dict[str, float]]:
         else:
             nc[0] += 1
             nc[1] += 1 if r.passed else 0
+    return by_task
+
+
+def pass_k(by_task: PassCounts) -> dict[str, dict[str, float]]:
+    """pass@k and pass^k curves over epochs, k = 1..the smallest epoch count of a task, each k
+    the mean over tasks (task, level, options) of the unbiased estimators. Linear in the runs:
+    each task's curve comes from `metrics.pass_at_k_curve` (one multiplication per k)."""
     if not by_task:
         return {"pass_at_k": {}, "pass_hat_k": {}}
     # Tasks with the same (epochs, passes) share a curve: one curve per distinct pair.
@@ -161,7 +170,7 @@ def kind_economics(kind_runs: list[ReportRun], scored: list[ReportRun], headline
         cost = None if any(c is None for c in costs) else sum(c or 0.0 for c in costs)
     same_scored = of_all is not None and len(scored) == len(all_scored)
     curves = ({"pass_at_k": summary["pass_at_k"], "pass_hat_k": summary["pass_hat_k"]} if same_scored
-              else pass_k(scored))
+              else pass_k(pass_counts(scored)))
     tpt = tokens / n_tasks
     cpt = None if cost is None else cost / n_tasks
     return {
@@ -211,7 +220,7 @@ class AgentRuns:
     sums, the search modes, the mixing warnings) costs more than the steps' own work."""
 
     __slots__ = ("by_kind", "contract", "cost", "currencies", "done", "ends", "finished", "judge_cost", "judge_infos",
-                 "modes", "passes", "rubric", "runs", "scen", "scopes", "scored", "task_pairs", "tokens", "unpriced",
+                 "modes", "pass_counts", "passes", "rubric", "runs", "scen", "scopes", "scored", "task_pairs", "tokens", "unpriced",
                  "value_items", "versions")
 
     def __init__(self, runs: list[ReportRun]) -> None:
@@ -219,6 +228,7 @@ class AgentRuns:
         self.scored: list[ReportRun] = []  # the done runs with a score
         self.done = 0
         self.passes = 0  # scored runs that passed
+        self.pass_counts: PassCounts = {}  # of the scored runs, as `pass_counts` counts them
         # Sums over every run, in run order (as `sum` adds them); None: a price is unknown.
         self.cost: float | None = 0
         self.judge_cost: float | None = 0
@@ -247,7 +257,7 @@ class AgentRuns:
         ends, by_kind, finished = self.ends, self.by_kind, self.finished
         add_pair, add_version, add_currency = self.task_pairs.add, self.versions.add, self.currencies.add
         add_value, add_info, add_scored = self.value_items.append, self.judge_infos.append, self.scored.append
-        add_mode, add_unpriced = self.modes.add, self.unpriced.add
+        add_mode, add_unpriced, counts = self.modes.add, self.unpriced.add, self.pass_counts
         pareto: dict[tuple[str, str], tuple[list[float], list[float]]] = {}  # (kind, modality) -> their two sums
         for r in self.runs:
             key, usage, value, kinds = r.key, r.usage, r.value, r.kinds
@@ -278,7 +288,15 @@ class AgentRuns:
             if score is None:
                 continue
             add_scored(r)
-            passes += 1 if r.passed else 0
+            passed = 1 if r.passed else 0
+            passes += passed
+            task = (key.task_id, key.level, key.options_hash)
+            nc = counts.get(task)
+            if nc is None:
+                counts[task] = [1, passed]
+            else:
+                nc[0] += 1
+                nc[1] += passed
             if rg is not None and kind == "rubric":
                 self.rubric.append((r, rg))
             if kinds and kind == "contract":
@@ -296,10 +314,13 @@ class AgentRuns:
             if c is None:
                 add_unpriced((kind, None))
                 add_unpriced((kind, modality))
-            for acc in sums:
-                acc[0] += c or 0.0
-                acc[1] += v
-                acc[2] += 1
+            of_kind, of_modality = sums
+            of_kind[0] += c or 0.0
+            of_kind[1] += v
+            of_kind[2] += 1
+            of_modality[0] += c or 0.0
+            of_modality[1] += v
+            of_modality[2] += 1
         self.cost, self.judge_cost, self.tokens, self.done, self.passes = cost, judge_cost, tokens, done, passes
 
 
@@ -342,7 +363,7 @@ def agent_summary(agent: str, a: AgentRuns, labels: list[dict[str, Any]] | None 
         "cost_usd": a.cost,
         "judge_cost_usd": a.judge_cost,  # null: a price is unknown
         "tokens": a.tokens,
-        **pass_k(scored),
+        **pass_k(a.pass_counts),
         # How runs ended: how often a limit (max_turns, max_time, max_usd) or a fault stopped them.
         "end_reasons": dict(sorted(a.ends.items())),
     }
