@@ -27,7 +27,7 @@ from typing import Any
 
 from assay import metrics
 from assay.errors import InputError
-from assay.report.runs import ReportRun
+from assay.report.runs import ReportJudgeInfo, ReportRun
 
 YES = {"true", "yes", "y", "met", "1", "是", "命中"}
 NO = {"false", "no", "n", "not met", "0", "否", "未命中"}
@@ -156,10 +156,9 @@ def human_agreement(runs: Iterable[ReportRun], labels: list[dict[str, Any]] | No
     return out
 
 
-def judge_summary(runs: Iterable[ReportRun]) -> dict[str, Any] | None:
-    """Agreement among repeated votes, NA items and voters over an agent's judged runs."""
-    infos = [r.grade.rubric.judge_info for r in runs
-             if r.status == "done" and r.grade.rubric is not None and r.grade.rubric.judge_info is not None]
+def judge_summary(infos: list[ReportJudgeInfo]) -> dict[str, Any] | None:
+    """Agreement among repeated votes, NA items and voters over an agent's judged runs: the
+    judge infos of its done runs a judge graded (`AgentRuns.judge_infos`)."""
     if not infos:
         return None
     agreed = sum(i.agreed for i in infos)

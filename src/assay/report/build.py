@@ -38,7 +38,7 @@ import numpy as np
 from assay import metrics
 from assay.record import Audit, RunRecord, primary_kind
 from assay.report.agreement import human_agreement, judge_summary
-from assay.report.runs import ReportRun, as_report_runs, no_gc
+from assay.report.runs import ReportJudgeInfo, ReportRubric, ReportRun, ReportScenario, as_report_runs, no_gc
 from assay.task.model import CAPABILITY_TAGS
 
 SCHEMA = "assay.report/1"
@@ -77,24 +77,34 @@ def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def pass_k(done: list[ReportRun]) -> dict[str, dict[str, float]]:
-    """pass@k and pass^k curves over epochs, k = 1..the smallest epoch count of a task, each k
-    the mean over tasks (task, level, options) of the unbiased estimators. Linear in the runs:
-    each task's curve comes from `metrics.pass_at_k_curve` (one multiplication per k)."""
-    by_task: dict[tuple[str, str | None, str], list[int]] = {}
+PassCounts = dict[tuple[str, str | None, str], list[int]]
+"""(task, level, options hash) -> [runs, passed runs], the tasks in the order they first occur."""
+
+
+def pass_counts(done: list[ReportRun]) -> PassCounts:
+    """Each task's runs and passes (`AgentRuns` counts an agent's scored runs the same way)."""
+    by_task: PassCounts = {}
     for r in done:
         k = r.key
-        nc = by_task.get((k.task_id, k.level, k.options_hash))
+        task = (k.task_id, k.level, k.options_hash)
+        nc = by_task.get(task)
         if nc is None:
-            by_task[(k.task_id, k.level, k.options_hash)] = [1, 1 if r.passed else 0]
+            by_task[task] = [1, 1 if r.passed else 0]
         else:
             nc[0] += 1
             nc[1] += 1 if r.passed else 0
+    return by_task
+
+
+def pass_k(by_task: PassCounts) -> dict[str, dict[str, float]]:
+    """pass@k and pass^k curves over epochs, k = 1..the smallest epoch count of a task, each k
+    the mean over tasks (task, level, options) of the unbiased estimators. Linear in the runs:
+    each task's curve comes from `metrics.pass_at_k_curve` (one multiplication per k)."""
     if not by_task:
         return {"pass_at_k": {}, "pass_hat_k": {}}
-    kmax = min(n for n, _c in by_task.values())
     # Tasks with the same (epochs, passes) share a curve: one curve per distinct pair.
-    pairs = Counter((n, c) for n, c in by_task.values())
+    pairs = Counter(map(tuple, by_task.values()))
+    kmax = min(n for n, _c in pairs)
     at = [0.0] * kmax
     hat = [0.0] * kmax
     for (n, c), times in pairs.items():
@@ -134,23 +144,23 @@ def _tokens(r: ReportRun) -> int:
 def cost_distribution(runs: list[ReportRun]) -> dict[str, Any] | None:
     """Per-run cost (USD) of the runs whose price is known: min, median, p90, max (numpy's
     linear percentiles), with how many runs it covers and how many have an unknown cost."""
-    known = [r.usage.cost_usd for r in runs if r.usage.cost_usd is not None]
+    known = [c for r in runs if (c := r.usage.cost_usd) is not None]
     if not known:
         return None
     lo, med, p90, hi = (float(x) for x in np.percentile(np.asarray(known, dtype=float), [0, 50, 90, 100]))
     return {"min": lo, "median": med, "p90": p90, "max": hi, "runs": len(known), "unknown": len(runs) - len(known)}
 
 
-def kind_economics(kind_runs: list[ReportRun], scored: list[ReportRun], headline: float | None, *,
+def kind_economics(kind_runs: list[ReportRun], scored: list[ReportRun], headline: float | None, n_tasks: int, *,
                    of_all: tuple[dict[str, Any], list[ReportRun], list[ReportRun]] | None = None) -> dict[str, Any]:
     """What a kind's block cost: `cost_usd` (its runs, void ones too: they were paid for; null
     when a price is unknown), `tokens`, `tokens_per_task` and `cost_per_task` (that spend over
     the tasks the block covers), `score_per_1k_tokens` and `score_per_usd` (the block's
     headline over the tokens / dollars spent per task; null when nothing was spent or the cost
     is unknown), `cost_distribution`, and the pass@k / pass^k curves of its scored runs.
-    `of_all`: (an agent summary, its runs, its scored runs), whose `cost_usd`, `tokens` and
+    `n_tasks`: how many tasks its scored runs are of (the block's `tasks`). `of_all`: (an agent summary, its runs, its scored runs), whose `cost_usd`, `tokens` and
     curves are reused where the kind's runs are all of them (an agent of one kind)."""
-    n_tasks = len({r.key.task_id for r in scored}) or 1
+    n_tasks = n_tasks or 1
     summary, all_runs, all_scored = of_all or ({}, [], [])
     if of_all is not None and len(kind_runs) == len(all_runs):  # a subset of them, so the same runs
         tokens, cost = summary["tokens"], summary["cost_usd"]
@@ -160,7 +170,7 @@ def kind_economics(kind_runs: list[ReportRun], scored: list[ReportRun], headline
         cost = None if any(c is None for c in costs) else sum(c or 0.0 for c in costs)
     same_scored = of_all is not None and len(scored) == len(all_scored)
     curves = ({"pass_at_k": summary["pass_at_k"], "pass_hat_k": summary["pass_hat_k"]} if same_scored
-              else pass_k(scored))
+              else pass_k(pass_counts(scored)))
     tpt = tokens / n_tasks
     cpt = None if cost is None else cost / n_tasks
     return {
@@ -172,25 +182,21 @@ def kind_economics(kind_runs: list[ReportRun], scored: list[ReportRun], headline
     }
 
 
-def rubric_value(scored: list[ReportRun]) -> dict[str, dict[str, float]]:
+def rubric_value(by_task: dict[str, list[Any]]) -> dict[str, dict[str, float]]:
     """Value earned vs value available per currency (GDPval): each task's value counts once
-    as available, and as earned times the share of its scored runs (epochs) that passed."""
-    by_task: dict[str, list[Any]] = {}  # task -> [its first run's value, runs, passed runs]
-    for r in scored:
-        if r.value:
-            acc = by_task.get(r.key.task_id)
-            if acc is None:
-                by_task[r.key.task_id] = [r.value, 1, 1 if r.passed else 0]
-            else:
-                acc[1] += 1
-                acc[2] += 1 if r.passed else 0
-    out: dict[str, dict[str, float]] = {}
+    as available, and as earned times the share of its scored runs (epochs) that passed.
+    `by_task`: task -> [its first scored run's value, its scored runs with a value, those
+    that passed], in the order the tasks first occur (the rubric block's pass counts them)."""
+    sums: dict[str, list[float]] = {}  # currency -> [earned, available]
     for v, n, c in by_task.values():
-        cur = out.setdefault(str(v["currency"]), {"earned": 0.0, "available": 0.0})
+        currency = str(v["currency"])
+        acc = sums.get(currency)
+        if acc is None:
+            acc = sums[currency] = [0.0, 0.0]
         amount = float(v["amount"])
-        cur["available"] += amount
-        cur["earned"] += amount * c / n
-    return dict(sorted(out.items()))
+        acc[1] += amount
+        acc[0] += amount * c / n
+    return {cur: {"earned": earned, "available": available} for cur, (earned, available) in sorted(sums.items())}
 
 
 def scenario_families(scen: list[tuple[ReportRun, Any]]) -> dict[str, dict[str, Any]]:
@@ -208,116 +214,223 @@ def scenario_families(scen: list[tuple[ReportRun, Any]]) -> dict[str, dict[str, 
     return out
 
 
-def search_deltas(runs: list[ReportRun]) -> dict[str, dict[str, dict[str, Any]]]:
+class AgentRuns:
+    """One agent's runs and what the report's steps read of them, collected in one pass over
+    them: over 100,000 runs, a pass per step (the summary's sums, its blocks' runs, the Pareto
+    sums, the search modes, the mixing warnings) costs more than the steps' own work."""
+
+    __slots__ = ("by_kind", "contract", "cost", "currencies", "done", "ends", "finished", "judge_cost", "judge_infos",
+                 "modes", "pass_counts", "passes", "rubric", "runs", "scen", "scopes", "scored", "task_pairs", "tokens", "unpriced",
+                 "value_items", "versions")
+
+    def __init__(self, runs: list[ReportRun]) -> None:
+        self.runs = runs
+        self.scored: list[ReportRun] = []  # the done runs with a score
+        self.done = 0
+        self.passes = 0  # scored runs that passed
+        self.pass_counts: PassCounts = {}  # of the scored runs, as `pass_counts` counts them
+        # Sums over every run, in run order (as `sum` adds them); None: a price is unknown.
+        self.cost: float | None = 0
+        self.judge_cost: float | None = 0
+        self.tokens = 0
+        self.ends: dict[str, int] = {}  # end reason -> runs
+        self.currencies: set[str] = set()  # of every run's value, void ones too
+        self.value_items: list[tuple[float, float, str]] = []  # (passed, amount, currency) per done run with a value
+        self.by_kind: dict[str, list[ReportRun]] = defaultdict(list)  # the runs with kinds, void ones too (they cost)
+        self.finished: dict[str, set[str]] = defaultdict(set)  # kind -> the tasks of its done runs (`task_sets`)
+        self.judge_infos: list[ReportJudgeInfo] = []  # of the done runs a judge graded
+        self.rubric: list[tuple[ReportRun, ReportRubric]] = []  # the rubric block's runs: scored, rubric-graded
+        self.contract: list[ReportRun] = []  # the contract block's: scored, of kind contract
+        self.scen: list[tuple[ReportRun, ReportScenario]] = []  # the scenario block's: scored, scenario-graded
+        self.modes: set[str] = set()  # the search modes of the scored runs
+        # The Pareto sums of the scored runs: [cost, sum of `averaged` scores, runs] per
+        # (kind, None) and (kind, modality); `unpriced`: the scopes where a cost is unknown.
+        self.scopes: dict[tuple[str, str | None], list[float]] = {}
+        self.unpriced: set[tuple[str, str | None]] = set()
+        self.task_pairs: set[tuple[str, str]] = set()  # (task, hash) of every run
+        self.versions: set[str] = set()  # harness versions of every run
+        self._scan()
+
+    def _scan(self) -> None:
+        """The one loop over the runs (locals, no call per run: it is the report's hot loop)."""
+        cost, judge_cost, tokens, done, passes = self.cost, self.judge_cost, self.tokens, 0, 0
+        ends, by_kind, finished = self.ends, self.by_kind, self.finished
+        add_pair, add_version, add_currency = self.task_pairs.add, self.versions.add, self.currencies.add
+        add_value, add_info, add_scored = self.value_items.append, self.judge_infos.append, self.scored.append
+        add_mode, add_unpriced, counts = self.modes.add, self.unpriced.add, self.pass_counts
+        pareto: dict[tuple[str, str], tuple[list[float], list[float]]] = {}  # (kind, modality) -> their two sums
+        for r in self.runs:
+            key, usage, value, kinds = r.key, r.usage, r.value, r.kinds
+            c, jc = usage.cost_usd, r.judge_usage.cost_usd
+            cost = None if c is None or cost is None else cost + (c or 0.0)
+            judge_cost = None if jc is None or judge_cost is None else judge_cost + (jc or 0.0)
+            tokens += usage.tokens
+            ends[r.end_reason] = ends.get(r.end_reason, 0) + 1
+            add_pair((key.task_id, key.task_hash))
+            add_version(r.harness_version)
+            if value:
+                add_currency(value["currency"])
+            kind = r.kind
+            if kinds:
+                by_kind[kind].append(r)
+            if r.status != "done":
+                continue
+            done += 1
+            if kinds:
+                finished[kind].add(key.task_id)
+            if value:
+                add_value((1.0 if r.passed else 0.0, value["amount"], value["currency"]))
+            grade = r.grade
+            rg = grade.rubric
+            if rg is not None and rg.judge_info is not None:
+                add_info(rg.judge_info)
+            score = r.score
+            if score is None:
+                continue
+            add_scored(r)
+            passed = 1 if r.passed else 0
+            passes += passed
+            task = (key.task_id, key.level, key.options_hash)
+            nc = counts.get(task)
+            if nc is None:
+                counts[task] = [1, passed]
+            else:
+                nc[0] += 1
+                nc[1] += passed
+            if rg is not None and kind == "rubric":
+                self.rubric.append((r, rg))
+            if kinds and kind == "contract":
+                self.contract.append(r)
+            sg = grade.scenario
+            if sg is not None:
+                self.scen.append((r, sg))
+            add_mode(str(r.options.get("search", "off")))
+            v = score if sg is None else averaged(r)  # `averaged` is the score itself without a scenario grade
+            modality = str(r.task_meta.get("modality", "text"))
+            sums = pareto.get((kind, modality))
+            if sums is None:
+                sums = pareto[(kind, modality)] = (self.scopes.setdefault((kind, None), [0.0, 0.0, 0.0]),
+                                                   self.scopes.setdefault((kind, modality), [0.0, 0.0, 0.0]))
+            if c is None:
+                add_unpriced((kind, None))
+                add_unpriced((kind, modality))
+            of_kind, of_modality = sums
+            of_kind[0] += c or 0.0
+            of_kind[1] += v
+            of_kind[2] += 1
+            of_modality[0] += c or 0.0
+            of_modality[1] += v
+            of_modality[2] += 1
+        self.cost, self.judge_cost, self.tokens, self.done, self.passes = cost, judge_cost, tokens, done, passes
+
+
+def search_deltas(agents: dict[str, AgentRuns]) -> dict[str, dict[str, dict[str, Any]]]:
     """Per agent and search mode: mean over tasks run both ways of (score with - score without)."""
-    scores: dict[tuple[str, str], dict[tuple[str, str | None], list[float]]] = defaultdict(lambda: defaultdict(list))
-    scored = [(r, str(r.options.get("search", "off"))) for r in runs if r.status == "done" and r.score is not None]
-    # Only agents run both without search and with it have a delta: collect only theirs.
-    modes: dict[str, set[str]] = defaultdict(set)
-    for r, mode in scored:
-        modes[r.key.agent].add(mode)
-    both = {a for a, m in modes.items() if "off" in m and len(m) > 1}
-    for r, mode in scored:
-        if r.key.agent in both:
-            scores[(r.key.agent, mode)][(r.key.task_id, r.key.level)].append(r.score)
-    out: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
-    for (agent, mode), with_s in sorted(scores.items()):
-        if mode == "off" or (agent, "off") not in scores:
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for agent, a in sorted(agents.items()):
+        # Only agents run both without search and with it have a delta: collect only theirs.
+        if "off" not in a.modes or len(a.modes) < 2:
             continue
-        without = scores[(agent, "off")]
-        common = sorted(set(with_s) & set(without), key=lambda t: (t[0], t[1] or ""))
-        if not common:
-            continue
-        w = [sum(with_s[t]) / len(with_s[t]) for t in common]
-        wo = [sum(without[t]) / len(without[t]) for t in common]
-        out[agent][mode] = {"delta": sum(a - b for a, b in zip(w, wo, strict=True)) / len(common),
-                            "tasks": len(common), "with": sum(w) / len(w), "without": sum(wo) / len(wo)}
-    return dict(out)
+        scores: dict[str, dict[tuple[str, str | None], list[float]]] = defaultdict(lambda: defaultdict(list))
+        for r in a.scored:
+            scores[str(r.options.get("search", "off"))][(r.key.task_id, r.key.level)].append(r.score)
+        without = scores["off"]
+        for mode, with_s in sorted(scores.items()):
+            if mode == "off":
+                continue
+            common = sorted(set(with_s) & set(without), key=lambda t: (t[0], t[1] or ""))
+            if not common:
+                continue
+            w = [sum(with_s[t]) / len(with_s[t]) for t in common]
+            wo = [sum(without[t]) / len(without[t]) for t in common]
+            out.setdefault(agent, {})[mode] = {
+                "delta": sum(a - b for a, b in zip(w, wo, strict=True)) / len(common),
+                "tasks": len(common), "with": sum(w) / len(w), "without": sum(wo) / len(wo)}
+    return out
 
 
-def agent_summary(agent: str, runs: list[ReportRun], labels: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    done = [r for r in runs if r.status == "done"]
-    scored = [r for r in done if r.score is not None]
-    currencies = {r.value["currency"] for r in runs if r.value}
-    value_items = [(1.0 if r.passed else 0.0, r.value["amount"], r.value["currency"]) for r in done if r.value]
-    econ = metrics.economic_value(value_items, threshold=1.0) if value_items else {c: 0.0 for c in currencies}
-    for c in currencies:
-        econ.setdefault(c, 0.0)
-    # One pass for the sums over every run (in run order, as `sum` adds them).
-    cost: float | None = 0
-    judge_cost: float | None = 0
-    tokens = 0
-    ends: dict[str, int] = {}
-    for r in runs:
-        c, jc = r.usage.cost_usd, r.judge_usage.cost_usd
-        cost = None if c is None or cost is None else cost + (c or 0.0)
-        judge_cost = None if jc is None or judge_cost is None else judge_cost + (jc or 0.0)
-        tokens += r.usage.tokens
-        ends[r.end_reason] = ends.get(r.end_reason, 0) + 1
-
-    def of_kind(kind: str) -> list[ReportRun]:  # the kind's runs, void ones too (they cost)
-        return [r for r in runs if r.kinds and r.kind == kind]
-
+def agent_summary(agent: str, a: AgentRuns, labels: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    runs, scored = a.runs, a.scored
+    econ = (metrics.economic_value(a.value_items, threshold=1.0) if a.value_items
+            else {cur: 0.0 for cur in a.currencies})
+    for cur in a.currencies:
+        econ.setdefault(cur, 0.0)
     summary: dict[str, Any] = {
-        "agent": agent, "runs": len(runs), "void": len(runs) - len(done),
-        "pass_rate": _mean([1.0 if r.passed else 0.0 for r in scored]),
+        "agent": agent, "runs": len(runs), "void": len(runs) - a.done,
+        "pass_rate": a.passes / len(scored) if scored else None,
         # Scenario scores are floored at -1 for averaging only (FDE-Gym), as in mean_s.
         "economic_value": econ,
-        "cost_usd": cost,
-        "judge_cost_usd": judge_cost,  # null: a price is unknown
-        "tokens": tokens,
-        **pass_k(scored),
+        "cost_usd": a.cost,
+        "judge_cost_usd": a.judge_cost,  # null: a price is unknown
+        "tokens": a.tokens,
+        **pass_k(a.pass_counts),
         # How runs ended: how often a limit (max_turns, max_time, max_usd) or a fault stopped them.
-        "end_reasons": dict(sorted(ends.items())),
+        "end_reasons": dict(sorted(a.ends.items())),
     }
+    of_all = (summary, runs, scored)
     # The rubric block: runs a rubric scores (their audited `score`, their `passed`).
-    rubric = [(r, rg) for r in scored if (rg := r.grade.rubric) is not None and r.kind == "rubric"]
-    if rubric:
+    if a.rubric:
         tag_vals: dict[str, list[float]] = defaultdict(list)
         es: list[float] = []
-        passes: list[float] = []
-        na = removed = 0
+        na = removed = passes = 0
         unclipped = False
-        for r, rg in rubric:  # one pass over the block's runs
-            gone = _removed(r)
+        tasks: set[str] = set()
+        values: dict[str, list[Any]] = {}  # `rubric_value`'s per-task totals
+        add_score, add_task = es.append, tasks.add
+        for r, rg in a.rubric:  # one pass over the block's runs
+            audit = r.grade.audit
+            gone = 0 if audit is None else audit.removed
             for tag, v in rg.tags.items():
                 if v is not None:  # a run whose credit the audit removed scores 0 on every tag, as in total
                     tag_vals[tag].append(0.0 if gone else v)
-            es.append(_score(r))
-            passes.append(1.0 if r.passed else 0.0)
+            add_score(r.score)
+            passed = 1 if r.passed else 0
+            passes += passed
             na += rg.na
             removed += gone
             # HealthBench keeps each example's score unclipped (it may be negative) and clips
             # only the mean, tags likewise; OneMillion-Bench clips every task's score already.
             unclipped = unclipped or rg.scoring == "unclipped_mean"
+            tid = r.key.task_id
+            add_task(tid)
+            if r.value:
+                acc = values.get(tid)
+                if acc is None:
+                    values[tid] = [r.value, 1, passed]
+                else:
+                    acc[1] += 1
+                    acc[2] += passed
         mean_of = metrics.clipped_mean if unclipped else _mean
         summary["rubric"] = {
             "expert_score": mean_of(es), "ci95": _ci(es),
-            "pass_rate": _mean(passes),
+            "pass_rate": passes / len(es),
             "tags": {**{t: _mean(tag_vals.get(t, [])) for t in CAPABILITY_TAGS},
                      **{t: mean_of(v) for t, v in tag_vals.items() if t not in CAPABILITY_TAGS and v}},
             "na": na,
             "audit_removed": removed,
-            "tasks": _task_ids(r for r, _rg in rubric),
-            "value": rubric_value([r for r, _rg in rubric]),
+            "tasks": sorted(tasks),
+            "value": rubric_value(values),
         }
-        summary["rubric"].update(kind_economics(of_kind("rubric"), [r for r, _rg in rubric],
-                                                summary["rubric"]["expert_score"], of_all=(summary, runs, scored)))
-    judged = judge_summary(runs)
+        # The block's runs are a subset of the scored runs in their order: all of them when as many.
+        block = scored if len(a.rubric) == len(scored) else [r for r, _rg in a.rubric]
+        summary["rubric"].update(kind_economics(a.by_kind.get("rubric", []), block,
+                                                summary["rubric"]["expert_score"], len(tasks), of_all=of_all))
+    judged = judge_summary(a.judge_infos)
     if judged is not None:
         summary["judge"] = judged
     human = human_agreement(runs, labels)
     if human:
         summary["human_agreement"] = human
-    contract = [r for r in scored if r.kinds and r.kind == "contract"]
+    contract = a.contract
     if contract:
         cells: dict[str, list[float]] = defaultdict(list)
+        acc_s: list[float] = []
         for r in contract:
             cells[f"{r.task_meta.get('modality', 'text')}/{r.task_meta.get('execution', 'multi-step-with-tools')}"] \
-                .append(_score(r))
-        acc = [_score(r) for r in contract]
+                .append(r.score)
+            acc_s.append(r.score)
         summary["contract"] = {
-            "accuracy": _mean(acc), "ci95": _ci(acc),
+            "accuracy": _mean(acc_s), "ci95": _ci(acc_s),
             # Only runs of tasks with a required artifact say anything about Sat (null: none did).
             "sat_rate": _mean([1.0 if c.sat else 0.0 for r in contract if (c := r.grade.contract) is not None
                                and any(p.required for p in c.predicates)]),
@@ -327,9 +440,10 @@ def agent_summary(agent: str, runs: list[ReportRun], labels: list[dict[str, Any]
             "audit_removed": sum(_removed(r) for r in contract),
             "tasks": _task_ids(contract),
         }
-        summary["contract"].update(kind_economics(of_kind("contract"), contract, summary["contract"]["accuracy"],
-                                                  of_all=(summary, runs, scored)))
-    scen = [(r, r.grade.scenario) for r in scored if r.grade.scenario is not None]
+        summary["contract"].update(kind_economics(a.by_kind.get("contract", []), contract,
+                                                  summary["contract"]["accuracy"], len(summary["contract"]["tasks"]),
+                                                  of_all=of_all))
+    scen = a.scen
     if scen:
         per_task: dict[str, list[tuple[float, float]]] = defaultdict(list)
         for r, sg in scen:
@@ -344,14 +458,14 @@ def agent_summary(agent: str, runs: list[ReportRun], labels: list[dict[str, Any]
             # Routing decided by a fallback (an LLM router that failed): it can change the facts given.
             "router_fallbacks": sum(sg.router_fallback_count for _r, sg in scen),
             "runs_with_router_fallbacks": sum(1 for _r, sg in scen if sg.router_fallback_count),
-            "tasks": _task_ids(r for r, _sg in scen),
+            "tasks": sorted(per_task),
             # Doing nothing scores S = 0: the share of runs that did worse than that.
             "below_no_op": _mean([1.0 if v < 0 else 0.0 for v in s_vals]),
             **_levels(scen),
             "families": scenario_families(scen),
         }
-        summary["scenario"].update(kind_economics(of_kind("scenario"), [r for r, _sg in scen],
-                                                  summary["scenario"]["mean_s"], of_all=(summary, runs, scored)))
+        summary["scenario"].update(kind_economics(a.by_kind.get("scenario", []), [r for r, _sg in scen],
+                                                  summary["scenario"]["mean_s"], len(per_task), of_all=of_all))
     blocks = [(k, summary[k][field]) for k, field in (("rubric", "expert_score"), ("scenario", "mean_s"),
                                                       ("contract", "accuracy")) if k in summary]
     # One headline per agent only when its runs are of one kind: scores of different kinds are
@@ -418,20 +532,20 @@ def build_report(campaign: str | None, runs: Iterable[RunRecord | ReportRun],
 
 def _build(campaign: str | None, runs: list[ReportRun], labels: list[dict[str, Any]] | None,
            skipped: list[dict[str, Any]] | None, shared_tasks: bool, details: bool) -> dict[str, Any]:
-    sets = task_sets(runs)
+    agents = agent_runs(runs)
+    sets = task_sets(agents)
     if shared_tasks:
         runs = on_shared_tasks(runs, sets)
-    by_agent: dict[str, list[ReportRun]] = defaultdict(list)
-    for r in runs:
-        by_agent[r.key.agent].append(r)
-    deltas = search_deltas(runs)
-    fronts, points = pareto_fronts(by_agent)
+        agents = agent_runs(runs)
+    by_agent = {a: ar.runs for a, ar in agents.items()}
+    deltas = search_deltas(agents)
+    fronts, points = pareto_fronts(agents)
     return {
         "schema": SCHEMA,
         "campaign": campaign,
         "skipped": list(skipped or []),
         "runs": [run_row(r) for r in runs] if details else [],
-        "agents": [agent_summary(a, rs, labels) for a, rs in sorted(by_agent.items())],
+        "agents": [agent_summary(a, ar, labels) for a, ar in agents.items()],
         "tasks": task_rows(runs) if details else [],
         # One number per agent: the local-corpus delta where there is one, else Brave's, else native's.
         "search_delta": {a: (m.get("local") or m.get("brave") or m.get("native") or next(iter(m.values())))["delta"]
@@ -442,8 +556,16 @@ def _build(campaign: str | None, runs: list[ReportRun], labels: list[dict[str, A
         "shared_tasks": shared_tasks,
         "task_sets": sets,
         "human_baseline": human_baseline(by_agent),
-        "warnings": mixing_warnings(runs) + task_set_warnings(sets, shared_tasks),
+        "warnings": mixing_warnings(agents) + task_set_warnings(sets, shared_tasks),
     }
+
+
+def agent_runs(runs: list[ReportRun]) -> dict[str, AgentRuns]:
+    """The runs by agent (sorted names), each agent's in run order."""
+    by_agent: dict[str, list[ReportRun]] = defaultdict(list)
+    for r in runs:
+        by_agent[r.key.agent].append(r)
+    return {a: AgentRuns(rs) for a, rs in sorted(by_agent.items())}
 
 
 HUMAN_PREFIX = "human:"
@@ -494,31 +616,25 @@ def human_baseline(by_agent: dict[str, list[ReportRun]]) -> dict[str, dict[str, 
     return dict(out)
 
 
-def task_sets(runs: list[ReportRun]) -> dict[str, dict[str, Any]]:
+def task_sets(agents: dict[str, AgentRuns]) -> dict[str, dict[str, Any]]:
     """Per kind, the tasks every agent that ran the kind finished (has a done run on): `shared`
     (sorted ids), `agents {agent: tasks finished}`, `differ` (true when some agent finished a
     task another did not) and `missing {agent: [tasks another agent finished and it did not]}`."""
-    done: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
-    for r in runs:
-        if r.kinds:
-            per_agent = done[r.kind]
-            if r.status == "done":
-                per_agent[r.key.agent].add(r.key.task_id)
-            else:
-                per_agent.setdefault(r.key.agent, set())
     out: dict[str, dict[str, Any]] = {}
-    for kind, per_agent in sorted(done.items()):
+    for kind in sorted({k for a in agents.values() for k in a.by_kind}):
+        per_agent = {name: a.finished.get(kind, set()) for name, a in sorted(agents.items()) if kind in a.by_kind}
         union = set().union(*per_agent.values())
-        shared = set.intersection(*per_agent.values()) if per_agent else set()
-        out[kind] = {"shared": sorted(shared), "agents": {a: len(t) for a, t in sorted(per_agent.items())},
+        shared = set.intersection(*per_agent.values())
+        out[kind] = {"shared": sorted(shared), "agents": {a: len(t) for a, t in per_agent.items()},
                      "differ": shared != union,
-                     "missing": {a: sorted(union - t) for a, t in sorted(per_agent.items()) if union - t}}
+                     "missing": {a: sorted(union - t) for a, t in per_agent.items() if union - t}}
     return out
 
 
 def on_shared_tasks(runs: list[R], sets: dict[str, dict[str, Any]] | None = None) -> list[R]:
     """The runs of the tasks every agent that ran their kind finished (`--shared-tasks`)."""
-    keep = {k: set(v["shared"]) for k, v in (task_sets(as_report_runs(runs)) if sets is None else sets).items()}
+    keep = {k: set(v["shared"]) for k, v in (task_sets(agent_runs(as_report_runs(runs))) if sets is None
+                                             else sets).items()}
     return [r for r in runs if not r.kinds or r.key.task_id in keep.get(primary_kind(r.kinds), set())]
 
 
@@ -534,23 +650,23 @@ def task_set_warnings(sets: dict[str, dict[str, Any]], restricted: bool) -> list
     return out
 
 
-def mixing_warnings(runs: list[ReportRun]) -> list[str]:
+def mixing_warnings(agents: dict[str, AgentRuns]) -> list[str]:
     """What makes a campaign's runs not comparable: a task run under several contents (its
     hash changed between runs) or runs made by several harness versions."""
-    pairs = {(r.key.task_id, r.key.task_hash) for r in runs}
+    pairs: set[tuple[str, str]] = set().union(*(a.task_pairs for a in agents.values()))
     hashes: dict[str, set[str]] = defaultdict(set)
     if len(pairs) > len({t for t, _h in pairs}):  # some task has several hashes
         for t, h in pairs:
             hashes[t].add(h)
     out = [f"task {t} was run under {len(h)} different contents (hashes {', '.join(sorted(h))}): "
            "its runs are not all of the same task" for t, h in sorted(hashes.items()) if len(h) > 1]
-    versions = sorted({r.harness_version for r in runs})
+    versions = sorted(set().union(*(a.versions for a in agents.values())))
     if len(versions) > 1:
         out.append(f"runs were made by {len(versions)} harness versions ({', '.join(versions)})")
     return out
 
 
-def pareto_fronts(by_agent: dict[str, list[ReportRun]]
+def pareto_fronts(agents: dict[str, AgentRuns]
                   ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[dict[str, Any]]]]:
     """Accuracy-cost Pareto fronts (DAREBench): the agents no other agent beats on both mean
     score and cost. A score is never averaged across kinds, so there is one front per kind
@@ -558,29 +674,16 @@ def pareto_fronts(by_agent: dict[str, list[ReportRun]]
     `contract/multimodal`); when every run is of one kind, `all`, `text` and `multimodal` name
     that kind's fronts too. Agents whose cost is unknown (a price is missing) are left out.
     Second: every priced agent's point `{agent, cost_usd, mean_score}` per kind and per kind
-    and modality (the report's `pareto_points`, what the HTML plots beside each front)."""
-    # One pass over the runs: each agent's (cost, score sum, runs) per kind and per kind and modality.
-    sums: dict[tuple[str, str | None], dict[str, list[float]]] = defaultdict(dict)
-    unknown: set[tuple[str, str | None, str]] = set()
-    for agent, rs in sorted(by_agent.items()):
-        for r in rs:
-            if r.status != "done" or r.score is None:
-                continue
-            kind = r.kind
-            for scope in ((kind, None), (kind, str(r.task_meta.get("modality", "text")))):
-                acc = sums[scope].setdefault(agent, [0.0, 0.0, 0.0])
-                if r.usage.cost_usd is None:
-                    unknown.add((*scope, agent))
-                acc[0] += r.usage.cost_usd or 0.0
-                acc[1] += averaged(r)
-                acc[2] += 1
-    kinds = sorted({k for k, _m in sums})
+    and modality (the report's `pareto_points`, what the HTML plots beside each front). The
+    sums per scope come from each agent's pass over its runs (`AgentRuns.scopes`)."""
+    kinds = sorted({k for a in agents.values() for k, _m in a.scopes})
     out: dict[str, list[dict[str, Any]]] = {}
     points: dict[str, list[dict[str, Any]]] = {}
     for kind in kinds:
         for modality in (None, "text", "multimodal"):
-            per_agent = sums.get((kind, modality), {})
-            unpriced = {a for k, m, a in unknown if (k, m) == (kind, modality)}
+            scope = (kind, modality)
+            per_agent = {name: a.scopes[scope] for name, a in agents.items() if scope in a.scopes}
+            unpriced = {name for name, a in agents.items() if scope in a.unpriced}
             front = _front(per_agent, unpriced)
             if front:
                 name = kind if modality is None else f"{kind}/{modality}"
