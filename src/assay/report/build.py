@@ -158,8 +158,9 @@ def kind_economics(kind_runs: list[ReportRun], scored: list[ReportRun], headline
     the tasks the block covers), `score_per_1k_tokens` and `score_per_usd` (the block's
     headline over the tokens / dollars spent per task; null when nothing was spent or the cost
     is unknown), `cost_distribution`, and the pass@k / pass^k curves of its scored runs.
-    `n_tasks`: how many tasks its scored runs are of (the block's `tasks`). `of_all`: (an agent summary, its runs, its scored runs), whose `cost_usd`, `tokens` and
-    curves are reused where the kind's runs are all of them (an agent of one kind)."""
+    `n_tasks`: how many tasks its scored runs are of (the block's `tasks`). `of_all`: (an agent
+    summary, its runs, its scored runs), whose `cost_usd`, `tokens` and curves are reused where
+    the kind's runs are all of them (an agent of one kind)."""
     n_tasks = n_tasks or 1
     summary, all_runs, all_scored = of_all or ({}, [], [])
     if of_all is not None and len(kind_runs) == len(all_runs):  # a subset of them, so the same runs
@@ -220,8 +221,8 @@ class AgentRuns:
     sums, the search modes, the mixing warnings) costs more than the steps' own work."""
 
     __slots__ = ("by_kind", "contract", "cost", "currencies", "done", "ends", "finished", "judge_cost", "judge_infos",
-                 "modes", "pass_counts", "passes", "rubric", "runs", "scen", "scopes", "scored", "task_pairs", "tokens", "unpriced",
-                 "value_items", "versions")
+                 "modes", "pass_counts", "passes", "rubric", "runs", "scen", "scopes", "scored", "task_pairs",
+                 "tokens", "unpriced", "value_items", "versions")
 
     def __init__(self, runs: list[ReportRun]) -> None:
         self.runs = runs
@@ -235,8 +236,9 @@ class AgentRuns:
         self.tokens = 0
         self.ends: dict[str, int] = {}  # end reason -> runs
         self.currencies: set[str] = set()  # of every run's value, void ones too
-        self.value_items: list[tuple[float, float, str]] = []  # (passed, amount, currency) per done run with a value
-        self.by_kind: dict[str, list[ReportRun]] = defaultdict(list)  # the runs with kinds, void ones too (they cost)
+        # (passed, amount, currency) per done run with a value (`metrics.economic_value`'s items)
+        self.value_items: list[tuple[float, float, str]] = []
+        self.by_kind: dict[str, list[ReportRun]] = defaultdict(list)  # runs with kinds, void ones too (they cost)
         self.finished: dict[str, set[str]] = defaultdict(set)  # kind -> the tasks of its done runs (`task_sets`)
         self.judge_infos: list[ReportJudgeInfo] = []  # of the done runs a judge graded
         self.rubric: list[tuple[ReportRun, ReportRubric]] = []  # the rubric block's runs: scored, rubric-graded
@@ -252,7 +254,9 @@ class AgentRuns:
         self._scan()
 
     def _scan(self) -> None:
-        """The one loop over the runs (locals, no call per run: it is the report's hot loop)."""
+        """The one loop over the runs: the report's hot loop, so it reads each attribute once into
+        a local, binds the methods it calls, and calls no function of its own per run (but
+        `averaged` for scenario-graded runs)."""
         cost, judge_cost, tokens, done, passes = self.cost, self.judge_cost, self.tokens, 0, 0
         ends, by_kind, finished = self.ends, self.by_kind, self.finished
         add_pair, add_version, add_currency = self.task_pairs.add, self.versions.add, self.currencies.add
@@ -441,7 +445,8 @@ def agent_summary(agent: str, a: AgentRuns, labels: list[dict[str, Any]] | None 
             "tasks": _task_ids(contract),
         }
         summary["contract"].update(kind_economics(a.by_kind.get("contract", []), contract,
-                                                  summary["contract"]["accuracy"], len(summary["contract"]["tasks"]),
+                                                  summary["contract"]["accuracy"],
+                                                  len(summary["contract"]["tasks"]),
                                                   of_all=of_all))
     scen = a.scen
     if scen:
