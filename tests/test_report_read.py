@@ -88,17 +88,20 @@ def varied(campaign: str) -> list[RunRecord]:
     runs.append(_rec(campaign, "m1", "r3", "rubric", 0.0, void=True))  # void, never re-run
     runs.append(_rec(campaign, "m2", "r3", "rubric", 0.0, void=True))  # void, then re-run as attempt 2
     runs.append(_rec(campaign, "m2", "r3", "rubric", 0.8, attempt=2))
-    # Keys that differ only in the task's hash or the options: ordered alike by every read.
-    for h, o in (("h-r1-edited", "o"), ("h-r1", "o2"), ("h-r1-edited", "o2")):
-        runs.append(_rec(campaign, "m1", "r1", "rubric", 0.65, task_hash=h, options_hash=o))
     return runs
+
+
+def same_task_other_keys(campaign: str) -> list[RunRecord]:
+    """Keys that differ only in the task's hash or the options: every read orders them alike."""
+    return [_rec(campaign, "m1", "r1", "rubric", 0.65, task_hash=h, options_hash=o)
+            for h, o in (("h-r1-edited", "o"), ("h-r1", "o2"), ("h-r1-edited", "o2"))]
 
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
     st = Store(f"sqlite:///{tmp_path_factory.mktemp('store') / 'assay.db'}")
     for campaign in ("c", "other"):
-        for r in varied(campaign):
+        for r in [*varied(campaign), *same_task_other_keys(campaign)]:
             st.save_run(r, [])
     st.save_run(_rec("c", "m3", "r1", "rubric", 0.5, nan=True), [])  # SQLite's JSON functions refuse NaN
     # Records of an older version: keys later versions added are absent (their defaults apply).
@@ -173,7 +176,7 @@ def test_postgresql_store_gives_the_same_report(pg_url: str) -> None:
     """On PostgreSQL the projection is made in Python from the parsed record: the same report."""
     st = Store(pg_url)
     try:
-        for r in varied("c"):
+        for r in [*varied("c"), *same_task_other_keys("c")]:
             st.save_run(r, [])
         old = build_report("c", st.runs("c"))
         assert _canon(build_report("c", read_runs(st, "c", whole=True))) == _canon(old)
@@ -181,3 +184,34 @@ def test_postgresql_store_gives_the_same_report(pg_url: str) -> None:
         assert _canon(light) == _canon({**old, "runs": [], "tasks": []})
     finally:
         st.close()
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_html_from_the_projection_equals_the_html_from_whole_records(store: Store, tmp_path: Path,
+                                                                     shared: bool) -> None:
+    """`--html` alone reads the projection (`details="table"`): the page is byte for byte the
+    one the whole records give, runs table included, and its rows are `run_row`'s keys."""
+    from assay.report.build import run_row, table_row
+    from assay.report.html import write_html
+
+    whole = build_report("c", read_runs(store, "c", whole=True), shared_tasks=shared)
+    table = build_report("c", read_runs(store, "c", whole=False), shared_tasks=shared, details="table")
+    assert table["tasks"] == [] and len(table["runs"]) == len(whole["runs"]) > 0
+    for got, full in zip(table["runs"], whole["runs"], strict=True):
+        assert got == {k: (full[k] if k != "usage" else {"cost_usd": full["usage"]["cost_usd"]}) for k in got}
+    write_html(whole, tmp_path / "whole.html")
+    write_html(table, tmp_path / "table.html")
+    assert (tmp_path / "table.html").read_bytes() == (tmp_path / "whole.html").read_bytes()
+    one = read_runs(store, "c", whole=True)[0]
+    assert set(table_row(one)) <= set(run_row(one))
+
+
+def test_cli_html_alone_reads_no_whole_record(store: Store, tmp_path: Path) -> None:
+    """The CLI's `--html` equals the page built from whole records."""
+    from assay.report.html import write_html
+
+    (tmp_path / ".assay").mkdir(exist_ok=True)
+    r = assay("report", "--store", store.url, "--campaign", "c", "--html", str(tmp_path / "cli.html"), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    write_html(build_report("c", store.runs("c")), tmp_path / "want.html")
+    assert (tmp_path / "cli.html").read_bytes() == (tmp_path / "want.html").read_bytes()

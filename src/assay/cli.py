@@ -8,7 +8,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn
 
 import typer
 from rich.console import Console
@@ -249,8 +249,10 @@ def report(
     targets: list[str | None] = [*chosen] or [None]
     from assay.report.runs import no_gc, read_runs
 
-    # Per-run rows (report files, --runs) need whole records; the leaderboard reads a projection.
-    whole = runs or bool(exports)
+    # Per-run rows (--json, --csv, --md, --runs) need whole records; the leaderboard and the
+    # HTML's runs table (`details="table"`) read a projection.
+    whole = runs or any(v is not None for v in (json_out, csv_out, md_out))
+    details: bool | Literal["table"] = True if whole else "table" if html is not None else False
     # The report's objects live until they are printed and written: collections would only
     # rescan them (0.25 s over 100,000 runs), so none runs but while the failure-mode judge is called.
     with no_gc():
@@ -261,7 +263,7 @@ def report(
             if agents and name is not None and not any(r.key.agent in agents for r in stored):
                 sys.stderr.write(f"note: campaign {name!r} has no runs of {', '.join(sorted(agents))}\n")
             rep = build_report(name, selected, labels=human_labels, shared_tasks=shared_tasks,
-                               details=runs or bool(exports))
+                               details=details)
             out.print(leaderboard(rep))
             if failure_judge is not None:
                 from assay.campaign.failures import failure_modes as classify_failures

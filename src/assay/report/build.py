@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 
@@ -64,6 +64,14 @@ def run_row(run: RunRecord | ReportRun) -> dict[str, Any]:
         "grade": grade, "model": r.model, "harness_version": r.harness_version, "turns": r.turns,
         "duration_s": r.duration_s, "task": r.task_meta, "options": r.options, "search": r.search,
     }
+
+
+def table_row(r: ReportRun) -> dict[str, Any]:
+    """A run's row as the HTML report's runs table shows it: `run_row`'s keys of the table's
+    columns only, so the HTML report reads the store's projection, not whole records."""
+    return {"run_id": r.run_id, "task_id": r.key.task_id, "agent": r.key.agent, "level": r.key.level,
+            "epoch": r.key.epoch, "status": r.status, "end_reason": r.end_reason, "score": r.score,
+            "passed": r.passed, "usage": {"cost_usd": r.usage.cost_usd}}
 
 
 def _ci(values: list[float]) -> list[float] | None:
@@ -523,12 +531,13 @@ def _removed(r: ReportRun) -> int:
 def build_report(campaign: str | None, runs: Iterable[RunRecord | ReportRun],
                  labels: list[dict[str, Any]] | None = None,
                  skipped: list[dict[str, Any]] | None = None, *,
-                 shared_tasks: bool = False, details: bool = True) -> dict[str, Any]:
+                 shared_tasks: bool = False, details: bool | Literal["table"] = True) -> dict[str, Any]:
     """`labels`: human labels from a labels file (`assay.report.agreement.load_labels`), if any;
     `skipped`: task files left out by `--skip-invalid` (file, field, reason);
     `shared_tasks`: keep, per kind, only the tasks every agent that ran the kind has a done run
     on (`assay report --shared-tasks`); `details`: build the per-run and per-task rows (`runs`,
-    `tasks`; left empty when False, for a terminal leaderboard that shows neither). `runs`
+    `tasks`; left empty when False, for a terminal leaderboard that shows neither; `"table"`:
+    the runs as `table_row`s and no task rows, what the HTML report shows). `runs`
     are `RunRecord`s or the lighter `ReportRun`s a store reads for reports
     (`assay.report.runs.read_runs`): the report is the same."""
     with no_gc():
@@ -536,7 +545,8 @@ def build_report(campaign: str | None, runs: Iterable[RunRecord | ReportRun],
 
 
 def _build(campaign: str | None, runs: list[ReportRun], labels: list[dict[str, Any]] | None,
-           skipped: list[dict[str, Any]] | None, shared_tasks: bool, details: bool) -> dict[str, Any]:
+           skipped: list[dict[str, Any]] | None, shared_tasks: bool, details: bool | Literal["table"]
+           ) -> dict[str, Any]:
     agents = agent_runs(runs)
     sets = task_sets(agents)
     if shared_tasks:
@@ -549,9 +559,9 @@ def _build(campaign: str | None, runs: list[ReportRun], labels: list[dict[str, A
         "schema": SCHEMA,
         "campaign": campaign,
         "skipped": list(skipped or []),
-        "runs": [run_row(r) for r in runs] if details else [],
+        "runs": [table_row(r) for r in runs] if details == "table" else [run_row(r) for r in runs] if details else [],
         "agents": [agent_summary(a, ar, labels) for a, ar in agents.items()],
-        "tasks": task_rows(runs) if details else [],
+        "tasks": task_rows(runs) if details is True else [],
         # One number per agent: the local-corpus delta where there is one, else Brave's, else native's.
         "search_delta": {a: (m.get("local") or m.get("brave") or m.get("native") or next(iter(m.values())))["delta"]
                          for a, m in deltas.items()},
