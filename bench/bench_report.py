@@ -52,7 +52,9 @@ def _rows(r: RunRecord) -> tuple[dict[str, object], dict[str, object]]:
     return run, grade
 
 
-def fill(db: Path, runs: int, agents: int, tasks: int | None) -> float:
+def fill(db: Path, runs: int, agents: int, tasks: int | None, answer_chars: int = 0) -> float:
+    """`answer_chars`: the length of each run's final message (0: none), to see what larger
+    stored records cost."""
     t0 = time.perf_counter()
     st = Store(f"sqlite:///{db}")
     per_agent = runs // agents
@@ -72,7 +74,8 @@ def fill(db: Path, runs: int, agents: int, tasks: int | None) -> float:
                 grade=Grade(rubric=RubricGrade(expert_score=score, tags={"FI": score, "AR": 1 - score})),
                 usage=UsageCost(input_tokens=1000 + i % 500, output_tokens=200, cost_usd=0.001 * (1 + i % 9)),
                 value={"amount": 100.0 + i % 7, "currency": "USD" if i % 2 else "EUR"},
-                task_meta={"title": task, "domain": "bench", "language": "en"}))
+                task_meta={"title": task, "domain": "bench", "language": "en"},
+                final_message=("An answer of some length. " * (answer_chars // 26 + 1))[:answer_chars]))
             if len(batch) == 5000 or (a == agents - 1 and i == per_agent - 1):
                 if not st.campaigns():
                     st.save_run(batch.pop(), [])  # the first run the normal way: creates the campaign
@@ -126,6 +129,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=100_000)
     ap.add_argument("--agents", type=int, default=2)
+    ap.add_argument("--answer-chars", type=int, default=0, help="each run's final message length (default: none)")
     ap.add_argument("--in-process", action="store_true", help="also time old vs light read in this process")
     args = ap.parse_args()
     results = []
@@ -133,13 +137,13 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="assay-bench-report-") as tmp:
             cwd = Path(tmp)
             (cwd / ".assay").mkdir()
-            fill_s = fill(cwd / ".assay" / "assay.db", args.runs, args.agents, tasks)
+            fill_s = fill(cwd / ".assay" / "assay.db", args.runs, args.agents, tasks, args.answer_chars)
             terminal = timed(cwd)
             html = timed(cwd, "--html", "r.html")
             results.append({"shape": shape, "runs": args.runs, "agents": args.agents, "fill_s": round(fill_s, 1),
                             "terminal_s": round(terminal[0], 2), "terminal_cpu_s": round(terminal[1], 2),
                             "html_s": round(html[0], 2), "html_cpu_s": round(html[1], 2),
-                            "load": round(os.getloadavg()[0], 1),
+                            "load": round(os.getloadavg()[0], 1), "answer_chars": args.answer_chars,
                             "html_mb": round((cwd / "r.html").stat().st_size / 1e6, 1)})
             if args.in_process:
                 results[-1].update(in_process(cwd / ".assay" / "assay.db"))
