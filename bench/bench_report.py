@@ -34,22 +34,14 @@ sys.path.insert(0, str(REPO / "src"))
 
 from assay.record import Grade, RubricGrade, RunKey, RunRecord, UsageCost  # noqa: E402
 from assay.store import Store  # noqa: E402
-from assay.store.db import _dumps  # noqa: E402
+from assay.store.db import SaveOutcome  # noqa: E402
 from assay.store.models import grades_t, runs_t  # noqa: E402
 
 
 def _rows(r: RunRecord) -> tuple[dict[str, object], dict[str, object]]:
-    """The `runs` and `grades` rows of one run, as `Store.save_run` builds them."""
-    k = r.key
-    run = {"run_id": r.run_id, "campaign": k.campaign, "key_digest": k.digest, "task_id": k.task_id,
-           "task_hash": k.task_hash, "agent": k.agent, "level": k.level, "epoch": k.epoch,
-           "options_hash": k.options_hash, "attempt": r.attempt, "status": r.status, "end_reason": r.end_reason,
-           "score": r.score, "passed": r.passed, "harness_version": r.harness_version, "model": r.model,
-           "sandbox": r.sandbox, "created_at": time.time(), "record": _dumps(r.model_dump(mode="json"))}
-    audit = r.grade.audit
-    grade = {"run_id": r.run_id, "grade": _dumps(r.grade.flat()),
-             "audit": None if audit is None else _dumps(audit.model_dump(mode="json"))}
-    return run, grade
+    """The `runs` and `grades` rows of one run, as `Store.save_runs` writes them."""
+    save = SaveOutcome(r, [])
+    return save.run_row(time.time()), save.grade_row()
 
 
 def fill(db: Path, runs: int, agents: int, tasks: int | None, answer_chars: int = 0) -> float:

@@ -104,14 +104,15 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
         for r in [*varied(campaign), *same_task_other_keys(campaign)]:
             st.save_run(r, [])
     st.save_run(_rec("c", "m3", "r1", "rubric", 0.5, nan=True), [])  # SQLite's JSON functions refuse NaN
-    # Records of an older version: keys later versions added are absent (their defaults apply).
+    # Records of an older version: keys later versions added are absent (their defaults apply),
+    # and no summary (stored before migration 0005 on PostgreSQL): read from the record.
     _C_IDS.update(r.run_id for r in st.runs("c"))
     for task, agent, _c in OLDER:
         with st.engine.begin() as conn:
             conn.execute(text(
                 "UPDATE runs SET record = json_remove(record, '$.judge_usage', '$.search', '$.turns', '$.options', "
                 "'$.usage.cache_read_tokens', '$.usage.cost_usd', '$.task_meta.modality', '$.grade.na', "
-                "'$.grade.router_fallback_count', '$.grade.contact_cost') "
+                "'$.grade.router_fallback_count', '$.grade.contact_cost'), summary = NULL "
                 "WHERE campaign = 'c' AND task_id = :t AND agent = :a"), {"t": task, "a": agent})
     return st
 
@@ -215,3 +216,43 @@ def test_cli_html_alone_reads_no_whole_record(store: Store, tmp_path: Path) -> N
     assert r.returncode == 0, r.stderr
     write_html(build_report("c", store.runs("c")), tmp_path / "want.html")
     assert (tmp_path / "cli.html").read_bytes() == (tmp_path / "want.html").read_bytes()
+
+
+def test_runs_stored_before_migration_0005_report_the_same(store_url: str) -> None:
+    """Runs saved under schema 0004 (no summary column): migration 0005 gives them summaries
+    on SQLite (in SQL, the same `record_summary` computes) and leaves them null on PostgreSQL,
+    where reads fall back to the whole record; the report is the same either way."""
+    from alembic import command
+    from alembic.config import Config
+    from sqlalchemy import create_engine
+
+    from assay.store import open_store
+    from assay.store.db import MIGRATIONS_DIR, SaveOutcome, record_summary
+    from assay.store.models import campaigns_t, runs_t
+
+    if store_url.startswith("sqlite:///"):
+        Path(store_url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    runs = [*varied("c"), *same_task_other_keys("c")]
+    eng = create_engine(store_url)
+    with eng.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0004")
+        conn.execute(campaigns_t.insert(), [{"name": "c", "created_at": 0.0}])
+        rows = [{k: v for k, v in SaveOutcome(r, []).run_row(1.0 + i).items() if k != "summary"}
+                for i, r in enumerate(runs)]
+        conn.execute(runs_t.insert(), rows)  # the columns given: schema 0004 has no summary
+    eng.dispose()
+    with open_store(store_url) as st:
+        with st.engine.connect() as conn:
+            stored = dict(conn.execute(text("SELECT run_id, summary FROM runs")).all())
+        if store_url.startswith("sqlite"):
+            assert {i: json.loads(v) for i, v in stored.items()} == {
+                r.run_id: record_summary(json.loads(SaveOutcome(r, []).run_row(0)["record"])) for r in runs}
+        else:
+            assert set(stored.values()) == {None}
+        old = build_report("c", st.runs("c"))
+        light = build_report("c", read_runs(st, "c", whole=False), details=False)
+        assert _canon(light) == _canon({**old, "runs": [], "tasks": []})
+        assert light["agents"] and len(old["runs"]) == len(runs) - 1  # the void r3 of m2 was re-run

@@ -125,12 +125,13 @@ class SaveOutcome:
 
     def run_row(self, now: float) -> dict[str, Any]:
         r, k = self.record, self.record.key
+        rec = r.model_dump(mode="json")
         return {"run_id": r.run_id, "campaign": k.campaign, "key_digest": k.digest, "task_id": k.task_id,
                 "task_hash": k.task_hash, "agent": k.agent, "level": k.level, "epoch": k.epoch,
                 "options_hash": k.options_hash, "attempt": r.attempt, "status": r.status,
                 "end_reason": r.end_reason, "score": r.score, "passed": r.passed,
                 "harness_version": r.harness_version, "model": r.model, "sandbox": r.sandbox,
-                "created_at": now, "record": _dumps(r.model_dump(mode="json"))}
+                "created_at": now, "record": _dumps(rec), "summary": _dumps(record_summary(rec))}
 
     def grade_row(self) -> dict[str, Any]:
         r = self.record
@@ -161,6 +162,27 @@ def _report_order() -> list[ColumnElement[Any]]:
     c = runs_t.c
     return [c.task_id, c.agent, c.level.is_not(None), func.coalesce(c.level, ""), c.epoch, c.campaign,
             c.key_digest, c.attempt, c.created_at, c.run_id]
+
+
+SUMMARY_DROPS = ("final_message",), ("grade", "items")
+"""The record's fields its summary (the `runs.summary` column) leaves out: transcript-sized,
+and no report but a human-label agreement reads them (migration 0005 drops the same)."""
+
+
+def record_summary(rec: dict[str, Any]) -> dict[str, Any]:
+    """A record's JSON object without `SUMMARY_DROPS`: what the report reads (`report_values`)."""
+    out = {k: v for k, v in rec.items() if k != "final_message"}
+    grade = out.get("grade")
+    if isinstance(grade, dict) and "items" in grade:
+        out["grade"] = {k: v for k, v in grade.items() if k != "items"}
+    return out
+
+
+def _in_summary(keys: Any) -> bool:
+    """Whether a path's keys (`_keys`; a group's: a tuple of them) lie in the summary."""
+    if keys and isinstance(keys[0], tuple):
+        return all(_in_summary(k) for k in keys)
+    return not any(tuple(keys[:len(d)]) == d for d in SUMMARY_DROPS)
 
 
 MISSING: Any = type("Missing", (), {"__repr__": lambda _self: "MISSING", "__slots__": ()})()
@@ -737,47 +759,62 @@ class Store:
         (read them, never change them).
 
         No `RunRecord` is validated and, on SQLite, no record is parsed in Python: SQLite's
-        JSON operators extract one column per path, so the large fields (final message,
-        rubric items) are never read. A record SQLite cannot parse (a NaN), and every record
-        on other backends, is parsed whole and walked in Python."""
+        JSON operators extract one column per path. Paths that lie in the run's summary
+        (`record_summary`: no final message, no rubric items) are read from it, so SQLite
+        parses kilobytes per run however long the answers; rows without one (stored before
+        migration 0005 on PostgreSQL) and paths outside it read the whole record. A summary
+        or record SQLite cannot parse (a NaN), and every one on other backends, is parsed
+        whole and walked in Python."""
         c = runs_t.c
         where = [c.campaign == campaign] if campaign is not None else []
         memo: dict[str | None, Any] = {}
         split = [_keys(p) for p, _parsed in paths]
+        # The summary where every path lies in it (and the row has one), else the whole record.
+        doc = func.coalesce(c.summary, c.record) if all(_in_summary(k) for k in split) else c.record
         with self.engine.connect() as conn:
             if self._backend != "sqlite" or not _SQLITE_JSON_OPERATORS:
-                whole = select(c.key_digest, c.created_at, *[c[n] for n in self.REPORT_COLUMNS], c.record)
+                whole = select(c.key_digest, c.created_at, *[c[n] for n in self.REPORT_COLUMNS], doc)
                 return _latest_rows((*row[:-1], *_walked(json.loads(row[-1]), split, paths))
                                     for row in conn.execute(whole.where(*where)))
-            # One scan, in the report's order: a record SQLite cannot parse (a NaN) reads as
-            # `{}` at every path and comes whole in `bad`, to be walked in Python instead.
-            valid = func.json_valid(c.record) == 1
-            src = case((valid, c.record), else_=literal("{}"))
-            bad = case((valid, None), else_=c.record)
-            stmt = select(c.key_digest, bad, *[c[n] for n in self.REPORT_COLUMNS],
-                          *[src.op("->" if parsed else "->>")(literal(p)) if isinstance(p, str)
-                            else func.json_extract(src, *[literal(q) for q in p]) for p, parsed in paths])
+            # One scan, in the report's order. A document SQLite cannot parse (a NaN) fails the
+            # scan; then each document is checked first: such a one reads as `{}` at every path
+            # and comes whole in `bad`, to be walked in Python instead. (Checking every time
+            # reads each row's document twice per path: slow once records have long answers.)
             first = 2 + len(self.REPORT_COLUMNS)
             at = [first + i for i, (p, parsed) in enumerate(paths) if parsed or not isinstance(p, str)]
-            out: list[tuple[Any, ...]] = []
-            last = None
-            for row in conn.execute(stmt.where(*where).order_by(*_report_order())):
-                vals = list(row)
-                if vals[1] is not None:
-                    vals[first:] = _walked(json.loads(vals[1]), split, paths)
-                else:
-                    for i in at:  # `_parse`, inlined
-                        text = vals[i]
-                        try:
-                            vals[i] = memo[text]
-                        except KeyError:
-                            vals[i] = _parse(text, memo)
-                if vals[0] == last:  # a later attempt of the same key: it ranks higher
-                    out[-1] = tuple(vals[2:])
-                else:
-                    out.append(tuple(vals[2:]))
-                    last = vals[0]
-            return out
+
+            def scan(src: ColumnElement[Any], bad: ColumnElement[Any]) -> list[tuple[Any, ...]]:
+                stmt = select(c.key_digest, bad, *[c[n] for n in self.REPORT_COLUMNS],
+                              *[src.op("->" if parsed else "->>")(literal(p)) if isinstance(p, str)
+                                else func.json_extract(src, *[literal(q) for q in p]) for p, parsed in paths])
+                out: list[tuple[Any, ...]] = []
+                last = None
+                for row in conn.execute(stmt.where(*where).order_by(*_report_order())):
+                    vals = list(row)
+                    if vals[1] is not None:
+                        vals[first:] = _walked(json.loads(vals[1]), split, paths)
+                    else:
+                        for i in at:  # `_parse`, inlined
+                            text = vals[i]
+                            try:
+                                vals[i] = memo[text]
+                            except KeyError:
+                                vals[i] = _parse(text, memo)
+                    if vals[0] == last:  # a later attempt of the same key: it ranks higher
+                        out[-1] = tuple(vals[2:])
+                    else:
+                        out.append(tuple(vals[2:]))
+                        last = vals[0]
+                return out
+
+            try:
+                return scan(doc, literal(None))
+            except exc.OperationalError as e:
+                if "malformed JSON" not in str(e):
+                    raise
+                conn.rollback()
+            valid = func.json_valid(doc) == 1
+            return scan(case((valid, doc), else_=literal("{}")), case((valid, None), else_=doc))
 
     def _resolve(self, conn: Connection, run_id: str) -> str | None:
         exact = conn.execute(select(runs_t.c.run_id).where(runs_t.c.run_id == run_id)).first()

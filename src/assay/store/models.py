@@ -58,6 +58,9 @@ class Run(Base):
     sandbox: Mapped[str] = mapped_column(String(16), nullable=False)
     created_at: Mapped[float] = mapped_column(Float, nullable=False)
     record: Mapped[str] = mapped_column(Text, nullable=False)  # RunRecord.model_dump_json()
+    # The record without its transcript-sized fields (`db.SUMMARY_DROPS`): what reports read
+    # (null in rows stored before migration 0005 on PostgreSQL; reads fall back to `record`).
+    summary: Mapped[str | None] = mapped_column(Text, nullable=True)
 
     __table_args__ = (Index("ix_runs_campaign_digest_attempt", "campaign", "key_digest", "attempt"),)
 
