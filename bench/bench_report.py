@@ -35,13 +35,13 @@ sys.path.insert(0, str(REPO / "src"))
 from assay.record import Grade, RubricGrade, RunKey, RunRecord, UsageCost  # noqa: E402
 from assay.store import Store  # noqa: E402
 from assay.store.db import SaveOutcome  # noqa: E402
-from assay.store.models import grades_t, runs_t  # noqa: E402
+from assay.store.models import grades_t, runs_t, summaries_t  # noqa: E402
 
 
-def _rows(r: RunRecord) -> tuple[dict[str, object], dict[str, object]]:
-    """The `runs` and `grades` rows of one run, as `Store.save_runs` writes them."""
+def _rows(r: RunRecord) -> tuple[dict[str, object], dict[str, object], dict[str, object]]:
+    """The `runs`, `grades` and `run_summaries` rows of one run, as `Store.save_runs` writes them."""
     save = SaveOutcome(r, [])
-    return save.run_row(time.time()), save.grade_row()
+    return save.run_row(time.time()), save.grade_row(), save.summary_row()
 
 
 def fill(db: Path, runs: int, agents: int, tasks: int | None, answer_chars: int = 0) -> float:
@@ -73,8 +73,9 @@ def fill(db: Path, runs: int, agents: int, tasks: int | None, answer_chars: int 
                     st.save_run(batch.pop(), [])  # the first run the normal way: creates the campaign
                 rows = [_rows(r) for r in batch]
                 with st.engine.begin() as conn:
-                    conn.execute(runs_t.insert(), [r for r, _g in rows])
-                    conn.execute(grades_t.insert(), [g for _r, g in rows])
+                    conn.execute(runs_t.insert(), [r for r, _g, _s in rows])
+                    conn.execute(grades_t.insert(), [g for _r, g, _s in rows])
+                    conn.execute(summaries_t.insert(), [s for _r, _g, s in rows])
                 batch = []
     st.close()
     return time.perf_counter() - t0

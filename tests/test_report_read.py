@@ -112,8 +112,10 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
             conn.execute(text(
                 "UPDATE runs SET record = json_remove(record, '$.judge_usage', '$.search', '$.turns', '$.options', "
                 "'$.usage.cache_read_tokens', '$.usage.cost_usd', '$.task_meta.modality', '$.grade.na', "
-                "'$.grade.router_fallback_count', '$.grade.contact_cost'), summary = NULL "
+                "'$.grade.router_fallback_count', '$.grade.contact_cost') "
                 "WHERE campaign = 'c' AND task_id = :t AND agent = :a"), {"t": task, "a": agent})
+            conn.execute(text("DELETE FROM run_summaries WHERE run_id IN (SELECT run_id FROM runs "
+                              "WHERE campaign = 'c' AND task_id = :t AND agent = :a)"), {"t": task, "a": agent})
     return st
 
 
@@ -219,9 +221,9 @@ def test_cli_html_alone_reads_no_whole_record(store: Store, tmp_path: Path) -> N
 
 
 def test_runs_stored_before_migration_0005_report_the_same(store_url: str) -> None:
-    """Runs saved under schema 0004 (no summary column): migration 0005 gives them summaries
-    on SQLite (in SQL, the same `record_summary` computes) and leaves them null on PostgreSQL,
-    where reads fall back to the whole record; the report is the same either way."""
+    """Runs saved under schema 0004 (no summaries): migration 0005 gives them summaries on
+    SQLite (in SQL: what `record_summary` computes) and none on PostgreSQL, where reads fall
+    back to the whole record; the report is the same either way."""
     from alembic import command
     from alembic.config import Config
     from sqlalchemy import create_engine
@@ -240,18 +242,16 @@ def test_runs_stored_before_migration_0005_report_the_same(store_url: str) -> No
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, "0004")
         conn.execute(campaigns_t.insert(), [{"name": "c", "created_at": 0.0}])
-        rows = [{k: v for k, v in SaveOutcome(r, []).run_row(1.0 + i).items() if k != "summary"}
-                for i, r in enumerate(runs)]
-        conn.execute(runs_t.insert(), rows)  # the columns given: schema 0004 has no summary
+        conn.execute(runs_t.insert(), [SaveOutcome(r, []).run_row(1.0 + i) for i, r in enumerate(runs)])
     eng.dispose()
     with open_store(store_url) as st:
         with st.engine.connect() as conn:
-            stored = dict(conn.execute(text("SELECT run_id, summary FROM runs")).all())
+            stored = dict(conn.execute(text("SELECT run_id, summary FROM run_summaries")).all())
         if store_url.startswith("sqlite"):
             assert {i: json.loads(v) for i, v in stored.items()} == {
                 r.run_id: record_summary(json.loads(SaveOutcome(r, []).run_row(0)["record"])) for r in runs}
         else:
-            assert set(stored.values()) == {None}
+            assert stored == {}
         old = build_report("c", st.runs("c"))
         light = build_report("c", read_runs(st, "c", whole=False), details=False)
         assert _canon(light) == _canon({**old, "runs": [], "tasks": []})

@@ -55,7 +55,7 @@ from sqlalchemy.pool import StaticPool
 from assay.config import store_url
 from assay.errors import InputError
 from assay.record import Event, RunRecord, event_from_wire, safe_json
-from assay.store.models import campaigns_t, events_t, grades_t, judge_cache_t, leases_t, runs_t
+from assay.store.models import campaigns_t, events_t, grades_t, judge_cache_t, leases_t, runs_t, summaries_t
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -108,6 +108,7 @@ _SAVE_RELEASE = leases_t.delete().where(
     leases_t.c.campaign == bindparam("c"), leases_t.c.key_digest == bindparam("d"),
     leases_t.c.attempt == bindparam("a"))
 _INSERT_RUN, _INSERT_EVENTS, _INSERT_GRADE = runs_t.insert(), events_t.insert(), grades_t.insert()
+_INSERT_SUMMARY = summaries_t.insert()
 SAVE_BATCH = 256
 """At most this many runs are written in one transaction (`Store.save_runs`)."""
 
@@ -116,22 +117,27 @@ class SaveOutcome:
     """One run of `Store.save_runs`: its rows, and whether it was stored (`stored`; False: its
     key was already finished) or why not (`error`)."""
 
-    __slots__ = ("record", "events", "stored", "error")
+    __slots__ = ("_dump", "record", "events", "stored", "error")
 
     def __init__(self, record: RunRecord, events: Sequence[Event]) -> None:
         self.record, self.events = record, events
         self.stored: bool | None = None
         self.error: Exception | None = None
+        self._dump: dict[str, Any] = {}
 
     def run_row(self, now: float) -> dict[str, Any]:
+        """The `runs` row; its `summary_row` is built from the same dump, right after."""
         r, k = self.record, self.record.key
-        rec = r.model_dump(mode="json")
+        rec = self._dump = r.model_dump(mode="json")
         return {"run_id": r.run_id, "campaign": k.campaign, "key_digest": k.digest, "task_id": k.task_id,
                 "task_hash": k.task_hash, "agent": k.agent, "level": k.level, "epoch": k.epoch,
                 "options_hash": k.options_hash, "attempt": r.attempt, "status": r.status,
                 "end_reason": r.end_reason, "score": r.score, "passed": r.passed,
                 "harness_version": r.harness_version, "model": r.model, "sandbox": r.sandbox,
-                "created_at": now, "record": _dumps(rec), "summary": _dumps(record_summary(rec))}
+                "created_at": now, "record": _dumps(rec)}
+
+    def summary_row(self) -> dict[str, Any]:
+        return {"run_id": self.record.run_id, "summary": _dumps(record_summary(self._dump))}
 
     def grade_row(self) -> dict[str, Any]:
         r = self.record
@@ -165,7 +171,7 @@ def _report_order() -> list[ColumnElement[Any]]:
 
 
 SUMMARY_DROPS = ("final_message",), ("grade", "items")
-"""The record's fields its summary (the `runs.summary` column) leaves out: transcript-sized,
+"""The record's fields its summary (table `run_summaries`) leaves out: transcript-sized,
 and no report but a human-label agreement reads them (migration 0005 drops the same)."""
 
 
@@ -491,6 +497,7 @@ class Store:
                 if events:
                     conn.execute(_INSERT_EVENTS, events)
                 conn.execute(_INSERT_GRADE, [s.grade_row() for s in take])
+                conn.execute(_INSERT_SUMMARY, [s.summary_row() for s in take])
             if todo:
                 conn.execute(_SAVE_RELEASE, [s.lease() for s in todo])
             for s in take:
@@ -769,13 +776,15 @@ class Store:
         where = [c.campaign == campaign] if campaign is not None else []
         memo: dict[str | None, Any] = {}
         split = [_keys(p) for p, _parsed in paths]
-        # The summary where every path lies in it (and the row has one), else the whole record.
-        doc = func.coalesce(c.summary, c.record) if all(_in_summary(k) for k in split) else c.record
+        # The summary where every path lies in it (and the run has one), else the whole record.
+        summary = all(_in_summary(k) for k in split)
+        doc = func.coalesce(summaries_t.c.summary, c.record) if summary else c.record
+        source = runs_t.outerjoin(summaries_t, summaries_t.c.run_id == c.run_id) if summary else runs_t
         with self.engine.connect() as conn:
             if self._backend != "sqlite" or not _SQLITE_JSON_OPERATORS:
                 whole = select(c.key_digest, c.created_at, *[c[n] for n in self.REPORT_COLUMNS], doc)
                 return _latest_rows((*row[:-1], *_walked(json.loads(row[-1]), split, paths))
-                                    for row in conn.execute(whole.where(*where)))
+                                    for row in conn.execute(whole.select_from(source).where(*where)))
             # One scan, in the report's order. A document SQLite cannot parse (a NaN) fails the
             # scan; then each document is checked first: such a one reads as `{}` at every path
             # and comes whole in `bad`, to be walked in Python instead. (Checking every time
@@ -789,7 +798,7 @@ class Store:
                                 else func.json_extract(src, *[literal(q) for q in p]) for p, parsed in paths])
                 out: list[tuple[Any, ...]] = []
                 last = None
-                for row in conn.execute(stmt.where(*where).order_by(*_report_order())):
+                for row in conn.execute(stmt.select_from(source).where(*where).order_by(*_report_order())):
                     vals = list(row)
                     if vals[1] is not None:
                         vals[first:] = _walked(json.loads(vals[1]), split, paths)

@@ -58,9 +58,6 @@ class Run(Base):
     sandbox: Mapped[str] = mapped_column(String(16), nullable=False)
     created_at: Mapped[float] = mapped_column(Float, nullable=False)
     record: Mapped[str] = mapped_column(Text, nullable=False)  # RunRecord.model_dump_json()
-    # The record without its transcript-sized fields (`db.SUMMARY_DROPS`): what reports read
-    # (null in rows stored before migration 0005 on PostgreSQL; reads fall back to `record`).
-    summary: Mapped[str | None] = mapped_column(Text, nullable=True)
 
     __table_args__ = (Index("ix_runs_campaign_digest_attempt", "campaign", "key_digest", "attempt"),)
 
@@ -85,6 +82,20 @@ class Grade(Base):
     )
     grade: Mapped[str] = mapped_column(Text, nullable=False)  # JSON: RunRecord.grade
     audit: Mapped[str | None] = mapped_column(Text, nullable=True)  # JSON: grade["audit"], if any
+
+
+class RunSummary(Base):
+    """A run's record without its transcript-sized fields (`db.SUMMARY_DROPS`): what reports
+    read. A table of its own so that reading it never pages through the record (on SQLite a
+    column stored after a long record costs a walk over the record's overflow pages per read).
+    Runs stored before migration 0005 on PostgreSQL have none; reads fall back to the record."""
+
+    __tablename__ = "run_summaries"
+
+    run_id: Mapped[str] = mapped_column(
+        String(64), ForeignKey("runs.run_id", ondelete="CASCADE"), primary_key=True
+    )
+    summary: Mapped[str] = mapped_column(Text, nullable=False)  # JSON: `db.record_summary`
 
 
 class Lease(Base):
@@ -127,6 +138,7 @@ campaigns_t: Table = Campaign.__table__  # type: ignore[assignment]
 runs_t: Table = Run.__table__  # type: ignore[assignment]
 events_t: Table = EventRow.__table__  # type: ignore[assignment]
 grades_t: Table = Grade.__table__  # type: ignore[assignment]
+summaries_t: Table = RunSummary.__table__  # type: ignore[assignment]
 leases_t: Table = Lease.__table__  # type: ignore[assignment]
 judge_cache_t: Table = JudgeCache.__table__  # type: ignore[assignment]
 
