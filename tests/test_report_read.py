@@ -138,9 +138,16 @@ def _canon(rep: dict[str, Any]) -> str:
     return json.dumps(rep, sort_keys=True, allow_nan=True)
 
 
+@pytest.mark.parametrize("summaries", [False, True], ids=["records", "summaries"])
 @pytest.mark.parametrize("shared", [False, True])
 @pytest.mark.parametrize("campaign", ["c", "other", None])
-def test_light_read_builds_the_same_report_as_whole_records(store: Store, campaign: str | None, shared: bool) -> None:
+def test_light_read_builds_the_same_report_as_whole_records(store: Store, campaign: str | None, shared: bool,
+                                                            summaries: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Short records are read whole by SQLite, long ones (`SUMMARY_FROM_BYTES`) through their
+    summaries (and the record where a run has none): the same report either way."""
+    import assay.store.db
+
+    monkeypatch.setattr(assay.store.db, "SUMMARY_FROM_BYTES", 0 if summaries else 10**9)
     labels = [{"task_id": "r1", "item_id": "i1", "met": True, "labeller": "x", "run_id": r.run_id}
               for r in store.runs(campaign) if r.key.task_id == "r1"]
     for lab in (None, labels):

@@ -38,8 +38,10 @@ from sqlalchemy import (
     ColumnElement,
     Connection,
     Engine,
+    LargeBinary,
     bindparam,
     case,
+    cast,
     create_engine,
     event,
     exc,
@@ -173,6 +175,13 @@ def _report_order() -> list[ColumnElement[Any]]:
 SUMMARY_DROPS = ("final_message",), ("grade", "items")
 """The record's fields its summary (table `run_summaries`) leaves out: transcript-sized,
 and no report but a human-label agreement reads them (migration 0005 drops the same)."""
+
+
+SUMMARY_FROM_BYTES = 4000
+"""Records longer than this on average (SQLite keeps about 4,060 bytes of a row in its page;
+the rest overflows) are read through their summaries: measured over 100,000 runs, records of
+~1 KB report 0.3 s faster without the join, records of ~9 KB 0.6 s faster with it."""
+SUMMARY_SAMPLE = 200
 
 
 def record_summary(rec: dict[str, Any]) -> dict[str, Any]:
@@ -776,11 +785,12 @@ class Store:
         where = [c.campaign == campaign] if campaign is not None else []
         memo: dict[str | None, Any] = {}
         split = [_keys(p) for p, _parsed in paths]
-        # The summary where every path lies in it (and the run has one), else the whole record.
-        summary = all(_in_summary(k) for k in split)
-        doc = func.coalesce(summaries_t.c.summary, c.record) if summary else c.record
-        source = runs_t.outerjoin(summaries_t, summaries_t.c.run_id == c.run_id) if summary else runs_t
         with self.engine.connect() as conn:
+            # The summary where every path lies in it, the run has one and records are long
+            # (the join costs more than it saves on short ones), else the whole record.
+            summary = all(_in_summary(k) for k in split) and self._long_records(conn, where)
+            doc = func.coalesce(summaries_t.c.summary, c.record) if summary else c.record
+            source = runs_t.outerjoin(summaries_t, summaries_t.c.run_id == c.run_id) if summary else runs_t
             if self._backend != "sqlite" or not _SQLITE_JSON_OPERATORS:
                 whole = select(c.key_digest, c.created_at, *[c[n] for n in self.REPORT_COLUMNS], doc)
                 return _latest_rows((*row[:-1], *_walked(json.loads(row[-1]), split, paths))
@@ -824,6 +834,16 @@ class Store:
                 conn.rollback()
             valid = func.json_valid(doc) == 1
             return scan(case((valid, doc), else_=literal("{}")), case((valid, None), else_=doc))
+
+    def _long_records(self, conn: Connection, where: Sequence[ColumnElement[bool]]) -> bool:
+        """Whether the records (a sample of `SUMMARY_SAMPLE`) average over `SUMMARY_FROM_BYTES`:
+        then the report reads their summaries. Always on other backends than SQLite, where the
+        record is parsed in Python and a summary saves most of that."""
+        if self._backend != "sqlite":
+            return True
+        sample = select(func.length(cast(runs_t.c.record, LargeBinary)).label("n")).where(*where).limit(SUMMARY_SAMPLE)
+        mean = conn.execute(select(func.avg(sample.subquery().c.n))).scalar()
+        return mean is not None and mean > SUMMARY_FROM_BYTES
 
     def _resolve(self, conn: Connection, run_id: str) -> str | None:
         exact = conn.execute(select(runs_t.c.run_id).where(runs_t.c.run_id == run_id)).first()
