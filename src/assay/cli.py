@@ -271,7 +271,7 @@ def report(
 
                 gc.enable()  # the judge's calls over the network leave cyclic garbage
                 try:
-                    chosen_ids = {r.run_id for r in (on_shared_tasks(selected) if shared_tasks else selected)}
+                    chosen_ids = {r.run_id for r in (on_shared_tasks(selected, rep["task_sets"]) if shared_tasks else selected)}
                     records = [r for r in st.runs(name) if r.run_id in chosen_ids]  # the judge reads whole records
                     rep["failure_modes"] = asyncio.run(classify_failures(failure_judge, st, records))
                 except InputError as e:
