@@ -139,7 +139,9 @@ class SaveOutcome:
                 "created_at": now, "record": _dumps(rec)}
 
     def summary_row(self) -> dict[str, Any]:
-        return {"run_id": self.record.run_id, "summary": _dumps(record_summary(self._dump))}
+        """The `run_summaries` row (from `run_row`'s dump when it was built first)."""
+        rec = self._dump or self.record.model_dump(mode="json")
+        return {"run_id": self.record.run_id, "summary": _dumps(record_summary(rec))}
 
     def grade_row(self) -> dict[str, Any]:
         r = self.record
@@ -186,10 +188,16 @@ SUMMARY_SAMPLE = 200
 
 def record_summary(rec: dict[str, Any]) -> dict[str, Any]:
     """A record's JSON object without `SUMMARY_DROPS`: what the report reads (`report_values`)."""
-    out = {k: v for k, v in rec.items() if k != "final_message"}
-    grade = out.get("grade")
-    if isinstance(grade, dict) and "items" in grade:
-        out["grade"] = {k: v for k, v in grade.items() if k != "items"}
+    out = dict(rec)
+    for *parents, last in SUMMARY_DROPS:
+        node = out
+        for k in parents:  # copied on the way down: `rec` stays as it is
+            child = node.get(k)
+            if not isinstance(child, dict):
+                break
+            node[k] = node = dict(child)
+        else:
+            node.pop(last, None)
     return out
 
 
