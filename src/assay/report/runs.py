@@ -35,7 +35,8 @@ N_COLUMNS = len(Store.REPORT_COLUMNS)
 
 # What the terminal report reads of a record besides the store's columns: (JSON path, parsed).
 # `parsed` paths come back as parsed JSON (objects, arrays; `MISSING` where absent), the
-# others as SQL scalars (None for null or absent). The order is `ReportRun.from_values`'s.
+# others as SQL scalars (None for null or absent); a group (a tuple of paths) as one list of
+# parsed values, None for null or absent. The order is `ReportRun.from_values`'s.
 # Only what a leaderboard (`build_report(details=False)`) reads: a run built from them has
 # `void_reason`, `turns`, `duration_s` and `search` at their defaults and a judge usage of
 # cost only (no token counts); per-run rows need the whole record (`read_runs(whole=True)`).
