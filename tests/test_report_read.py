@@ -32,6 +32,7 @@ from assay.record import (
 from assay.report.build import build_report
 from assay.report.runs import read_runs
 from assay.store import Store
+from assay.store.summaries import rebuild_summaries
 from tests.helpers import assay
 
 
@@ -104,18 +105,17 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
         for r in [*varied(campaign), *same_task_other_keys(campaign)]:
             st.save_run(r, [])
     st.save_run(_rec("c", "m3", "r1", "rubric", 0.5, nan=True), [])  # SQLite's JSON functions refuse NaN
-    # Records of an older version: keys later versions added are absent (their defaults apply),
-    # and no summary (stored before migration 0005 on PostgreSQL): read from the record.
+    # Records of an older version: keys later versions added are absent (their defaults apply);
+    # their summaries are recomputed from them, as migration 0006 computes every run's.
     _C_IDS.update(r.run_id for r in st.runs("c"))
-    for task, agent, _c in OLDER:
-        with st.engine.begin() as conn:
+    with st.engine.begin() as conn:
+        for task, agent, _c in OLDER:
             conn.execute(text(
                 "UPDATE runs SET record = json_remove(record, '$.judge_usage', '$.search', '$.turns', '$.options', "
                 "'$.usage.cache_read_tokens', '$.usage.cost_usd', '$.task_meta.modality', '$.grade.na', "
                 "'$.grade.router_fallback_count', '$.grade.contact_cost') "
                 "WHERE campaign = 'c' AND task_id = :t AND agent = :a"), {"t": task, "a": agent})
-            conn.execute(text("DELETE FROM run_summaries WHERE run_id IN (SELECT run_id FROM runs "
-                              "WHERE campaign = 'c' AND task_id = :t AND agent = :a)"), {"t": task, "a": agent})
+        assert rebuild_summaries(conn) == conn.execute(text("SELECT count(*) FROM runs")).scalar() > 0
     return st
 
 
@@ -138,23 +138,18 @@ def _canon(rep: dict[str, Any]) -> str:
     return json.dumps(rep, sort_keys=True, allow_nan=True)
 
 
-@pytest.mark.parametrize("summaries", [False, True], ids=["records", "summaries"])
 @pytest.mark.parametrize("shared", [False, True])
 @pytest.mark.parametrize("campaign", ["c", "other", None])
-def test_light_read_builds_the_same_report_as_whole_records(store: Store, campaign: str | None, shared: bool,
-                                                            summaries: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Short records are read whole by SQLite, long ones (`SUMMARY_FROM_BYTES`) through their
-    summaries (and the record where a run has none): the same report either way."""
-    import assay.store.db
-
-    monkeypatch.setattr(assay.store.db, "SUMMARY_FROM_BYTES", 0 if summaries else 10**9)
+def test_light_read_builds_the_same_report_as_whole_records(store: Store, campaign: str | None, shared: bool) -> None:
+    """The summaries (`Store.report_values`, plus the rubric items of labelled runs) give the
+    report the whole records give, with human labels and without."""
     labels = [{"task_id": "r1", "item_id": "i1", "met": True, "labeller": "x", "run_id": r.run_id}
               for r in store.runs(campaign) if r.key.task_id == "r1"]
     for lab in (None, labels):
         old = build_report(campaign, store.runs(campaign), labels=lab, shared_tasks=shared)
         whole = build_report(campaign, read_runs(store, campaign, whole=True), labels=lab, shared_tasks=shared)
         assert _canon(_older_grades_as_stored(whole)) == _canon(_older_grades_as_stored(old))
-        light = build_report(campaign, read_runs(store, campaign, whole=False, items=lab is not None), labels=lab,
+        light = build_report(campaign, read_runs(store, campaign, whole=False, labels=lab), labels=lab,
                              shared_tasks=shared, details=False)
         assert _canon(light) == _canon({**old, "runs": [], "tasks": []})
     assert {a["agent"] for a in old["agents"]} >= {"m1", "m2", "human:alice"}
@@ -227,38 +222,35 @@ def test_cli_html_alone_reads_no_whole_record(store: Store, tmp_path: Path) -> N
     assert (tmp_path / "cli.html").read_bytes() == (tmp_path / "want.html").read_bytes()
 
 
-def test_runs_stored_before_migration_0005_report_the_same(store_url: str) -> None:
-    """Runs saved under schema 0004 (no summaries): migration 0005 gives them summaries on
-    SQLite (in SQL: what `record_summary` computes) and none on PostgreSQL, where reads fall
-    back to the whole record; the report is the same either way."""
+def test_runs_stored_before_the_summaries_report_the_same(store_url: str) -> None:
+    """Runs saved under schema 0004 (no summaries): the migrations give each the summary a save
+    writes (0006 recomputes every run's from its record, on SQLite and PostgreSQL alike), and the
+    report is the one the whole records give."""
     from alembic import command
     from alembic.config import Config
     from sqlalchemy import create_engine
 
     from assay.store import open_store
-    from assay.store.db import MIGRATIONS_DIR, SaveOutcome, record_summary
-    from assay.store.models import campaigns_t, runs_t
+    from assay.store.db import MIGRATIONS_DIR, SaveOutcome
+    from assay.store.models import campaigns_t, runs_t, summaries_t
 
     if store_url.startswith("sqlite:///"):
         Path(store_url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
     runs = [*varied("c"), *same_task_other_keys("c")]
+    saves = [SaveOutcome(r, []) for r in runs]
     eng = create_engine(store_url)
     with eng.begin() as conn:
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, "0004")
         conn.execute(campaigns_t.insert(), [{"name": "c", "created_at": 0.0}])
-        conn.execute(runs_t.insert(), [SaveOutcome(r, []).run_row(1.0 + i) for i, r in enumerate(runs)])
+        conn.execute(runs_t.insert(), [s.run_row(1.0 + i) for i, s in enumerate(saves)])
     eng.dispose()
     with open_store(store_url) as st:
         with st.engine.connect() as conn:
-            stored = dict(conn.execute(text("SELECT run_id, summary FROM run_summaries")).all())
-        if store_url.startswith("sqlite"):
-            assert {i: json.loads(v) for i, v in stored.items()} == {
-                r.run_id: record_summary(json.loads(SaveOutcome(r, []).run_row(0)["record"])) for r in runs}
-        else:
-            assert stored == {}
+            stored = {row.run_id: dict(row._mapping) for row in conn.execute(summaries_t.select())}
+        assert stored == {s.record.run_id: s.summary_row() for s in saves}
         old = build_report("c", st.runs("c"))
         light = build_report("c", read_runs(st, "c", whole=False), details=False)
         assert _canon(light) == _canon({**old, "runs": [], "tasks": []})

@@ -19,6 +19,7 @@ from assay.config import store_url as default_store_url
 from assay.errors import InputError
 from assay.record import Event, Grade, RunKey, RunRecord, event_from_wire
 from assay.store import Store, open_store
+from assay.store.db import head_revision
 from assay.store.models import Base
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -251,7 +252,7 @@ def test_migrations_idempotent(store_url: str) -> None:
     s2.migrate()  # explicit second upgrade is a no-op too
     assert s2.get_run(rec.run_id) == rec
     with s2.engine.connect() as c:
-        assert c.execute(text("select version_num from alembic_version")).scalars().all() == ["0005"]
+        assert c.execute(text("select version_num from alembic_version")).scalars().all() == [head_revision()]
         names = set(inspect(c).get_table_names())
     assert {"campaigns", "runs", "events", "grades", "judge_cache", "leases", "users", "expert_labels", "play_sessions", "web_signins",
             "run_summaries", "alembic_version"} <= names
@@ -305,7 +306,7 @@ def test_opening_a_current_store_does_not_import_alembic(store_url: str) -> None
     out = subprocess.run([sys.executable, "-c", probe, store_url], env=env, capture_output=True, text=True, check=True)
     assert "alembic" in out.stdout
     with open_store(store_url) as s, s.engine.connect() as c:
-        assert c.execute(text("select version_num from alembic_version")).scalars().all() == ["0005"]
+        assert c.execute(text("select version_num from alembic_version")).scalars().all() == [head_revision()]
         assert "play_sessions" in set(inspect(c).get_table_names())
 
 

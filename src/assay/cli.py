@@ -257,7 +257,7 @@ def report(
     # rescan them (0.25 s over 100,000 runs), so none runs but while the failure-mode judge is called.
     with no_gc():
         for name in targets:
-            stored = read_runs(st, name, whole=whole, items=bool(human_labels))
+            stored = read_runs(st, name, whole=whole, labels=human_labels)
             selected = [r for r in stored if (not agents or r.key.agent in agents)
                         and (kind is None or r.kind == kind)]
             if agents and name is not None and not any(r.key.agent in agents for r in stored):

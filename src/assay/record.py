@@ -55,6 +55,18 @@ def safe_json(value: Any) -> Any:
     return value
 
 
+def json_text(obj: Any) -> str:
+    """Compact JSON text of a value as the store keeps it; lone surrogates are escaped
+    (`safe_json`). The walk over every string is only taken when the JSON has one (it cannot
+    be encoded as UTF-8)."""
+    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=True)
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return json.dumps(safe_json(obj), ensure_ascii=False, separators=(",", ":"), allow_nan=True)
+    return text
+
+
 def primary_kind(kinds: Sequence[str]) -> str:
     """The kind that scores a task or run: the first of scenario, contract, rubric it has."""
     for kind in SCORE_ORDER:

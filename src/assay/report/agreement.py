@@ -84,13 +84,26 @@ def load_labels(path: Path) -> list[dict[str, Any]]:
     return out
 
 
+def _labels_run(lab: dict[str, Any], r: ReportRun) -> bool:
+    """Whether a label was given to this run's answer (its task, its run id or a prefix of it)."""
+    return bool(lab["task_id"] == r.key.task_id and r.run_id.startswith(lab["run_id"]))
+
+
 def _file_labels(r: ReportRun, labels: list[dict[str, Any]]) -> dict[str, dict[str, bool]]:
     """item -> labeller -> met, for the labels given to this run's answer."""
     got: dict[str, dict[str, bool]] = defaultdict(dict)
     for lab in labels:
-        if lab["task_id"] == r.key.task_id and r.run_id.startswith(lab["run_id"]):
+        if _labels_run(lab, r):
             got[lab["item_id"]][lab["labeller"]] = lab["met"]
     return got
+
+
+def labelled(runs: Iterable[ReportRun], labels: list[dict[str, Any]]) -> list[ReportRun]:
+    """The runs some label was given to (`_labels_run`), in order; labels are looked up by task."""
+    by_task: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for lab in labels:
+        by_task[lab["task_id"]].append(lab)
+    return [r for r in runs if any(_labels_run(lab, r) for lab in by_task.get(r.key.task_id, ()))]
 
 
 def human_pairs(runs: Iterable[ReportRun], labels: list[dict[str, Any]]) -> dict[str, list[tuple[bool, bool, float]]]:

@@ -8,12 +8,10 @@ the same way. Two sources build it:
 - `ReportRun.from_record`: a `RunRecord` already in memory (a campaign that just ran, the web
   app) through its JSON dump;
 - the store (`read_runs`): the stored record's JSON whole (`Store.report_rows`: what the
-  per-run rows of `--json`, `--csv`, `--md` need), or, for the terminal report, only the
-  values at the JSON paths `PATHS` names (`Store.report_values`), which SQLite extracts in C
-  as one SQL column each (the grade's fields but tags as one group: they mostly repeat): no
-  JSON text is parsed in Python but small objects and arrays (kinds, options, tags, that
-  group), each distinct text once, and the transcript-sized fields (final message, rubric
-  items) are never read.
+  per-run rows of `--json`, `--csv`, `--md` need), or, for the leaderboard and the HTML
+  report, the run's summary (`Store.report_values`, `assay.store.summaries`): plain columns,
+  no record read, only small JSON values parsed (kinds, options, tags, the grade's fields a
+  leaderboard reads), each distinct text once.
 
 The grade's parts follow `Grade.from_flat`: a kind's part exists when the run has the kind
 and its flat grade has that part's always-dumped field (`scoring` for rubric, `uplift_adj`
@@ -29,27 +27,8 @@ from typing import Any
 
 from assay.record import RunRecord, key_digest, primary_kind
 from assay.store import Store
-from assay.store.db import MISSING
 
 N_COLUMNS = len(Store.REPORT_COLUMNS)
-
-# What the terminal report reads of a record besides the store's columns: (JSON path, parsed).
-# `parsed` paths come back as parsed JSON (objects, arrays; `MISSING` where absent), the
-# others as SQL scalars (None for null or absent); a group (a tuple of paths) as one list of
-# parsed values, None for null or absent. The order is `ReportRun.from_values`'s.
-# Only what a leaderboard (`build_report(details=False)`) reads: a run built from them has
-# `void_reason`, `turns`, `duration_s` and `search` at their defaults and a judge usage of
-# cost only (no token counts); per-run rows need the whole record (`read_runs(whole=True)`).
-USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
-# The grade's fields besides tags, one group (one SQL read): the same for most runs of a kind.
-GRADE_KEYS = ("scoring", "na", "judge_info", "uplift_adj", "contact_cost", "solved", "router_fallback_count", "sat",
-              "predicates", "audit")
-PATHS: tuple[tuple[str | tuple[str, ...], bool], ...] = (
-    ("$.kinds", True), ("$.value", True), ("$.options", True), ("$.task_meta", True),
-    *((f"$.usage.{k}", False) for k in USAGE_KEYS), ("$.usage.cost_usd", True), ("$.judge_usage.cost_usd", True),
-    ("$.grade.tags", True), (tuple(f"$.grade.{k}" for k in GRADE_KEYS), True),
-)
-ITEMS_PATH = ("$.grade.items", True)  # the rubric's items: only read for human labels
 
 
 class ReportUsage:
@@ -239,25 +218,21 @@ class ReportRun:
                    ReportUsage.from_raw(get("judge_usage")), ReportGrade.from_flat(get("grade") or {}, kinds))
 
     @classmethod
-    def from_values(cls, row: Sequence[Any], items: bool = False) -> ReportRun:
-        """From a row of `Store.report_values`: the store's columns, then the values at `PATHS`
-        (then `ITEMS_PATH` when `items`)."""
-        kinds, value, options, task_meta, u_in, u_out, u_cr, u_cw, u_cost, j_cost, tags, grade = \
-            row[N_COLUMNS:N_COLUMNS + len(PATHS)]
+    def from_values(cls, row: Sequence[Any]) -> ReportRun:
+        """From a row of `Store.report_values`: the store's columns, then the summary's values
+        (`assay.store.summaries.VALUES`)."""
+        kinds, value, options, task_meta, u_in, u_out, u_cr, u_cw, u_cost, j_cost, tags, grade = row[N_COLUMNS:]
         scoring, na, judge_info, uplift_adj, contact_cost, solved, router_fallbacks, sat, predicates, audit = grade
-        kinds = _present(kinds) or []
+        kinds = kinds or []
         rubric = scenario = contract = None
         if scoring is not None and "rubric" in kinds:
-            rubric = ReportRubric(scoring, _present(tags), na, judge_info,
-                                  _present(row[N_COLUMNS + len(PATHS)]) if items else None)
+            rubric = ReportRubric(scoring, tags, na, judge_info, None)
         if uplift_adj is not None and "scenario" in kinds:
             scenario = ReportScenario(uplift_adj, contact_cost, solved, router_fallbacks)
         if sat is not None and "contract" in kinds:
             contract = ReportContract(sat, predicates)
-        return cls(row[:N_COLUMNS], kinds, _present(value), _present(options), _present(task_meta), None,
-                   None, None, None,
-                   ReportUsage(u_in or 0, u_out or 0, u_cr or 0, u_cw or 0, 0.0 if u_cost is MISSING else u_cost),
-                   ReportUsage(0, 0, 0, 0, 0.0 if j_cost is MISSING else j_cost),
+        return cls(row[:N_COLUMNS], kinds, value, options, task_meta, None, None, None, None,
+                   ReportUsage(u_in, u_out, u_cr, u_cw, u_cost), ReportUsage(0, 0, 0, 0, j_cost),
                    ReportGrade(None, rubric, scenario, contract, audit))
 
     @classmethod
@@ -277,21 +252,27 @@ def as_report_runs(runs: Any) -> list[ReportRun]:
     return [r if isinstance(r, ReportRun) else ReportRun.from_record(r) for r in runs]
 
 
-def read_runs(store: Store, campaign: str | None, *, whole: bool, items: bool = False) -> list[ReportRun]:
+def read_runs(store: Store, campaign: str | None, *, whole: bool,
+              labels: list[dict[str, Any]] | None = None) -> list[ReportRun]:
     """The latest attempt per run key of `campaign` as `ReportRun`s, in `Store.runs` order:
-    `whole` reads every record whole (the per-run rows of a report file need it), else only
-    the values at `PATHS` a leaderboard reads (`items`: with the rubric's items, for human
-    labels; see `PATHS` for the fields such a run leaves at their defaults)."""
+    `whole` reads every record whole (the per-run rows of a report file need it), else each
+    run's summary (`Store.report_values`: what a leaderboard reads; such a run has
+    `void_reason`, `turns`, `duration_s` and `search` at their defaults, a judge usage of cost
+    only and no rubric items), plus the rubric items of the runs human `labels` name
+    (`agreement.labelled`), which judge-human agreement compares."""
     with no_gc():
         if whole:
             return [ReportRun.from_dict(cols, rec) for cols, rec in store.report_rows(campaign)]
-        rows = store.report_values(campaign, (*PATHS, ITEMS_PATH) if items else PATHS)
-        return [ReportRun.from_values(row, items) for row in rows]
+        runs = [ReportRun.from_values(row) for row in store.report_values(campaign)]
+        if labels:
+            from assay.report.agreement import labelled
 
-
-def _present(v: Any) -> Any:
-    """A parsed value of `Store.report_values`, None where the record has none."""
-    return None if v is MISSING else v
+            named = [(r, r.grade.rubric) for r in labelled(runs, labels)]
+            items = store.grade_items([r.run_id for r, rubric in named if rubric is not None])
+            for r, rubric in named:
+                if rubric is not None:
+                    rubric.items = [ReportItem(it) for it in items.get(r.run_id, [])]
+        return runs
 
 
 @contextlib.contextmanager

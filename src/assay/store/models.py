@@ -11,7 +11,7 @@ The migrations in ``migrations/versions`` create exactly this schema; change bot
 
 from __future__ import annotations
 
-from sqlalchemy import Boolean, Float, ForeignKey, Index, Integer, MetaData, String, Table, Text
+from sqlalchemy import BigInteger, Boolean, Float, ForeignKey, Index, Integer, MetaData, String, Table, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 # Constraint names the migrations use too (stable names make later ALTERs portable).
@@ -85,17 +85,48 @@ class Grade(Base):
 
 
 class RunSummary(Base):
-    """A run's record without its transcript-sized fields (`db.SUMMARY_DROPS`): what reports
-    read. A table of its own so that reading it never pages through the record (on SQLite a
-    column stored after a long record costs a walk over the record's overflow pages per read).
-    Runs stored before migration 0005 on PostgreSQL have none; reads fall back to the record."""
+    """What a report reads of a run (`assay.store.summaries`), written with the run: its
+    columns copied from `runs`, its small JSON values as text, its token counts and costs as
+    numbers. A table of its own, read without `runs`: a report over 100,000 runs then never
+    pages through the records nor parses them (on SQLite before 3.45 each JSON path read
+    parses the whole record again). Derived data: `summaries.rebuild_summaries` recomputes it
+    from the records (migration 0006)."""
 
     __tablename__ = "run_summaries"
 
     run_id: Mapped[str] = mapped_column(
         String(64), ForeignKey("runs.run_id", ondelete="CASCADE"), primary_key=True
     )
-    summary: Mapped[str] = mapped_column(Text, nullable=False)  # JSON: `db.record_summary`
+    key_digest: Mapped[str] = mapped_column(String(64), nullable=False)
+    created_at: Mapped[float] = mapped_column(Float, nullable=False)
+    campaign: Mapped[str] = mapped_column(String(200), nullable=False, index=True)
+    task_id: Mapped[str] = mapped_column(String(300), nullable=False)
+    task_hash: Mapped[str] = mapped_column(String(128), nullable=False)
+    agent: Mapped[str] = mapped_column(String(200), nullable=False)
+    level: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    epoch: Mapped[int] = mapped_column(Integer, nullable=False)
+    options_hash: Mapped[str] = mapped_column(String(128), nullable=False)
+    attempt: Mapped[int] = mapped_column(Integer, nullable=False)
+    status: Mapped[str] = mapped_column(String(16), nullable=False)
+    end_reason: Mapped[str] = mapped_column(String(32), nullable=False)
+    score: Mapped[float | None] = mapped_column(Float, nullable=True)
+    passed: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    harness_version: Mapped[str] = mapped_column(String(100), nullable=False)
+    model: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    sandbox: Mapped[str] = mapped_column(String(16), nullable=False)
+    # The record's values (JSON text; NULL: absent or null) and numbers (absent: the default).
+    kinds: Mapped[str | None] = mapped_column(Text, nullable=True)
+    value: Mapped[str | None] = mapped_column(Text, nullable=True)
+    options: Mapped[str | None] = mapped_column(Text, nullable=True)
+    task_meta: Mapped[str | None] = mapped_column(Text, nullable=True)
+    input_tokens: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    output_tokens: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    cache_read_tokens: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    cache_write_tokens: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    cost_usd: Mapped[float | None] = mapped_column(Float, nullable=True)  # NULL: a price is unknown
+    judge_cost_usd: Mapped[float | None] = mapped_column(Float, nullable=True)
+    tags: Mapped[str | None] = mapped_column(Text, nullable=True)
+    grade: Mapped[str] = mapped_column(Text, nullable=False)  # JSON array: `summaries.GRADE_KEYS`' values
 
 
 class Lease(Base):

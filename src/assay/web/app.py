@@ -191,7 +191,7 @@ def create_app(store_url: str, suites: list[Path] | None = None, *, token: str |
         blocks = []
         labels = expert_labels()
         for name in names:
-            rep = build_report(name, read_runs(store, name, whole=whole, items=bool(labels)), labels=labels,
+            rep = build_report(name, read_runs(store, name, whole=whole, labels=labels), labels=labels,
                                details=whole)
             blocks.append({"name": name, "report": rep,
                            "kinds": [k for k in KINDS if any(k in a for a in rep["agents"])]})

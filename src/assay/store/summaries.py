@@ -1,0 +1,86 @@
+"""Run summaries: what a report reads of each stored run, in a table of plain columns
+(`run_summaries`) written in the same transaction as the run, and rebuilt from the records
+when their shape changes (migration 0006).
+
+Why a table of columns: a report over 100,000 runs read a dozen JSON paths of each record,
+and SQLite (before 3.45) parses the whole record again for every path, and pages through
+the `runs` table's long rows to reach each record (issue 11). A summary row holds the run's
+own columns (copied), its small JSON values as text (a reader parses each distinct text
+once: most repeat from run to run), its token counts and costs as numbers, and of its grade
+only the fields the leaderboard reads (`GRADE_KEYS`): no transcript-sized field (final
+message, rubric items) and nothing to parse per path.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import Connection, select
+
+from assay.record import json_text
+from assay.store.models import runs_t, summaries_t
+
+RUN_COLUMNS = ("run_id", "campaign", "task_id", "task_hash", "agent", "level", "epoch", "options_hash",
+               "attempt", "status", "end_reason", "score", "passed", "harness_version", "model", "sandbox")
+"""The `runs` columns a summary repeats (and a report reads), in this order."""
+
+JSON_VALUES = ("kinds", "value", "options", "task_meta")
+"""The record's top-level values a summary keeps as JSON text (NULL: absent or null)."""
+
+USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+
+GRADE_KEYS = ("scoring", "na", "judge_info", "uplift_adj", "contact_cost", "solved", "router_fallback_count", "sat",
+              "predicates", "audit")
+"""The flat grade's fields a summary keeps (one JSON array, null for absent): what the
+leaderboard reads of a grade besides its tags (kept apart: they differ from run to run while
+these mostly repeat, so a reader parses this text once per distinct grade shape)."""
+
+VALUES = (*JSON_VALUES, *USAGE_KEYS, "cost_usd", "judge_cost_usd", "tags", "grade")
+"""The summary's values after `RUN_COLUMNS`, in the order `Store.report_values` gives them."""
+PARSED = frozenset((*JSON_VALUES, "tags", "grade"))
+"""The values stored as JSON text."""
+
+
+def summary_row(run: Mapping[str, Any], rec: Mapping[str, Any]) -> dict[str, Any]:
+    """The `run_summaries` row of a run: `run` its `runs` row (`RUN_COLUMNS`, `key_digest`,
+    `created_at`), `rec` its record's JSON object. A cost absent from the record is 0 (the
+    record's default), a null one unknown; absent token counts are 0."""
+    usage, judge, grade = rec.get("usage") or {}, rec.get("judge_usage") or {}, rec.get("grade") or {}
+    row = {n: run[n] for n in ("key_digest", "created_at", *RUN_COLUMNS)}
+    for n in JSON_VALUES:
+        v = rec.get(n)
+        row[n] = None if v is None else json_text(v)
+    for n in USAGE_KEYS:
+        row[n] = usage.get(n) or 0
+    row["cost_usd"] = usage.get("cost_usd", 0.0)
+    row["judge_cost_usd"] = judge.get("cost_usd", 0.0)
+    tags = grade.get("tags")
+    row["tags"] = None if tags is None else json_text(tags)
+    row["grade"] = json_text([grade.get(k) for k in GRADE_KEYS])
+    return row
+
+
+REBUILD_BATCH = 1000
+
+
+def rebuild_summaries(conn: Connection) -> int:
+    """Recompute every run's summary from its stored record (the table dropped and created
+    as `models.RunSummary` defines it, so table and rows always agree); the runs summarised.
+    Runs are read in batches by run id, so memory stays flat however many there are."""
+    summaries_t.drop(conn, checkfirst=True)
+    summaries_t.create(conn)
+    c = runs_t.c
+    stmt = select(c.key_digest, c.created_at, *[c[n] for n in RUN_COLUMNS], c.record).order_by(c.run_id)
+    names = ("key_digest", "created_at", *RUN_COLUMNS)
+    last: str | None = None
+    done = 0
+    while True:
+        page = conn.execute((stmt if last is None else stmt.where(c.run_id > last)).limit(REBUILD_BATCH)).all()
+        if not page:
+            return done
+        conn.execute(summaries_t.insert(), [summary_row(dict(zip(names, row[:-1], strict=True)), json.loads(row[-1]))
+                                            for row in page])
+        done += len(page)
+        last = page[-1].run_id
