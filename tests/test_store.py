@@ -20,7 +20,7 @@ from assay.errors import InputError
 from assay.record import Event, Grade, RunKey, RunRecord, event_from_wire
 from assay.store import Store, open_store
 from assay.store.db import head_revision
-from assay.store.models import Base
+from assay.store.models import metadata
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -315,7 +315,7 @@ def test_migration_matches_models(store: Store) -> None:
     from alembic.runtime.migration import MigrationContext
 
     with store.engine.connect() as c:
-        diff = compare_metadata(MigrationContext.configure(c), Base.metadata)
+        diff = compare_metadata(MigrationContext.configure(c), metadata)
     assert diff == []
 
 

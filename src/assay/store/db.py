@@ -48,7 +48,6 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import StaticPool
 
@@ -91,10 +90,32 @@ _CLAIM_ATTEMPTS = select(runs_t.c.key_digest, func.max(runs_t.c.attempt)).where(
 _CLAIM_TAKE_OVER = update(leases_t).where(_lk.campaign == bindparam("c"), _lk.key_digest == bindparam("d")).values(
     attempt=bindparam("a"), holder=bindparam("h"), heartbeat_at=bindparam("now"), ttl_s=bindparam("ttl"),
     claimed_at=bindparam("now"))
-_CLAIM_INSERT: dict[str, Any] = {
-    name: dialect.insert(leases_t).on_conflict_do_nothing(index_elements=["campaign", "key_digest"])
-    .returning(_lk.key_digest)
-    for name, dialect in (("sqlite", sqlite), ("postgresql", postgresql))}
+
+
+@functools.cache
+def _dialect_insert(backend: str) -> Any:
+    """The backend's `insert` with ON CONFLICT (None: a backend without), its dialect module
+    imported on first use: importing PostgreSQL's costs a SQLite store's commands ~40 ms."""
+    if backend == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+        return sqlite_insert
+    if backend == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        return pg_insert
+    return None
+
+
+@functools.cache
+def _claim_insert(backend: str) -> Any:
+    """The claim's insert of new leases that skips keys another worker just took (None: a
+    backend without ON CONFLICT), built once per backend."""
+    ins = _dialect_insert(backend)
+    return None if ins is None else ins(leases_t).on_conflict_do_nothing(
+        index_elements=["campaign", "key_digest"]).returning(_lk.key_digest)
+
+
 _SAVED_IDS = select(runs_t.c.run_id).where(runs_t.c.run_id.in_(bindparam("ids", expanding=True)))
 _SAVE_RELEASE = leases_t.delete().where(
     leases_t.c.campaign == bindparam("c"), leases_t.c.key_digest == bindparam("d"),
@@ -181,20 +202,6 @@ def _latest_rows(rows: Iterable[Sequence[Any]]) -> list[tuple[Any, ...]]:
     t, a, lv, e, cp = i["task_id"], i["agent"], i["level"], i["epoch"], i["campaign"]
     return [tuple(row[2:]) for row in sorted(latest.values(), key=lambda c: (c[t], c[a], c[lv] is not None,
                                                                              c[lv] or "", c[e], c[cp], c[0]))]
-
-
-def _last_per_digest(rows: Iterable[Sequence[Any]]) -> list[Sequence[Any]]:
-    """Rows `(key_digest, created_at, ...)` in `_report_order` -> the last row of each digest
-    (its latest attempt) without the first two."""
-    out: list[Sequence[Any]] = []
-    last = None
-    for row in rows:
-        if row[0] == last:
-            out[-1] = row[2:]
-        else:
-            out.append(row[2:])
-            last = row[0]
-    return out
 
 
 _PARSED_AT = tuple(len(RUN_COLUMNS) + i for i, n in enumerate(SUMMARY_VALUES) if n in SUMMARY_JSON)
@@ -360,11 +367,8 @@ class Store:
             return work(conn)
 
     def _insert(self, table: Any) -> Any:
-        if self._backend == "sqlite":
-            return sqlite.insert(table)
-        if self._backend == "postgresql":
-            return postgresql.insert(table)
-        return None
+        ins = _dialect_insert(self._backend)
+        return None if ins is None else ins(table)
 
     # --- writes --------------------------------------------------------------------------
 
@@ -568,7 +572,7 @@ class Store:
             conn.execute(_CLAIM_TAKE_OVER, taken)
         new = [{"campaign": campaign, "key_digest": d, "attempt": won[d], **row} for d in free if d not in leases]
         if new:
-            ins = _CLAIM_INSERT.get(self._backend)
+            ins = _claim_insert(self._backend)
             if ins is None:
                 conn.execute(leases_t.insert(), new)
             else:
@@ -704,34 +708,42 @@ class Store:
             rows = _latest_rows(conn.execute(stmt))
         return [(row[:-1], json.loads(row[-1])) for row in rows]
 
-    def report_values(self, campaign: str | None) -> list[tuple[Any, ...]]:
-        """The latest attempt per key digest (as `runs`, same order) as one tuple per run, read
+    def report_values(self, campaign: str | None) -> list[list[Any]]:
+        """The latest attempt per key digest (as `runs`, same order) as one list per run, read
         from its summary (`assay.store.summaries`): the values of `REPORT_COLUMNS`, then those
         of `summaries.VALUES`, JSON text parsed (None for NULL). Parsed values of the same text
         are one shared object (read them, never change them). No record is read or parsed."""
         t = summaries_t.c
-        stmt = select(t.key_digest, t.created_at, *[t[n] for n in RUN_COLUMNS], *[t[n] for n in SUMMARY_VALUES])
-        if campaign is not None:
-            stmt = stmt.where(t.campaign == campaign)
-        rows: Sequence[Sequence[Any]]
-        with self.engine.connect() as conn:
-            if self._backend == "sqlite":  # its binary collation is Python's order of `str`
-                rows = _last_per_digest(conn.execute(stmt.order_by(*_report_order(summaries_t))))
-            else:
-                rows = _latest_rows(conn.execute(stmt))
+        where = [t.campaign == campaign] if campaign is not None else []
+        columns = [t[n] for n in (*RUN_COLUMNS, *SUMMARY_VALUES)]
         memo: dict[str, Any] = {}
         loads = json.loads
-        out: list[tuple[Any, ...]] = []
-        for row in rows:
-            vals = list(row)
-            for i in _PARSED_AT:
-                text = vals[i]
-                if text is not None:
-                    try:
-                        vals[i] = memo[text]
-                    except KeyError:
-                        vals[i] = memo[text] = loads(text)
-            out.append(tuple(vals))
+        out: list[list[Any]] = []
+        last = None
+        with self.engine.connect() as conn:
+            rows: Iterable[Sequence[Any]]
+            if self._backend == "sqlite":  # its binary collation is Python's order of `str`
+                # In report order, each key's attempts by rank: a row of the previous row's
+                # digest replaces it (a later attempt ranks higher).
+                rows = conn.execute(select(t.key_digest, *columns).where(*where).order_by(*_report_order(summaries_t)))
+                first = 1
+            else:
+                rows = _latest_rows(conn.execute(select(t.key_digest, t.created_at, *columns).where(*where)))
+                first = 0
+            for row in rows:
+                vals = list(row[first:])
+                for i in _PARSED_AT:
+                    text = vals[i]
+                    if text is not None:
+                        try:
+                            vals[i] = memo[text]
+                        except KeyError:
+                            vals[i] = memo[text] = loads(text)
+                if first and row[0] == last:
+                    out[-1] = vals
+                else:
+                    out.append(vals)
+                    last = row[0]
         return out
 
     def grade_items(self, run_ids: Collection[str]) -> dict[str, list[dict[str, Any]]]:

@@ -1,4 +1,5 @@
-"""ORM schema of the store (SQLAlchemy 2 declarative).
+"""Schema of the store (SQLAlchemy Core tables: the store reads and writes with Core
+statements, and importing the ORM would cost every command ~0.2 s of start-up).
 
 The tables mirror the pydantic records in :mod:`assay.record`: one row per run attempt with
 the columns reports filter and group on, plus the full :class:`~assay.record.RunRecord` as
@@ -11,8 +12,19 @@ The migrations in ``migrations/versions`` create exactly this schema; change bot
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Boolean, Float, ForeignKey, Index, Integer, MetaData, String, Table, Text
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+)
 
 # Constraint names the migrations use too (stable names make later ALTERs portable).
 NAMING = {
@@ -21,140 +33,135 @@ NAMING = {
     "fk": "fk_%(table_name)s_%(column_0_name)s",
 }
 
-
-class Base(DeclarativeBase):
-    metadata = MetaData(naming_convention=NAMING)
-
-
-class Campaign(Base):
-    __tablename__ = "campaigns"
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    name: Mapped[str] = mapped_column(String(200), unique=True, nullable=False)
-    created_at: Mapped[float] = mapped_column(Float, nullable=False)
+metadata = MetaData(naming_convention=NAMING)
+"""Every table of the store (what the migrations create; `alembic` compares against it)."""
 
 
-class Run(Base):
-    __tablename__ = "runs"
-
-    run_id: Mapped[str] = mapped_column(String(64), primary_key=True)
-    campaign: Mapped[str] = mapped_column(
-        String(200), ForeignKey("campaigns.name"), nullable=False, index=True
-    )
-    key_digest: Mapped[str] = mapped_column(String(64), nullable=False, index=True)
-    task_id: Mapped[str] = mapped_column(String(300), nullable=False)
-    task_hash: Mapped[str] = mapped_column(String(128), nullable=False)
-    agent: Mapped[str] = mapped_column(String(200), nullable=False)
-    level: Mapped[str | None] = mapped_column(String(100), nullable=True)
-    epoch: Mapped[int] = mapped_column(Integer, nullable=False)
-    options_hash: Mapped[str] = mapped_column(String(128), nullable=False)
-    attempt: Mapped[int] = mapped_column(Integer, nullable=False)
-    status: Mapped[str] = mapped_column(String(16), nullable=False)
-    end_reason: Mapped[str] = mapped_column(String(32), nullable=False)
-    score: Mapped[float | None] = mapped_column(Float, nullable=True)
-    passed: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
-    harness_version: Mapped[str] = mapped_column(String(100), nullable=False)
-    model: Mapped[str | None] = mapped_column(String(200), nullable=True)
-    sandbox: Mapped[str] = mapped_column(String(16), nullable=False)
-    created_at: Mapped[float] = mapped_column(Float, nullable=False)
-    record: Mapped[str] = mapped_column(Text, nullable=False)  # RunRecord.model_dump_json()
-
-    __table_args__ = (Index("ix_runs_campaign_digest_attempt", "campaign", "key_digest", "attempt"),)
+campaigns_t: Table = Table(
+    "campaigns",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("name", String(200), unique=True, nullable=False),
+    Column("created_at", Float, nullable=False),
+)
 
 
-class EventRow(Base):
-    __tablename__ = "events"
-
-    run_id: Mapped[str] = mapped_column(
-        String(64), ForeignKey("runs.run_id", ondelete="CASCADE"), primary_key=True
-    )
-    seq: Mapped[int] = mapped_column(Integer, primary_key=True)
-    t: Mapped[float] = mapped_column(Float, nullable=False)
-    kind: Mapped[str] = mapped_column(String(32), nullable=False)
-    data: Mapped[str] = mapped_column(Text, nullable=False)  # JSON object
-
-
-class Grade(Base):
-    __tablename__ = "grades"
-
-    run_id: Mapped[str] = mapped_column(
-        String(64), ForeignKey("runs.run_id", ondelete="CASCADE"), primary_key=True
-    )
-    grade: Mapped[str] = mapped_column(Text, nullable=False)  # JSON: RunRecord.grade
-    audit: Mapped[str | None] = mapped_column(Text, nullable=True)  # JSON: grade["audit"], if any
-
-
-class RunSummary(Base):
-    """What a report reads of a run (`assay.store.summaries`), written with the run: its
-    columns copied from `runs`, its small JSON values as text, its token counts and costs as
-    numbers. A table of its own, read without `runs`: a report over 100,000 runs then never
-    pages through the records nor parses them (on SQLite before 3.45 each JSON path read
-    parses the whole record again). Derived data: `summaries.rebuild_summaries` recomputes it
-    from the records (migration 0006)."""
-
-    __tablename__ = "run_summaries"
-
-    run_id: Mapped[str] = mapped_column(
-        String(64), ForeignKey("runs.run_id", ondelete="CASCADE"), primary_key=True
-    )
-    key_digest: Mapped[str] = mapped_column(String(64), nullable=False)
-    created_at: Mapped[float] = mapped_column(Float, nullable=False)
-    campaign: Mapped[str] = mapped_column(String(200), nullable=False, index=True)
-    task_id: Mapped[str] = mapped_column(String(300), nullable=False)
-    task_hash: Mapped[str] = mapped_column(String(128), nullable=False)
-    agent: Mapped[str] = mapped_column(String(200), nullable=False)
-    level: Mapped[str | None] = mapped_column(String(100), nullable=True)
-    epoch: Mapped[int] = mapped_column(Integer, nullable=False)
-    options_hash: Mapped[str] = mapped_column(String(128), nullable=False)
-    attempt: Mapped[int] = mapped_column(Integer, nullable=False)
-    status: Mapped[str] = mapped_column(String(16), nullable=False)
-    end_reason: Mapped[str] = mapped_column(String(32), nullable=False)
-    score: Mapped[float | None] = mapped_column(Float, nullable=True)
-    passed: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
-    harness_version: Mapped[str] = mapped_column(String(100), nullable=False)
-    model: Mapped[str | None] = mapped_column(String(200), nullable=True)
-    sandbox: Mapped[str] = mapped_column(String(16), nullable=False)
-    # The record's values (JSON text; NULL: absent or null) and numbers (absent: the default).
-    kinds: Mapped[str | None] = mapped_column(Text, nullable=True)
-    value: Mapped[str | None] = mapped_column(Text, nullable=True)
-    options: Mapped[str | None] = mapped_column(Text, nullable=True)
-    task_meta: Mapped[str | None] = mapped_column(Text, nullable=True)
-    input_tokens: Mapped[int] = mapped_column(BigInteger, nullable=False)
-    output_tokens: Mapped[int] = mapped_column(BigInteger, nullable=False)
-    cache_read_tokens: Mapped[int] = mapped_column(BigInteger, nullable=False)
-    cache_write_tokens: Mapped[int] = mapped_column(BigInteger, nullable=False)
-    cost_usd: Mapped[float | None] = mapped_column(Float, nullable=True)  # NULL: a price is unknown
-    judge_cost_usd: Mapped[float | None] = mapped_column(Float, nullable=True)
-    tags: Mapped[str | None] = mapped_column(Text, nullable=True)
-    grade: Mapped[str] = mapped_column(Text, nullable=False)  # JSON array: `summaries.GRADE_KEYS`' values
+runs_t: Table = Table(
+    "runs",
+    metadata,
+    Column("run_id", String(64), primary_key=True),
+    Column("campaign", String(200), ForeignKey("campaigns.name"), nullable=False, index=True),
+    Column("key_digest", String(64), nullable=False, index=True),
+    Column("task_id", String(300), nullable=False),
+    Column("task_hash", String(128), nullable=False),
+    Column("agent", String(200), nullable=False),
+    Column("level", String(100), nullable=True),
+    Column("epoch", Integer, nullable=False),
+    Column("options_hash", String(128), nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("end_reason", String(32), nullable=False),
+    Column("score", Float, nullable=True),
+    Column("passed", Boolean, nullable=True),
+    Column("harness_version", String(100), nullable=False),
+    Column("model", String(200), nullable=True),
+    Column("sandbox", String(16), nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("record", Text, nullable=False),  # the record's JSON (`record.json_text`)
+    Index("ix_runs_campaign_digest_attempt", "campaign", "key_digest", "attempt"),
+)
 
 
-class Lease(Base):
-    """A claim on one run key: which worker runs it, since when it last showed it is alive.
-
-    A lease is live while ``heartbeat_at + ttl_s`` lies ahead (store clock: the database
-    server's on PostgreSQL); a lease past that is taken over by the next claim. ``attempt`` is
-    the attempt number the holder runs, decided under the claim so two attempts of one key
-    never share a number.
-    """
-
-    __tablename__ = "leases"
-
-    campaign: Mapped[str] = mapped_column(String(200), primary_key=True)
-    key_digest: Mapped[str] = mapped_column(String(64), primary_key=True)
-    holder: Mapped[str] = mapped_column(String(200), nullable=False, index=True)
-    heartbeat_at: Mapped[float] = mapped_column(Float, nullable=False)
-    ttl_s: Mapped[float] = mapped_column(Float, nullable=False)
-    attempt: Mapped[int] = mapped_column(Integer, nullable=False)
-    claimed_at: Mapped[float] = mapped_column(Float, nullable=False)
+events_t: Table = Table(
+    "events",
+    metadata,
+    Column("run_id", String(64), ForeignKey("runs.run_id", ondelete="CASCADE"), primary_key=True),
+    Column("seq", Integer, primary_key=True),
+    Column("t", Float, nullable=False),
+    Column("kind", String(32), nullable=False),
+    Column("data", Text, nullable=False),  # JSON object
+)
 
 
-class JudgeCache(Base):
-    __tablename__ = "judge_cache"
+grades_t: Table = Table(
+    "grades",
+    metadata,
+    Column("run_id", String(64), ForeignKey("runs.run_id", ondelete="CASCADE"), primary_key=True),
+    Column("grade", Text, nullable=False),  # JSON: RunRecord.grade
+    Column("audit", Text, nullable=True),  # JSON: grade["audit"], if any
+)
 
-    key: Mapped[str] = mapped_column(String(64), primary_key=True)  # sha256 hex
-    value: Mapped[str] = mapped_column(Text, nullable=False)
-    created_at: Mapped[float] = mapped_column(Float, nullable=False)
+
+# What a report reads of a run (`assay.store.summaries`), written with the run: its
+# columns copied from `runs`, its small JSON values as text, its token counts and costs as
+# numbers. A table of its own, read without `runs`: a report over 100,000 runs then never
+# pages through the records nor parses them (on SQLite before 3.45 each JSON path read
+# parses the whole record again). Derived data: `summaries.rebuild_summaries` recomputes it
+# from the records (migration 0006).
+summaries_t: Table = Table(
+    "run_summaries",
+    metadata,
+    Column("run_id", String(64), ForeignKey("runs.run_id", ondelete="CASCADE"), primary_key=True),
+    Column("key_digest", String(64), nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("campaign", String(200), nullable=False, index=True),
+    Column("task_id", String(300), nullable=False),
+    Column("task_hash", String(128), nullable=False),
+    Column("agent", String(200), nullable=False),
+    Column("level", String(100), nullable=True),
+    Column("epoch", Integer, nullable=False),
+    Column("options_hash", String(128), nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("end_reason", String(32), nullable=False),
+    Column("score", Float, nullable=True),
+    Column("passed", Boolean, nullable=True),
+    Column("harness_version", String(100), nullable=False),
+    Column("model", String(200), nullable=True),
+    Column(
+        "sandbox", String(16), nullable=False
+    ),  # The record's values (JSON text; NULL: absent or null) and numbers (absent: the default).
+    Column("kinds", Text, nullable=True),
+    Column("value", Text, nullable=True),
+    Column("options", Text, nullable=True),
+    Column("task_meta", Text, nullable=True),
+    Column("input_tokens", BigInteger, nullable=False),
+    Column("output_tokens", BigInteger, nullable=False),
+    Column("cache_read_tokens", BigInteger, nullable=False),
+    Column("cache_write_tokens", BigInteger, nullable=False),
+    Column("cost_usd", Float, nullable=True),  # NULL: a price is unknown
+    Column("judge_cost_usd", Float, nullable=True),
+    Column("tags", Text, nullable=True),
+    Column("grade", Text, nullable=False),  # JSON array: `summaries.GRADE_KEYS`' values
+)
+
+
+# A claim on one run key: which worker runs it, since when it last showed it is alive.
+#
+# A lease is live while ``heartbeat_at + ttl_s`` lies ahead (store clock: the database
+# server's on PostgreSQL); a lease past that is taken over by the next claim. ``attempt`` is
+# the attempt number the holder runs, decided under the claim so two attempts of one key
+# never share a number.
+leases_t: Table = Table(
+    "leases",
+    metadata,
+    Column("campaign", String(200), primary_key=True),
+    Column("key_digest", String(64), primary_key=True),
+    Column("holder", String(200), nullable=False, index=True),
+    Column("heartbeat_at", Float, nullable=False),
+    Column("ttl_s", Float, nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("claimed_at", Float, nullable=False),
+)
+
+
+judge_cache_t: Table = Table(
+    "judge_cache",
+    metadata,
+    Column("key", String(64), primary_key=True),  # sha256 hex
+    Column("value", Text, nullable=False),
+    Column("created_at", Float, nullable=False),
+)
 
 
 def max_length(table: Table, column: str) -> int:
@@ -165,81 +172,58 @@ def max_length(table: Table, column: str) -> int:
     return length
 
 
-campaigns_t: Table = Campaign.__table__  # type: ignore[assignment]
-runs_t: Table = Run.__table__  # type: ignore[assignment]
-events_t: Table = EventRow.__table__  # type: ignore[assignment]
-grades_t: Table = Grade.__table__  # type: ignore[assignment]
-summaries_t: Table = RunSummary.__table__  # type: ignore[assignment]
-leases_t: Table = Lease.__table__  # type: ignore[assignment]
-judge_cache_t: Table = JudgeCache.__table__  # type: ignore[assignment]
+# A person who may use the web app (`assay users`): the token is stored as its SHA-256 only.
+users_t: Table = Table(
+    "users",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("token_sha256", String(64), unique=True, nullable=False),
+    Column("role", String(16), nullable=False),
+    Column("created_at", Float, nullable=False),
+)
 
 
-class User(Base):
-    """A person who may use the web app (`assay users`): the token is stored as its SHA-256 only."""
-
-    __tablename__ = "users"
-
-    name: Mapped[str] = mapped_column(String(64), primary_key=True)
-    token_sha256: Mapped[str] = mapped_column(String(64), unique=True, nullable=False)
-    role: Mapped[str] = mapped_column(String(16), nullable=False)
-    created_at: Mapped[float] = mapped_column(Float, nullable=False)
-
-
-users_t: Table = User.__table__  # type: ignore[assignment]
-
-
-class ExpertLabel(Base):
-    """An expert's verdict on one rubric item of one stored run's answer (web app, part 3)."""
-
-    __tablename__ = "expert_labels"
-
-    run_id: Mapped[str] = mapped_column(
-        String(64), ForeignKey("runs.run_id", ondelete="CASCADE"), primary_key=True
-    )
-    item_id: Mapped[str] = mapped_column(String(300), primary_key=True)
-    labeller: Mapped[str] = mapped_column(String(64), primary_key=True)
-    task_id: Mapped[str] = mapped_column(String(300), nullable=False)
-    met: Mapped[bool] = mapped_column(Boolean, nullable=False)
-    note: Mapped[str] = mapped_column(Text, nullable=False)
-    created_at: Mapped[float] = mapped_column(Float, nullable=False)
+# An expert's verdict on one rubric item of one stored run's answer (web app, part 3).
+expert_labels_t: Table = Table(
+    "expert_labels",
+    metadata,
+    Column("run_id", String(64), ForeignKey("runs.run_id", ondelete="CASCADE"), primary_key=True),
+    Column("item_id", String(300), primary_key=True),
+    Column("labeller", String(64), primary_key=True),
+    Column("task_id", String(300), nullable=False),
+    Column("met", Boolean, nullable=False),
+    Column("note", Text, nullable=False),
+    Column("created_at", Float, nullable=False),
+)
 
 
-expert_labels_t: Table = ExpertLabel.__table__  # type: ignore[assignment]
+# A human play session of the web app (`assay.store.play`): enough to pick it up again.
+play_sessions_t: Table = Table(
+    "play_sessions",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("owner", String(64), nullable=True),
+    Column("name", String(64), nullable=False),
+    Column("task_id", String(300), nullable=False),
+    Column("level", String(100), nullable=True),
+    Column("campaign", String(200), nullable=False),
+    Column("epoch", Integer, nullable=False),
+    Column("state", String(16), nullable=False, index=True),
+    Column("actions", Text, nullable=False),  # JSON list of recorded actions
+    Column("run_id", String(64), nullable=True),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+)
 
 
-class PlaySessionRow(Base):
-    """A human play session of the web app (`assay.store.play`): enough to pick it up again."""
-
-    __tablename__ = "play_sessions"
-
-    id: Mapped[str] = mapped_column(String(64), primary_key=True)
-    owner: Mapped[str | None] = mapped_column(String(64), nullable=True)
-    name: Mapped[str] = mapped_column(String(64), nullable=False)
-    task_id: Mapped[str] = mapped_column(String(300), nullable=False)
-    level: Mapped[str | None] = mapped_column(String(100), nullable=True)
-    campaign: Mapped[str] = mapped_column(String(200), nullable=False)
-    epoch: Mapped[int] = mapped_column(Integer, nullable=False)
-    state: Mapped[str] = mapped_column(String(16), nullable=False, index=True)
-    actions: Mapped[str] = mapped_column(Text, nullable=False)  # JSON list of recorded actions
-    run_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
-    created_at: Mapped[float] = mapped_column(Float, nullable=False)
-    updated_at: Mapped[float] = mapped_column(Float, nullable=False)
-
-
-play_sessions_t: Table = PlaySessionRow.__table__  # type: ignore[assignment]
-
-
-class WebSignin(Base):
-    """A browser sign-in of the web app: the SHA-256 of its cookie value, never the value."""
-
-    __tablename__ = "web_signins"
-
-    sid_sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
-    name: Mapped[str] = mapped_column(String(64), nullable=False)
-    role: Mapped[str] = mapped_column(String(16), nullable=False)
-    csrf: Mapped[str] = mapped_column(String(64), nullable=False)
-    account: Mapped[bool] = mapped_column(Boolean, nullable=False)
-    expires: Mapped[float] = mapped_column(Float, nullable=False)
-
-
-web_signins_t: Table = WebSignin.__table__  # type: ignore[assignment]
+# A browser sign-in of the web app: the SHA-256 of its cookie value, never the value.
+web_signins_t: Table = Table(
+    "web_signins",
+    metadata,
+    Column("sid_sha256", String(64), primary_key=True),
+    Column("name", String(64), nullable=False),
+    Column("role", String(16), nullable=False),
+    Column("csrf", String(64), nullable=False),
+    Column("account", Boolean, nullable=False),
+    Column("expires", Float, nullable=False),
+)

@@ -67,7 +67,7 @@ REBUILD_BATCH = 1000
 
 def rebuild_summaries(conn: Connection) -> int:
     """Recompute every run's summary from its stored record (the table dropped and created
-    as `models.RunSummary` defines it, so table and rows always agree); the runs summarised.
+    as `models.summaries_t` defines it, so table and rows always agree); the runs summarised.
     Runs are read in batches by run id, so memory stays flat however many there are."""
     summaries_t.drop(conn, checkfirst=True)
     summaries_t.create(conn)

@@ -10,10 +10,10 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import create_engine
 
-from assay.store.models import Base
+from assay.store.models import metadata
 
 config = context.config
-target_metadata = Base.metadata
+target_metadata = metadata
 
 
 def _run(connection) -> None:  # type: ignore[no-untyped-def]
