@@ -255,3 +255,18 @@ def test_runs_stored_before_the_summaries_report_the_same(store_url: str) -> Non
         light = build_report("c", read_runs(st, "c", whole=False), details=False)
         assert _canon(light) == _canon({**old, "runs": [], "tasks": []})
         assert light["agents"] and len(old["runs"]) == len(runs) - 1  # the void r3 of m2 was re-run
+
+
+def test_runs_graded_alike_share_a_grade_but_a_labelled_run_has_its_own(store: Store) -> None:
+    """The summary read builds one grade object per distinct grade (`ReportRun.from_values`);
+    the rubric items human labels need go to the labelled run only, never to the runs that
+    shared its grade."""
+    runs = [r for r in read_runs(store, "other", whole=False) if r.key.task_id == "r2" and r.grade.rubric]
+    assert len(runs) > 2 and len({id(r.grade) for r in runs}) < len(runs)
+    target = next(r for r in runs if sum(o.grade is r.grade for o in runs) > 1)
+    labels = [{"task_id": "r2", "item_id": "i1", "met": False, "labeller": "x", "run_id": target.run_id}]
+    again = read_runs(store, "other", whole=False, labels=labels)
+    by_id = {r.run_id: r for r in again}
+    assert [it.id for it in by_id[target.run_id].grade.rubric.items] == ["i1", "i2", "c1"]  # type: ignore[union-attr]
+    others = [r for r in again if r.run_id != target.run_id and r.grade.rubric is not None]
+    assert others and all(r.grade.rubric.items == [] for r in others)  # type: ignore[union-attr]

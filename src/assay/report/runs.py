@@ -21,6 +21,7 @@ for scenario, `sat` for contract); the defaults below are `assay.record`'s.
 from __future__ import annotations
 
 import contextlib
+import copy
 import gc
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -218,22 +219,31 @@ class ReportRun:
                    ReportUsage.from_raw(get("judge_usage")), ReportGrade.from_flat(get("grade") or {}, kinds))
 
     @classmethod
-    def from_values(cls, row: Sequence[Any]) -> ReportRun:
+    def from_values(cls, row: Sequence[Any], shared: dict[Any, Any]) -> ReportRun:
         """From a row of `Store.report_values`: the store's columns, then the summary's values
-        (`assay.store.summaries.VALUES`)."""
+        (`assay.store.summaries.VALUES`). `shared` (one dict per read) keeps one judge usage
+        per cost and one grade per distinct grade: the store's parsed values of one JSON text
+        are one object, so runs graded alike share their grade objects (read them, never
+        change them: `read_runs` gives a labelled run a grade of its own)."""
         kinds, value, options, task_meta, u_in, u_out, u_cr, u_cw, u_cost, j_cost, tags, grade = row[N_COLUMNS:]
-        scoring, na, judge_info, uplift_adj, contact_cost, solved, router_fallbacks, sat, predicates, audit = grade
+        # The store's parsed objects live as long as its rows: their ids name them meanwhile.
+        key = (id(grade), id(tags), id(kinds))
         kinds = kinds or []
-        rubric = scenario = contract = None
-        if scoring is not None and "rubric" in kinds:
-            rubric = ReportRubric(scoring, tags, na, judge_info, None)
-        if uplift_adj is not None and "scenario" in kinds:
-            scenario = ReportScenario(uplift_adj, contact_cost, solved, router_fallbacks)
-        if sat is not None and "contract" in kinds:
-            contract = ReportContract(sat, predicates)
+        judge = shared.get(j_cost)
+        if judge is None:
+            judge = shared[j_cost] = ReportUsage(0, 0, 0, 0, j_cost)
+        graded = shared.get(key)
+        if graded is None:
+            scoring, na, judge_info, uplift_adj, contact_cost, solved, router_fallbacks, sat, predicates, audit = grade
+            graded = shared[key] = ReportGrade(
+                None,
+                ReportRubric(scoring, tags, na, judge_info, None) if scoring is not None and "rubric" in kinds else None,
+                ReportScenario(uplift_adj, contact_cost, solved, router_fallbacks)
+                if uplift_adj is not None and "scenario" in kinds else None,
+                ReportContract(sat, predicates) if sat is not None and "contract" in kinds else None,
+                audit)
         return cls(row[:N_COLUMNS], kinds, value, options, task_meta, None, None, None, None,
-                   ReportUsage(u_in, u_out, u_cr, u_cw, u_cost), ReportUsage(0, 0, 0, 0, j_cost),
-                   ReportGrade(None, rubric, scenario, contract, audit))
+                   ReportUsage(u_in, u_out, u_cr, u_cw, u_cost), judge, graded)
 
     @classmethod
     def from_record(cls, r: RunRecord) -> ReportRun:
@@ -263,15 +273,18 @@ def read_runs(store: Store, campaign: str | None, *, whole: bool,
     with no_gc():
         if whole:
             return [ReportRun.from_dict(cols, rec) for cols, rec in store.report_rows(campaign)]
-        runs = [ReportRun.from_values(row) for row in store.report_values(campaign)]
+        shared: dict[Any, Any] = {}
+        runs = [ReportRun.from_values(row, shared) for row in store.report_values(campaign)]
         if labels:
             from assay.report.agreement import labelled
 
-            named = [(r, r.grade.rubric) for r in labelled(runs, labels)]
-            items = store.grade_items([r.run_id for r, rubric in named if rubric is not None])
-            for r, rubric in named:
-                if rubric is not None:
-                    rubric.items = [ReportItem(it) for it in items.get(r.run_id, [])]
+            named = [(r, rg) for r in labelled(runs, labels) if (rg := r.grade.rubric) is not None]
+            items = store.grade_items([r.run_id for r, _rg in named])
+            for r, rg in named:  # its own grade: runs graded alike share theirs
+                grade, rubric = copy.copy(r.grade), copy.copy(rg)
+                rubric.items = [ReportItem(it) for it in items.get(r.run_id, [])]
+                grade.rubric = rubric
+                r.grade = grade
         return runs
 
 
