@@ -1,15 +1,17 @@
 """The report over a large store: `assay report` (terminal) and `assay report --html` over
 synthetic stored runs, for many tasks and for many epochs of few tasks.
 
-    python bench/bench_report.py [--runs 100000] [--agents 2] [--in-process]
+    python bench/bench_report.py [--runs 100000] [--agents 2] [--answer-chars N] [--repeat 3] [--in-process]
 
 Fills a temporary SQLite store with `--runs` rubric runs (token counts, costs, values in two
 currencies, one run in 50 void), written as the rows `Store.save_run` writes but 5,000 per
 transaction (one transaction per run would take the fill minutes), once as distinct tasks
 (runs / agents tasks per agent, one epoch each) and once as 5 tasks with runs / (5 x agents)
 epochs each, then times the real CLI in a subprocess (start-up, store read, report build,
-rendering; stdout to a file, as in a pipe). The terminal report reads the store's projection
-(`Store.report_values`, `assay.report.runs`), the HTML report whole records. `--in-process` also
+rendering; stdout to a file, as in a pipe), `--repeat` times each: the fastest and the median
+are given, beside `machine_loop_s` (a plain Python loop's time: this machine's speed). The
+terminal and the HTML report read the runs' summaries (`Store.report_values`,
+`assay.store.summaries`), not their records. `--in-process` also
 times, in this process (CPU seconds), the store read + `build_report` through whole validated
 `RunRecord`s (`Store.runs`, the old path) against the light read, for the terminal (no per-run
 rows) and for report files (with them). Targets (issue 11): terminal <= 3 s, HTML <= 10 s.
@@ -118,11 +120,26 @@ def in_process(db: Path) -> dict[str, float]:
     return out
 
 
+def machine_loop_s() -> float:
+    """Seconds this machine takes for a plain Python loop of 10 million additions (fastest of
+    3): to compare numbers taken on machines of different speed."""
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        total = 0
+        for i in range(10_000_000):
+            total += i
+        best = min(best, time.perf_counter() - t0)
+    return round(best, 2)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=100_000)
     ap.add_argument("--agents", type=int, default=2)
     ap.add_argument("--answer-chars", type=int, default=0, help="each run's final message length (default: none)")
+    ap.add_argument("--repeat", type=int, default=3, help="time each report this many times: the fastest and the "
+                                                           "median are given (default 3)")
     ap.add_argument("--in-process", action="store_true", help="also time old vs light read in this process")
     args = ap.parse_args()
     results = []
@@ -131,13 +148,17 @@ def main() -> None:
             cwd = Path(tmp)
             (cwd / ".assay").mkdir()
             fill_s = fill(cwd / ".assay" / "assay.db", args.runs, args.agents, tasks, args.answer_chars)
-            terminal = timed(cwd)
-            html = timed(cwd, "--html", "r.html")
+            terminal = sorted(timed(cwd) for _ in range(args.repeat))
+            html = sorted(timed(cwd, "--html", "r.html") for _ in range(args.repeat))
+            mid = args.repeat // 2
             results.append({"shape": shape, "runs": args.runs, "agents": args.agents, "fill_s": round(fill_s, 1),
-                            "terminal_s": round(terminal[0], 2), "terminal_cpu_s": round(terminal[1], 2),
-                            "html_s": round(html[0], 2), "html_cpu_s": round(html[1], 2),
+                            "terminal_s": round(terminal[0][0], 2), "terminal_median_s": round(terminal[mid][0], 2),
+                            "terminal_cpu_s": round(terminal[0][1], 2),
+                            "html_s": round(html[0][0], 2), "html_median_s": round(html[mid][0], 2),
+                            "html_cpu_s": round(html[0][1], 2),
                             "load": round(os.getloadavg()[0], 1), "answer_chars": args.answer_chars,
-                            "html_mb": round((cwd / "r.html").stat().st_size / 1e6, 1)})
+                            "html_mb": round((cwd / "r.html").stat().st_size / 1e6, 1),
+                            "machine_loop_s": machine_loop_s()})
             if args.in_process:
                 results[-1].update(in_process(cwd / ".assay" / "assay.db"))
             print(json.dumps(results[-1]), flush=True)
