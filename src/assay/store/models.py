@@ -92,6 +92,13 @@ grades_t: Table = Table(
 )
 
 
+REPORT_COLUMNS = ("run_id", "campaign", "task_id", "task_hash", "agent", "level", "epoch", "options_hash",
+                  "attempt", "status", "end_reason", "score", "passed", "harness_version", "model", "sandbox")
+"""The `runs` columns a report reads of each run, in this order (`Store.REPORT_COLUMNS`)."""
+SUMMARY_RUN_COLUMNS = ("key_digest", "created_at", *REPORT_COLUMNS[1:])
+"""The `runs` columns a summary repeats (its run id is its key)."""
+
+
 # What a report reads of a run (`assay.store.summaries`), written with the run: its
 # columns copied from `runs`, its small JSON values as text, its token counts and costs as
 # numbers. A table of its own, read without `runs`: a report over 100,000 runs then never
@@ -102,25 +109,9 @@ summaries_t: Table = Table(
     "run_summaries",
     metadata,
     Column("run_id", String(64), ForeignKey("runs.run_id", ondelete="CASCADE"), primary_key=True),
-    Column("key_digest", String(64), nullable=False),
-    Column("created_at", Float, nullable=False),
-    Column("campaign", String(200), nullable=False, index=True),
-    Column("task_id", String(300), nullable=False),
-    Column("task_hash", String(128), nullable=False),
-    Column("agent", String(200), nullable=False),
-    Column("level", String(100), nullable=True),
-    Column("epoch", Integer, nullable=False),
-    Column("options_hash", String(128), nullable=False),
-    Column("attempt", Integer, nullable=False),
-    Column("status", String(16), nullable=False),
-    Column("end_reason", String(32), nullable=False),
-    Column("score", Float, nullable=True),
-    Column("passed", Boolean, nullable=True),
-    Column("harness_version", String(100), nullable=False),
-    Column("model", String(200), nullable=True),
-    Column(
-        "sandbox", String(16), nullable=False
-    ),  # The record's values (JSON text; NULL: absent or null) and numbers (absent: the default).
+    # The run's own columns, typed as in `runs` (the campaign indexed: reports select by it).
+    *[Column(n, runs_t.c[n].type, nullable=runs_t.c[n].nullable, index=n == "campaign") for n in SUMMARY_RUN_COLUMNS],
+    # The record's values (JSON text; NULL: absent or null) and numbers (absent: the default).
     Column("kinds", Text, nullable=True),
     Column("value", Text, nullable=True),
     Column("options", Text, nullable=True),

@@ -20,11 +20,10 @@ from typing import Any
 from sqlalchemy import Connection, select
 
 from assay.record import json_text
-from assay.store.models import runs_t, summaries_t
+from assay.store.models import REPORT_COLUMNS, SUMMARY_RUN_COLUMNS, runs_t, summaries_t
 
-RUN_COLUMNS = ("run_id", "campaign", "task_id", "task_hash", "agent", "level", "epoch", "options_hash",
-               "attempt", "status", "end_reason", "score", "passed", "harness_version", "model", "sandbox")
-"""The `runs` columns a summary repeats (and a report reads), in this order."""
+RUN_COLUMNS = REPORT_COLUMNS
+"""The `runs` columns a report reads, in this order (a summary repeats them)."""
 
 JSON_VALUES = ("kinds", "value", "options", "task_meta")
 """The record's top-level values a summary keeps as JSON text (NULL: absent or null)."""
@@ -48,7 +47,7 @@ def summary_row(run: Mapping[str, Any], rec: Mapping[str, Any]) -> dict[str, Any
     `created_at`), `rec` its record's JSON object. A cost absent from the record is 0 (the
     record's default), a null one unknown; absent token counts are 0."""
     usage, judge, grade = rec.get("usage") or {}, rec.get("judge_usage") or {}, rec.get("grade") or {}
-    row = {n: run[n] for n in ("key_digest", "created_at", *RUN_COLUMNS)}
+    row = {n: run[n] for n in ("run_id", *SUMMARY_RUN_COLUMNS)}
     for n in JSON_VALUES:
         v = rec.get(n)
         row[n] = None if v is None else json_text(v)
