@@ -54,10 +54,19 @@ from sqlalchemy.pool import StaticPool
 from assay.config import store_url
 from assay.errors import InputError
 from assay.record import Event, RunRecord, event_from_wire, json_text
-from assay.store.models import campaigns_t, events_t, grades_t, judge_cache_t, leases_t, runs_t, summaries_t
+from assay.store.models import (
+    REPORT_COLUMNS,
+    campaigns_t,
+    events_t,
+    grades_t,
+    judge_cache_t,
+    leases_t,
+    runs_t,
+    summaries_t,
+)
 from assay.store.summaries import PARSED as SUMMARY_JSON
-from assay.store.summaries import RUN_COLUMNS, summary_row
 from assay.store.summaries import VALUES as SUMMARY_VALUES
+from assay.store.summaries import summary_row
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -192,19 +201,19 @@ def _latest_rows(rows: Iterable[Sequence[Any]]) -> list[tuple[Any, ...]]:
     """Rows `(key_digest, created_at, *REPORT_COLUMNS, ...)` -> the latest attempt per key
     digest (rank: attempt, created_at, run_id, as `Store.runs`) without the first two, in
     `Store.runs` order (`_report_order`)."""
-    at = 2 + RUN_COLUMNS.index("attempt")
+    at = 2 + REPORT_COLUMNS.index("attempt")
     latest: dict[str, Sequence[Any]] = {}
     for row in rows:
         cur = latest.get(row[0])
         if cur is None or (row[at], row[1], row[2]) > (cur[at], cur[1], cur[2]):
             latest[row[0]] = row
-    i = {n: 2 + RUN_COLUMNS.index(n) for n in ("task_id", "agent", "level", "epoch", "campaign")}
+    i = {n: 2 + REPORT_COLUMNS.index(n) for n in ("task_id", "agent", "level", "epoch", "campaign")}
     t, a, lv, e, cp = i["task_id"], i["agent"], i["level"], i["epoch"], i["campaign"]
     return [tuple(row[2:]) for row in sorted(latest.values(), key=lambda c: (c[t], c[a], c[lv] is not None,
                                                                              c[lv] or "", c[e], c[cp], c[0]))]
 
 
-_PARSED_AT = tuple(len(RUN_COLUMNS) + i for i, n in enumerate(SUMMARY_VALUES) if n in SUMMARY_JSON)
+_PARSED_AT = tuple(len(REPORT_COLUMNS) + i for i, n in enumerate(SUMMARY_VALUES) if n in SUMMARY_JSON)
 
 
 class Store:
@@ -693,8 +702,8 @@ class Store:
         records.sort(key=lambda rd: (*_sort_key(rd[0])[:-1], rd[1]))  # `_report_order`
         return [r for r, _digest in records]
 
-    # The columns `report_rows` and `report_values` give each run (the record's own values, stored beside it).
-    REPORT_COLUMNS = RUN_COLUMNS
+    # The columns `report_rows` and `report_values` give each run (`models.REPORT_COLUMNS`).
+    REPORT_COLUMNS = REPORT_COLUMNS
 
     def report_rows(self, campaign: str | None = None) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
         """The latest attempt per key digest (as `runs`, same order) as plain data for reports:
@@ -715,7 +724,7 @@ class Store:
         are one shared object (read them, never change them). No record is read or parsed."""
         t = summaries_t.c
         where = [t.campaign == campaign] if campaign is not None else []
-        columns = [t[n] for n in (*RUN_COLUMNS, *SUMMARY_VALUES)]
+        columns = [t[n] for n in (*REPORT_COLUMNS, *SUMMARY_VALUES)]
         memo: dict[str, Any] = {}
         loads = json.loads
         out: list[list[Any]] = []

@@ -22,9 +22,6 @@ from sqlalchemy import Connection, select
 from assay.record import json_text
 from assay.store.models import REPORT_COLUMNS, SUMMARY_RUN_COLUMNS, runs_t, summaries_t
 
-RUN_COLUMNS = REPORT_COLUMNS
-"""The `runs` columns a report reads, in this order (a summary repeats them)."""
-
 JSON_VALUES = ("kinds", "value", "options", "task_meta")
 """The record's top-level values a summary keeps as JSON text (NULL: absent or null)."""
 
@@ -37,13 +34,13 @@ leaderboard reads of a grade besides its tags (kept apart: they differ from run 
 these mostly repeat, so a reader parses this text once per distinct grade shape)."""
 
 VALUES = (*JSON_VALUES, *USAGE_KEYS, "cost_usd", "judge_cost_usd", "tags", "grade")
-"""The summary's values after `RUN_COLUMNS`, in the order `Store.report_values` gives them."""
+"""The summary's values after `REPORT_COLUMNS`, in the order `Store.report_values` gives them."""
 PARSED = frozenset((*JSON_VALUES, "tags", "grade"))
 """The values stored as JSON text."""
 
 
 def summary_row(run: Mapping[str, Any], rec: Mapping[str, Any]) -> dict[str, Any]:
-    """The `run_summaries` row of a run: `run` its `runs` row (`RUN_COLUMNS`, `key_digest`,
+    """The `run_summaries` row of a run: `run` its `runs` row (`REPORT_COLUMNS`, `key_digest`,
     `created_at`), `rec` its record's JSON object. A cost absent from the record is 0 (the
     record's default), a null one unknown; absent token counts are 0."""
     usage, judge, grade = rec.get("usage") or {}, rec.get("judge_usage") or {}, rec.get("grade") or {}
@@ -71,8 +68,8 @@ def rebuild_summaries(conn: Connection) -> int:
     summaries_t.drop(conn, checkfirst=True)
     summaries_t.create(conn)
     c = runs_t.c
-    stmt = select(c.key_digest, c.created_at, *[c[n] for n in RUN_COLUMNS], c.record).order_by(c.run_id)
-    names = ("key_digest", "created_at", *RUN_COLUMNS)
+    stmt = select(c.key_digest, c.created_at, *[c[n] for n in REPORT_COLUMNS], c.record).order_by(c.run_id)
+    names = ("key_digest", "created_at", *REPORT_COLUMNS)
     last: str | None = None
     done = 0
     while True:
