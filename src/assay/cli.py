@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn
 import typer
 from rich.console import Console
 
-from assay.config import DEFAULTS
+from assay.config import DEFAULTS, settings
 from assay.errors import InputError
 from assay.version import __version__
 
@@ -247,7 +247,7 @@ def report(
     targets: list[str | None] = [*chosen] or [None]
     from concurrent.futures import ThreadPoolExecutor
 
-    from assay.report.runs import no_gc, read_runs
+    from assay.report.runs import ReportRun, no_gc, read_runs
 
     # Per-run rows (--json, --csv, --md, --runs) need whole records; the leaderboard and the
     # HTML's runs table (`details="table"`) read a projection.
@@ -255,21 +255,37 @@ def report(
     details: bool | Literal["table"] = True if whole else "table" if html is not None else False
     # The report's objects live until they are printed and written: collections would only
     # rescan them (0.25 s over 100,000 runs), so none runs but while the failure-mode judge is called.
+    # The terminal leaderboard alone is built by one process per group of agents where several
+    # CPUs are free (`assay.report.forked`); then no thread may run (a fork copies none).
+    try:
+        processes = settings().report_processes
+    except InputError as e:
+        _fail(e)
+    forked = details is False and not shared_tasks and failure_judge is None and processes != 1
+    stored: list[ReportRun] = []
+    selected: list[ReportRun] = []
     with no_gc(), ThreadPoolExecutor(max_workers=1) as pool:
         # The first campaign is read while the report's modules import: the store's sort runs
         # in C without the GIL (0.3 s over 100,000 runs on SQLite), the imports meanwhile.
-        first = pool.submit(read_runs, st, targets[0], whole=whole, labels=human_labels)
+        first = None if forked else pool.submit(read_runs, st, targets[0], whole=whole, labels=human_labels)
         from assay.report.build import build_report
+        from assay.report.forked import leaderboard as forked_leaderboard
         from assay.report.table import leaderboard, runs_table
 
         for i, name in enumerate(targets):
-            stored = first.result() if i == 0 else read_runs(st, name, whole=whole, labels=human_labels)
-            selected = [r for r in stored if (not agents or r.key.agent in agents)
-                        and (kind is None or r.kind == kind)]
-            if agents and name is not None and not any(r.key.agent in agents for r in stored):
-                sys.stderr.write(f"note: campaign {name!r} has no runs of {', '.join(sorted(agents))}\n")
-            rep = build_report(name, selected, labels=human_labels, shared_tasks=shared_tasks,
-                               details=details)
+            built = (forked_leaderboard(st, name, agents=agents or None, kind=kind, labels=human_labels,
+                                        processes=processes) if forked else None)
+            if built is not None:
+                rep = built
+            else:
+                stored = first.result() if i == 0 and first is not None else read_runs(st, name, whole=whole,
+                                                                                       labels=human_labels)
+                selected = [r for r in stored if (not agents or r.key.agent in agents)
+                            and (kind is None or r.kind == kind)]
+                if agents and name is not None and not any(r.key.agent in agents for r in stored):
+                    sys.stderr.write(f"note: campaign {name!r} has no runs of {', '.join(sorted(agents))}\n")
+                rep = build_report(name, selected, labels=human_labels, shared_tasks=shared_tasks,
+                                   details=details)
             out.print(leaderboard(rep))
             if failure_judge is not None:
                 from assay.campaign.failures import failure_modes as classify_failures
@@ -509,7 +525,7 @@ def serve(
     """The web app: leaderboard, run viewer, JSON API, and human play (human:NAME) on --suite tasks.
 
     With a token or accounts, every page and API call needs sign-in (docs/web.md)."""
-    from assay.config import load_config, settings, store_url
+    from assay.config import load_config, store_url
     from assay.web.app import create_app
     from assay.web.ops import run_server
 

@@ -7,6 +7,7 @@ field and the reason, so a user can fix bad input without reading a traceback.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 
 class InputError(Exception):
@@ -20,6 +21,10 @@ class InputError(Exception):
         self.line = line
         self.column = column
         super().__init__(self.message)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled by its fields (a report's worker process sends its errors to the parent)."""
+        return type(self), (self.file, self.field, self.reason, self.line, self.column)
 
     @property
     def message(self) -> str:
@@ -40,6 +45,9 @@ class InvalidTasks(InputError):
         self.errors = list(errors)
         first = self.errors[0]
         super().__init__(first.file, first.field, first.reason, first.line, first.column)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.errors,)
 
     @property
     def message(self) -> str:

@@ -30,10 +30,11 @@ Additions to the SPEC's keys (documented here and in docs):
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from typing import Any, Literal, TypeVar
 
 import numpy as np
+from pydantic import BaseModel
 
 from assay import metrics
 from assay.record import Audit, RunRecord, primary_kind
@@ -45,6 +46,9 @@ SCHEMA = "assay.report/1"
 R = TypeVar("R", RunRecord, ReportRun)
 CELLS = [f"{m}/{e}" for m in ("text", "multimodal") for e in ("single-step", "multi-step", "multi-step-with-tools")]
 
+
+BaselineScores = dict[tuple[str, str], dict[str, list[float]]]
+"""An agent's scores per (kind, task family) scope and task (`baseline_scores`)."""
 
 _NO_AUDIT = Audit().model_dump(mode="json")
 
@@ -261,6 +265,10 @@ class AgentRuns:
         self.versions: set[str] = set()  # harness versions of every run
         self._scan()
 
+    def finished_kinds(self) -> dict[str, set[str]]:
+        """Per kind the agent ran (void runs count), the tasks it finished: what `task_sets` reads."""
+        return {kind: self.finished.get(kind, set()) for kind in self.by_kind}
+
     def _scan(self) -> None:
         """The one loop over the runs: the report's hot loop, so it reads each attribute once into
         a local, binds the methods it calls, and calls no function of its own per run (but
@@ -336,28 +344,26 @@ class AgentRuns:
         self.cost, self.judge_cost, self.tokens, self.done, self.passes = cost, judge_cost, tokens, done, passes
 
 
-def search_deltas(agents: dict[str, AgentRuns]) -> dict[str, dict[str, dict[str, Any]]]:
-    """Per agent and search mode: mean over tasks run both ways of (score with - score without)."""
-    out: dict[str, dict[str, dict[str, Any]]] = {}
-    for agent, a in sorted(agents.items()):
-        # Only agents run both without search and with it have a delta: collect only theirs.
-        if "off" not in a.modes or len(a.modes) < 2:
+def search_deltas(a: AgentRuns) -> dict[str, dict[str, Any]]:
+    """One agent's delta per search mode: the mean over tasks run both ways of (score with -
+    score without); empty unless the agent ran without search and with it."""
+    out: dict[str, dict[str, Any]] = {}
+    if "off" not in a.modes or len(a.modes) < 2:
+        return out
+    scores: dict[str, dict[tuple[str, str | None], list[float]]] = defaultdict(lambda: defaultdict(list))
+    for r in a.scored:
+        scores[str(r.options.get("search", "off"))][(r.key.task_id, r.key.level)].append(r.score)
+    without = scores["off"]
+    for mode, with_s in sorted(scores.items()):
+        if mode == "off":
             continue
-        scores: dict[str, dict[tuple[str, str | None], list[float]]] = defaultdict(lambda: defaultdict(list))
-        for r in a.scored:
-            scores[str(r.options.get("search", "off"))][(r.key.task_id, r.key.level)].append(r.score)
-        without = scores["off"]
-        for mode, with_s in sorted(scores.items()):
-            if mode == "off":
-                continue
-            common = sorted(set(with_s) & set(without), key=lambda t: (t[0], t[1] or ""))
-            if not common:
-                continue
-            w = [sum(with_s[t]) / len(with_s[t]) for t in common]
-            wo = [sum(without[t]) / len(without[t]) for t in common]
-            out.setdefault(agent, {})[mode] = {
-                "delta": sum(a - b for a, b in zip(w, wo, strict=True)) / len(common),
-                "tasks": len(common), "with": sum(w) / len(w), "without": sum(wo) / len(wo)}
+        common = sorted(set(with_s) & set(without), key=lambda t: (t[0], t[1] or ""))
+        if not common:
+            continue
+        w = [sum(with_s[t]) / len(with_s[t]) for t in common]
+        wo = [sum(without[t]) / len(without[t]) for t in common]
+        out[mode] = {"delta": sum(a - b for a, b in zip(w, wo, strict=True)) / len(common),
+                     "tasks": len(common), "with": sum(w) / len(w), "without": sum(wo) / len(wo)}
     return out
 
 
@@ -548,20 +554,68 @@ def _build(campaign: str | None, runs: list[ReportRun], labels: list[dict[str, A
            skipped: list[dict[str, Any]] | None, shared_tasks: bool, details: bool | Literal["table"]
            ) -> dict[str, Any]:
     agents = agent_runs(runs)
-    sets = task_sets(agents)
+    sets = task_sets({name: a.finished_kinds() for name, a in agents.items()})
     if shared_tasks:
         runs = on_shared_tasks(runs, sets)
         agents = agent_runs(runs)
-    by_agent = {a: ar.runs for a, ar in agents.items()}
-    deltas = search_deltas(agents)
-    fronts, points = pareto_fronts(agents)
+    return assemble(campaign, agent_parts(agents, labels), skipped=skipped, shared_tasks=shared_tasks, sets=sets,
+                    rows=[table_row(r) for r in runs] if details == "table" else
+                    [run_row(r) for r in runs] if details else [],
+                    tasks=task_rows(runs) if details is True else [])
+
+
+class AgentPart(BaseModel):
+    """What the report takes of one agent's runs, computed from them alone (`agent_part`): its
+    summary and what the blocks across agents combine (`assemble`). So a report is the same
+    whether the parts are built in one process or each in its own (`assay.report.forked`)."""
+
+    summary: dict[str, Any]  # the report's `agents` entry
+    search_deltas: dict[str, dict[str, Any]]  # `search_deltas`
+    scopes: dict[tuple[str, str | None], list[float]]  # `AgentRuns.scopes`
+    unpriced: set[tuple[str, str | None]]  # `AgentRuns.unpriced`
+    finished: dict[str, set[str]]  # `AgentRuns.finished_kinds`
+    task_pairs: set[tuple[str, str]]  # `AgentRuns.task_pairs`
+    versions: set[str]  # `AgentRuns.versions`
+    baseline: BaselineScores  # `baseline_scores`
+
+
+def agent_part(agent: str, a: AgentRuns, labels: list[dict[str, Any]] | None,
+               baseline_scopes: Container[tuple[str, str]] | None) -> AgentPart:
+    """One agent's part; `baseline_scopes`: the (kind, family) scopes the human baseline needs
+    its scores in (None: every scope)."""
+    # Not validated: every value is built here, of these types; over 100,000 runs the
+    # validation of the sets would cost more than building them.
+    return AgentPart.model_construct(
+        summary=agent_summary(agent, a, labels), search_deltas=search_deltas(a), scopes=a.scopes,
+        unpriced=a.unpriced, finished=a.finished_kinds(), task_pairs=a.task_pairs, versions=a.versions,
+        baseline=baseline_scores(a.runs, baseline_scopes))
+
+
+def agent_parts(agents: dict[str, AgentRuns], labels: list[dict[str, Any]] | None) -> dict[str, AgentPart]:
+    """Every agent's part (same order): the people's first, whose scopes are the only ones the
+    other agents' baseline scores are needed in."""
+    parts = {name: agent_part(name, a, labels, None) for name, a in agents.items() if name.startswith(HUMAN_PREFIX)}
+    scopes = {scope for p in parts.values() for scope in p.baseline}
+    others = {name: agent_part(name, a, labels, scopes) for name, a in agents.items() if name not in parts}
+    return {name: parts.get(name) or others[name] for name in agents}
+
+
+def assemble(campaign: str | None, parts: dict[str, AgentPart], *, skipped: list[dict[str, Any]] | None,
+             shared_tasks: bool, sets: dict[str, dict[str, Any]] | None = None,
+             rows: list[dict[str, Any]] | None = None, tasks: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The report from its agents' parts (sorted names); `sets`: the task sets (`task_sets`)
+    when the parts are of the shared tasks only (`--shared-tasks`), else the parts' own;
+    `rows`, `tasks`: the per-run and per-task rows (none by default)."""
+    sets = task_sets({name: p.finished for name, p in parts.items()}) if sets is None else sets
+    deltas = {name: p.search_deltas for name, p in parts.items() if p.search_deltas}
+    fronts, points = pareto_fronts(parts)
     return {
         "schema": SCHEMA,
         "campaign": campaign,
         "skipped": list(skipped or []),
-        "runs": [table_row(r) for r in runs] if details == "table" else [run_row(r) for r in runs] if details else [],
-        "agents": [agent_summary(a, ar, labels) for a, ar in agents.items()],
-        "tasks": task_rows(runs) if details is True else [],
+        "runs": rows or [],
+        "agents": [p.summary for p in parts.values()],
+        "tasks": tasks or [],
         # One number per agent: the local-corpus delta where there is one, else Brave's, else native's.
         "search_delta": {a: (m.get("local") or m.get("brave") or m.get("native") or next(iter(m.values())))["delta"]
                          for a, m in deltas.items()},
@@ -570,8 +624,8 @@ def _build(campaign: str | None, runs: list[ReportRun], labels: list[dict[str, A
         "pareto_points": points,
         "shared_tasks": shared_tasks,
         "task_sets": sets,
-        "human_baseline": human_baseline(by_agent),
-        "warnings": mixing_warnings(agents) + task_set_warnings(sets, shared_tasks),
+        "human_baseline": human_baseline({name: p.baseline for name, p in parts.items()}),
+        "warnings": mixing_warnings(parts) + task_set_warnings(sets, shared_tasks),
     }
 
 
@@ -594,50 +648,56 @@ def family_of(task_id: str) -> str:
     return task_id.split("/", 1)[0]
 
 
-def human_baseline(by_agent: dict[str, list[ReportRun]]) -> dict[str, dict[str, dict[str, Any]]]:
+def baseline_scores(runs: Iterable[ReportRun], scopes: Container[tuple[str, str]] | None
+                    ) -> BaselineScores:
+    """An agent's scores (`averaged`) of its done, scored runs per (kind, family) scope and
+    task, in the `scopes` given (None: every scope): what `human_baseline` compares."""
+    out: BaselineScores = {}
+    if scopes is not None and not scopes:
+        return out
+    for r in runs:
+        if r.status == "done" and r.score is not None and r.kinds:
+            scope = (r.kind, family_of(r.key.task_id))
+            if scopes is None or scope in scopes:
+                out.setdefault(scope, {}).setdefault(r.key.task_id, []).append(averaged(r))
+    return out
+
+
+def human_baseline(by_agent: dict[str, BaselineScores]) -> dict[str, dict[str, dict[str, Any]]]:
     """Per kind and task family with at least `MIN_HUMAN_RUNS` done, scored runs by people:
     the people's pooled mean score (`averaged`: scenario S floored at -1) over those runs with
     its bootstrap 95% CI, `runs`, `people` (their agent names), `tasks`, and beside it
     `agents {agent: {mean, runs}}`: every other agent's mean over its runs of the same tasks
-    of that family (the same work), null-free (agents without such runs are left out)."""
-    scores: dict[tuple[str, str], dict[str, dict[str, list[float]]]] = defaultdict(lambda: defaultdict(
-        lambda: defaultdict(list)))
-    # Only the (kind, family) scopes people ran count: collect the people's runs first, then
-    # only the other agents' runs in those scopes (none at all in a store without people).
-    people_first = sorted(by_agent, key=lambda a: not a.startswith(HUMAN_PREFIX))
-    for agent in people_first:
-        human = agent.startswith(HUMAN_PREFIX)
-        if not human and not scores:
-            break
-        for r in by_agent[agent]:
-            if r.status == "done" and r.score is not None and r.kinds:
-                scope = (r.kind, family_of(r.key.task_id))
-                if human or scope in scores:
-                    scores[scope][agent][r.key.task_id].append(averaged(r))
+    of that family (the same work), null-free (agents without such runs are left out).
+    `by_agent`: each agent's `baseline_scores` (the other agents' at least in the people's scopes)."""
+    people = sorted(a for a in by_agent if a.startswith(HUMAN_PREFIX))
     out: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
-    for (kind, fam), per_agent in sorted(scores.items()):
-        people = sorted(a for a in per_agent if a.startswith(HUMAN_PREFIX))
-        vals = [v for a in people for vs in per_agent[a].values() for v in vs]
+    for kind, fam in sorted({scope for a in people for scope in by_agent[a]}):
+        per_agent = {a: scores[(kind, fam)] for a, scores in sorted(by_agent.items()) if (kind, fam) in scores}
+        ran = [a for a in people if a in per_agent]
+        vals = [v for a in ran for vs in per_agent[a].values() for v in vs]
         if len(vals) < MIN_HUMAN_RUNS:
             continue
-        tasks = sorted({t for a in people for t in per_agent[a]})
+        tasks = sorted({t for a in ran for t in per_agent[a]})
         others: dict[str, dict[str, Any]] = {}
-        for a, by_task in sorted(per_agent.items()):
+        for a, by_task in per_agent.items():
             own = [v for t in tasks for v in by_task.get(t, [])]
             if not a.startswith(HUMAN_PREFIX) and own:
                 others[a] = {"mean": sum(own) / len(own), "runs": len(own)}
-        out[kind][fam] = {"mean": sum(vals) / len(vals), "ci95": _ci(vals), "runs": len(vals), "people": people,
+        out[kind][fam] = {"mean": sum(vals) / len(vals), "ci95": _ci(vals), "runs": len(vals), "people": ran,
                           "tasks": tasks, "agents": others}
     return dict(out)
 
 
-def task_sets(agents: dict[str, AgentRuns]) -> dict[str, dict[str, Any]]:
+def task_sets(finished: dict[str, dict[str, set[str]]]) -> dict[str, dict[str, Any]]:
     """Per kind, the tasks every agent that ran the kind finished (has a done run on): `shared`
     (sorted ids), `agents {agent: tasks finished}`, `differ` (true when some agent finished a
-    task another did not) and `missing {agent: [tasks another agent finished and it did not]}`."""
+    task another did not) and `missing {agent: [tasks another agent finished and it did not]}`.
+    `finished`: per agent (sorted names), per kind it ran, the tasks it finished
+    (`AgentRuns.finished_kinds`)."""
     out: dict[str, dict[str, Any]] = {}
-    for kind in sorted({k for a in agents.values() for k in a.by_kind}):
-        per_agent = {name: a.finished.get(kind, set()) for name, a in sorted(agents.items()) if kind in a.by_kind}
+    for kind in sorted({k for kinds in finished.values() for k in kinds}):
+        per_agent = {name: kinds[kind] for name, kinds in finished.items() if kind in kinds}
         union = set().union(*per_agent.values())
         shared = set.intersection(*per_agent.values())
         out[kind] = {"shared": sorted(shared), "agents": {a: len(t) for a, t in per_agent.items()},
@@ -648,8 +708,9 @@ def task_sets(agents: dict[str, AgentRuns]) -> dict[str, dict[str, Any]]:
 
 def on_shared_tasks(runs: list[R], sets: dict[str, dict[str, Any]] | None = None) -> list[R]:
     """The runs of the tasks every agent that ran their kind finished (`--shared-tasks`)."""
-    keep = {k: set(v["shared"]) for k, v in (task_sets(agent_runs(as_report_runs(runs))) if sets is None
-                                             else sets).items()}
+    if sets is None:
+        sets = task_sets({name: a.finished_kinds() for name, a in agent_runs(as_report_runs(runs)).items()})
+    keep = {k: set(v["shared"]) for k, v in sets.items()}
     return [r for r in runs if not r.kinds or r.key.task_id in keep.get(primary_kind(r.kinds), set())]
 
 
@@ -665,7 +726,7 @@ def task_set_warnings(sets: dict[str, dict[str, Any]], restricted: bool) -> list
     return out
 
 
-def mixing_warnings(agents: dict[str, AgentRuns]) -> list[str]:
+def mixing_warnings(agents: dict[str, AgentPart]) -> list[str]:
     """What makes a campaign's runs not comparable: a task run under several contents (its
     hash changed between runs) or runs made by several harness versions."""
     pairs: set[tuple[str, str]] = set().union(*(a.task_pairs for a in agents.values()))
@@ -681,7 +742,7 @@ def mixing_warnings(agents: dict[str, AgentRuns]) -> list[str]:
     return out
 
 
-def pareto_fronts(agents: dict[str, AgentRuns]
+def pareto_fronts(agents: dict[str, AgentPart]
                   ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[dict[str, Any]]]]:
     """Accuracy-cost Pareto fronts (DAREBench): the agents no other agent beats on both mean
     score and cost. A score is never averaged across kinds, so there is one front per kind
@@ -690,7 +751,7 @@ def pareto_fronts(agents: dict[str, AgentRuns]
     that kind's fronts too. Agents whose cost is unknown (a price is missing) are left out.
     Second: every priced agent's point `{agent, cost_usd, mean_score}` per kind and per kind
     and modality (the report's `pareto_points`, what the HTML plots beside each front). The
-    sums per scope come from each agent's pass over its runs (`AgentRuns.scopes`)."""
+    sums per scope come from each agent's pass over its runs (`AgentRuns.scopes`, in its part)."""
     kinds = sorted({k for a in agents.values() for k, _m in a.scopes})
     out: dict[str, list[dict[str, Any]]] = {}
     points: dict[str, list[dict[str, Any]]] = {}

@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import gc
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
 from assay.record import RunRecord, key_digest, primary_kind
@@ -263,18 +263,20 @@ def as_report_runs(runs: Any) -> list[ReportRun]:
 
 
 def read_runs(store: Store, campaign: str | None, *, whole: bool,
-              labels: list[dict[str, Any]] | None = None) -> list[ReportRun]:
+              labels: list[dict[str, Any]] | None = None, agents: Collection[str] | None = None) -> list[ReportRun]:
     """The latest attempt per run key of `campaign` as `ReportRun`s, in `Store.runs` order:
     `whole` reads every record whole (the per-run rows of a report file need it), else each
     run's summary (`Store.report_values`: what a leaderboard reads; such a run has
     `void_reason`, `turns`, `duration_s` and `search` at their defaults, a judge usage of cost
     only and no rubric items), plus the rubric items of the runs human `labels` name
-    (`agreement.labelled`), which judge-human agreement compares."""
+    (`agreement.labelled`), which judge-human agreement compares. `agents`: only these
+    agents' runs (None: every agent's)."""
     with no_gc():
         if whole:
-            return [ReportRun.from_dict(cols, rec) for cols, rec in store.report_rows(campaign)]
+            whole_runs = [ReportRun.from_dict(cols, rec) for cols, rec in store.report_rows(campaign)]
+            return whole_runs if agents is None else [r for r in whole_runs if r.key.agent in agents]
         shared: dict[Any, Any] = {}
-        runs = [ReportRun.from_values(row, shared) for row in store.report_values(campaign)]
+        runs = [ReportRun.from_values(row, shared) for row in store.report_values(campaign, agents)]
         if labels:
             from assay.report.agreement import labelled
 

@@ -256,6 +256,11 @@ class Store:
             self.engine.dispose()
             raise InputError(None, "--store", f"cannot open the store {self.redacted_url}: {db_reason(e)}") from None
 
+    @property
+    def reopenable(self) -> bool:
+        """Whether another process can open this store at its URL (not one in memory)."""
+        return self._backend != "sqlite" or self._db_path is not None
+
     # --- setup ---------------------------------------------------------------------------
 
     def _install_sqlite_hooks(self) -> None:
@@ -717,13 +722,26 @@ class Store:
             rows = _latest_rows(conn.execute(stmt))
         return [(row[:-1], json.loads(row[-1])) for row in rows]
 
-    def report_values(self, campaign: str | None) -> list[list[Any]]:
+    def report_agents(self, campaign: str | None) -> dict[str, int]:
+        """The agents of `campaign`'s runs (every campaign's for None), sorted, each with its
+        number of stored attempts: what a report splits its work by."""
+        t = summaries_t.c
+        stmt = select(t.agent, func.count()).group_by(t.agent).order_by(t.agent)
+        if campaign is not None:
+            stmt = stmt.where(t.campaign == campaign)
+        with self.engine.connect() as conn:
+            return {agent: n for agent, n in conn.execute(stmt)}
+
+    def report_values(self, campaign: str | None, agents: Collection[str] | None = None) -> list[list[Any]]:
         """The latest attempt per key digest (as `runs`, same order) as one list per run, read
         from its summary (`assay.store.summaries`): the values of `REPORT_COLUMNS`, then those
         of `summaries.VALUES`, JSON text parsed (None for NULL). Parsed values of the same text
-        are one shared object (read them, never change them). No record is read or parsed."""
+        are one shared object (read them, never change them). No record is read or parsed.
+        `agents`: only these agents' runs (None: every agent's)."""
         t = summaries_t.c
         where = [t.campaign == campaign] if campaign is not None else []
+        if agents is not None:
+            where.append(t.agent.in_(sorted(agents)))
         columns = [t[n] for n in (*REPORT_COLUMNS, *SUMMARY_VALUES)]
         memo: dict[str, Any] = {}
         loads = json.loads
