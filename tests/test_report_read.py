@@ -32,7 +32,7 @@ from assay.record import (
 from assay.report.build import build_report
 from assay.report.runs import read_runs
 from assay.store import Store
-from assay.store.summaries import rebuild_summaries
+from assay.store.summaries import TASK_FACETS, rebuild_summaries
 from tests.helpers import assay
 
 
@@ -149,12 +149,69 @@ def test_light_read_builds_the_same_report_as_whole_records(store: Store, campai
         old = build_report(campaign, store.runs(campaign), labels=lab, shared_tasks=shared)
         whole = build_report(campaign, read_runs(store, campaign, whole=True), labels=lab, shared_tasks=shared)
         assert _canon(_older_grades_as_stored(whole)) == _canon(_older_grades_as_stored(old))
-        light = build_report(campaign, read_runs(store, campaign, whole=False, labels=lab), labels=lab,
-                             shared_tasks=shared, details=False)
-        assert _canon(light) == _canon({**old, "runs": [], "tasks": []})
+        for meta in (True, False):  # the leaderboard alone reads of the task's meta only its facets
+            light = build_report(campaign, read_runs(store, campaign, whole=False, labels=lab, task_meta=meta),
+                                 labels=lab, shared_tasks=shared, details=False)
+            assert _canon(light) == _canon({**old, "runs": [], "tasks": []})
     assert {a["agent"] for a in old["agents"]} >= {"m1", "m2", "human:alice"}
     if not shared:
         assert len(old["runs"]) == len(store.runs(campaign))
+
+
+def test_a_leaderboard_read_gives_the_task_facets_only(store: Store) -> None:
+    """`task_meta=False`: each run's task meta is the facets a leaderboard reads (those keys of
+    the whole meta), one dict shared by the runs that share their recurring values."""
+    whole = {r.run_id: r.task_meta for r in read_runs(store, "c", whole=False)}
+    light = read_runs(store, "c", whole=False, task_meta=False)
+    assert len(light) == len(whole) > 0
+    for r in light:
+        assert r.task_meta == {k: v for k, v in whole[r.run_id].items() if k in TASK_FACETS}
+    assert {"modality", "domain"} <= {k for r in light for k in r.task_meta}
+    # Parsed once per distinct set of the values runs share (`summaries.RECURRING`).
+    recurring = {(r.key.agent, r.key.level, r.key.options_hash, r.status, r.end_reason, r.model,
+                  json.dumps([r.kinds, r.options, r.task_meta], sort_keys=True)) for r in light}
+    assert len({id(r.task_meta) for r in light}) == len(recurring) < len(light)
+
+
+def test_summaries_downgrade_to_0006_and_back(store_url: str) -> None:
+    """Migration 0007 down: 0006's table (a column per value, kinds and options as JSON
+    text), its rows recomputed from the records; up again: the rows a save writes."""
+    from alembic import command
+    from sqlalchemy import inspect
+
+    from assay.store import open_store
+    from assay.store.db import SaveOutcome
+    from assay.store.models import summaries_t
+
+    runs = [*varied("c"), *same_task_other_keys("c")]
+    with open_store(store_url) as st:
+        for r in runs:
+            st.save_run(r, [])
+        cfg = st._alembic_config()
+        with st.engine.begin() as conn:
+            cfg.attributes["connection"] = conn
+            command.downgrade(cfg, "0006")
+        with st.engine.connect() as conn:
+            assert {c["name"] for c in inspect(conn).get_columns("run_summaries")} >= {"kinds", "options", "status",
+                                                                                      "sandbox"}
+            old = {row.run_id: row._mapping for row in conn.execute(text("SELECT * FROM run_summaries"))}
+        assert len(old) == len(runs)
+        for r in runs:
+            got = old[r.run_id]
+            assert (got["status"], json.loads(got["kinds"]), got["input_tokens"]) == (r.status, r.kinds,
+                                                                                        r.usage.input_tokens)
+            assert json.loads(got["task_meta"]) == r.task_meta
+        with st.engine.begin() as conn:
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "head")
+        with st.engine.connect() as conn:
+            stored = {row.run_id: dict(row._mapping) for row in conn.execute(summaries_t.select())}
+    want = {}
+    for r in runs:
+        save = SaveOutcome(r, [])
+        save.run_row(0.0)
+        want[r.run_id] = {**save.summary_row(), "created_at": stored[r.run_id]["created_at"]}
+    assert stored == want
 
 
 def test_projection_refuses_per_run_rows(store: Store) -> None:
@@ -185,8 +242,9 @@ def test_postgresql_store_gives_the_same_report(pg_url: str) -> None:
             st.save_run(r, [])
         old = build_report("c", st.runs("c"))
         assert _canon(build_report("c", read_runs(st, "c", whole=True))) == _canon(old)
-        light = build_report("c", read_runs(st, "c", whole=False), details=False)
-        assert _canon(light) == _canon({**old, "runs": [], "tasks": []})
+        for meta in (True, False):
+            light = build_report("c", read_runs(st, "c", whole=False, task_meta=meta), details=False)
+            assert _canon(light) == _canon({**old, "runs": [], "tasks": []})
     finally:
         st.close()
 

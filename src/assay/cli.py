@@ -267,7 +267,8 @@ def report(
     with no_gc(), ThreadPoolExecutor(max_workers=1) as pool:
         # The first campaign is read while the report's modules import: the store's sort runs
         # in C without the GIL (0.3 s over 100,000 runs on SQLite), the imports meanwhile.
-        first = None if forked else pool.submit(read_runs, st, targets[0], whole=whole, labels=human_labels)
+        first = None if forked else pool.submit(read_runs, st, targets[0], whole=whole, labels=human_labels,
+                                                 task_meta=details is not False)
         from assay.report.build import build_report
         from assay.report.forked import leaderboard as forked_leaderboard
         from assay.report.table import leaderboard, runs_table
@@ -278,8 +279,8 @@ def report(
             if built is not None:
                 rep = built
             else:
-                stored = first.result() if i == 0 and first is not None else read_runs(st, name, whole=whole,
-                                                                                       labels=human_labels)
+                stored = first.result() if i == 0 and first is not None else read_runs(
+                    st, name, whole=whole, labels=human_labels, task_meta=details is not False)
                 selected = [r for r in stored if (not agents or r.key.agent in agents)
                             and (kind is None or r.kind == kind)]
                 if agents and name is not None and not any(r.key.agent in agents for r in stored):

@@ -48,6 +48,9 @@ __all__ = [
 ]
 
 
+CAPABILITY_TAGS = ("FI", "AR", "IF", "SF")
+"""OneMillion-Bench's rubric item tags (factual information, analytical reasoning, instruction
+following, structure and format): every rubric score breaks down by them."""
 PASS_THRESHOLD = 0.7
 """A rubric or contract run passes at this score (OneMillion-Bench's pass line)."""
 SOLVED_THRESHOLD = 0.8

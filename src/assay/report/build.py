@@ -40,7 +40,6 @@ from assay import metrics
 from assay.record import Audit, RunRecord, primary_kind
 from assay.report.agreement import human_agreement, judge_summary
 from assay.report.runs import ReportJudgeInfo, ReportRubric, ReportRun, ReportScenario, as_report_runs, no_gc
-from assay.task.model import CAPABILITY_TAGS
 
 SCHEMA = "assay.report/1"
 R = TypeVar("R", RunRecord, ReportRun)
@@ -422,8 +421,8 @@ def agent_summary(agent: str, a: AgentRuns, labels: list[dict[str, Any]] | None 
         summary["rubric"] = {
             "expert_score": mean_of(es), "ci95": _ci(es),
             "pass_rate": passes / len(es),
-            "tags": {**{t: _mean(tag_vals.get(t, [])) for t in CAPABILITY_TAGS},
-                     **{t: mean_of(v) for t, v in tag_vals.items() if t not in CAPABILITY_TAGS and v}},
+            "tags": {**{t: _mean(tag_vals.get(t, [])) for t in metrics.CAPABILITY_TAGS},
+                     **{t: mean_of(v) for t, v in tag_vals.items() if t not in metrics.CAPABILITY_TAGS and v}},
             "na": na,
             "audit_removed": removed,
             "tasks": sorted(tasks),

@@ -109,7 +109,7 @@ def _fork(store: Store, campaign: str | None, group: list[str], kind: str | None
         store.engine.dispose(close=False)  # a new pool: this process's own connections
         try:
             with no_gc():
-                runs = read_runs(store, campaign, whole=False, labels=labels, agents=group)
+                runs = read_runs(store, campaign, whole=False, labels=labels, agents=group, task_meta=False)
                 if kind is not None:
                     runs = [r for r in runs if r.kind == kind]
                 result: tuple[bool, Any] = (True, {a: agent_part(a, ar, labels, scopes)

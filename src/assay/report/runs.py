@@ -10,8 +10,9 @@ the same way. Two sources build it:
 - the store (`read_runs`): the stored record's JSON whole (`Store.report_rows`: what the
   per-run rows of `--json`, `--csv`, `--md` need), or, for the leaderboard and the HTML
   report, the run's summary (`Store.report_values`, `assay.store.summaries`): plain columns,
-  no record read, only small JSON values parsed (kinds, options, tags, the grade's fields a
-  leaderboard reads), each distinct text once.
+  no record read, only small JSON values parsed (the values runs share, tags, the grade's
+  fields a leaderboard reads), each distinct text once; the leaderboard alone reads of the
+  task's meta only its facets (`summaries.TASK_FACETS`).
 
 The grade's parts follow `Grade.from_flat`: a kind's part exists when the run has the kind
 and its flat grade has that part's always-dumped field (`scoring` for rubric, `uplift_adj`
@@ -28,8 +29,6 @@ from typing import Any
 
 from assay.record import RunRecord, key_digest, primary_kind
 from assay.store import Store
-
-N_COLUMNS = len(Store.REPORT_COLUMNS)
 
 
 class ReportUsage:
@@ -220,12 +219,16 @@ class ReportRun:
 
     @classmethod
     def from_values(cls, row: Sequence[Any], shared: dict[Any, Any]) -> ReportRun:
-        """From a row of `Store.report_values`: the store's columns, then the summary's values
-        (`assay.store.summaries.VALUES`). `shared` (one dict per read) keeps one judge usage
-        per cost and one grade per distinct grade: the store's parsed values of one JSON text
-        are one object, so runs graded alike share their grade objects (read them, never
-        change them: `read_runs` gives a labelled run a grade of its own)."""
-        kinds, value, options, task_meta, u_in, u_out, u_cr, u_cw, u_cost, j_cost, tags, grade = row[N_COLUMNS:]
+        """From a row of `Store.report_values`: the summary's columns (`summaries.READ_COLUMNS`),
+        its values (`summaries.READ_VALUES`), the task's meta if read (else its facets stand
+        for it). `shared` (one dict per read) keeps one judge usage per cost and one grade per
+        distinct grade: the store's parsed values of one JSON text are one object, so runs
+        graded alike share their grade objects (read them, never change them: `read_runs` gives
+        a labelled run a grade of its own)."""
+        (run_id, task_id, task_hash, epoch, attempt, score, passed, recurring, value, u_in, u_out, u_cr, u_cw,
+         u_cost, j_cost, tags, grade, *meta) = row
+        campaign, agent, level, options_hash, status, end_reason, harness, model, sandbox, kinds, options, facets \
+            = recurring
         # The store's parsed objects live as long as its rows: their ids name them meanwhile.
         key = (id(grade), id(tags), id(kinds))
         kinds = kinds or []
@@ -242,7 +245,9 @@ class ReportRun:
                 if uplift_adj is not None and "scenario" in kinds else None,
                 ReportContract(sat, predicates) if sat is not None and "contract" in kinds else None,
                 audit)
-        return cls(row[:N_COLUMNS], kinds, value, options, task_meta, None, None, None, None,
+        return cls((run_id, campaign, task_id, task_hash, agent, level, epoch, options_hash, attempt, status,
+                    end_reason, score, passed, harness, model, sandbox), kinds, value, options,
+                   meta[0] if meta else facets, None, None, None, None,
                    ReportUsage(u_in, u_out, u_cr, u_cw, u_cost), judge, graded)
 
     @classmethod
@@ -262,21 +267,22 @@ def as_report_runs(runs: Any) -> list[ReportRun]:
     return [r if isinstance(r, ReportRun) else ReportRun.from_record(r) for r in runs]
 
 
-def read_runs(store: Store, campaign: str | None, *, whole: bool,
-              labels: list[dict[str, Any]] | None = None, agents: Collection[str] | None = None) -> list[ReportRun]:
+def read_runs(store: Store, campaign: str | None, *, whole: bool, labels: list[dict[str, Any]] | None = None,
+              agents: Collection[str] | None = None, task_meta: bool = True) -> list[ReportRun]:
     """The latest attempt per run key of `campaign` as `ReportRun`s, in `Store.runs` order:
     `whole` reads every record whole (the per-run rows of a report file need it), else each
     run's summary (`Store.report_values`: what a leaderboard reads; such a run has
     `void_reason`, `turns`, `duration_s` and `search` at their defaults, a judge usage of cost
     only and no rubric items), plus the rubric items of the runs human `labels` name
     (`agreement.labelled`), which judge-human agreement compares. `agents`: only these
-    agents' runs (None: every agent's)."""
+    agents' runs (None: every agent's). `task_meta` False (a summary read for a leaderboard
+    alone): each run's `task_meta` holds only the task's facets (`summaries.TASK_FACETS`)."""
     with no_gc():
         if whole:
             whole_runs = [ReportRun.from_dict(cols, rec) for cols, rec in store.report_rows(campaign)]
             return whole_runs if agents is None else [r for r in whole_runs if r.key.agent in agents]
         shared: dict[Any, Any] = {}
-        runs = [ReportRun.from_values(row, shared) for row in store.report_values(campaign, agents)]
+        runs = [ReportRun.from_values(row, shared) for row in store.report_values(campaign, agents, task_meta=task_meta)]
         if labels:
             from assay.report.agreement import labelled
 

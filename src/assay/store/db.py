@@ -65,7 +65,8 @@ from assay.store.models import (
     summaries_t,
 )
 from assay.store.summaries import PARSED as SUMMARY_JSON
-from assay.store.summaries import VALUES as SUMMARY_VALUES
+from assay.store.summaries import READ_COLUMNS as SUMMARY_COLUMNS
+from assay.store.summaries import READ_VALUES as SUMMARY_VALUES
 from assay.store.summaries import summary_row
 
 if TYPE_CHECKING:
@@ -197,23 +198,22 @@ def _report_order(table: Table) -> list[ColumnElement[Any]]:
             c.key_digest, c.attempt, c.created_at, c.run_id]
 
 
-def _latest_rows(rows: Iterable[Sequence[Any]]) -> list[tuple[Any, ...]]:
-    """Rows `(key_digest, created_at, *REPORT_COLUMNS, ...)` -> the latest attempt per key
-    digest (rank: attempt, created_at, run_id, as `Store.runs`) without the first two, in
+def _latest_rows(rows: Iterable[Sequence[Any]], names: Sequence[str] = REPORT_COLUMNS,
+                 drop: int = 2) -> list[tuple[Any, ...]]:
+    """Rows `(key_digest, created_at, *values)`, `names` naming the values (task_id, agent,
+    level, epoch, campaign, attempt and run_id among them) -> the latest attempt per key digest
+    (rank: attempt, created_at, run_id, as `Store.runs`) without its first `drop` values, in
     `Store.runs` order (`_report_order`)."""
-    at = 2 + REPORT_COLUMNS.index("attempt")
+    i = {n: 2 + names.index(n) for n in ("attempt", "run_id", "task_id", "agent", "level", "epoch", "campaign")}
+    at, rid = i["attempt"], i["run_id"]
     latest: dict[str, Sequence[Any]] = {}
     for row in rows:
         cur = latest.get(row[0])
-        if cur is None or (row[at], row[1], row[2]) > (cur[at], cur[1], cur[2]):
+        if cur is None or (row[at], row[1], row[rid]) > (cur[at], cur[1], cur[rid]):
             latest[row[0]] = row
-    i = {n: 2 + REPORT_COLUMNS.index(n) for n in ("task_id", "agent", "level", "epoch", "campaign")}
     t, a, lv, e, cp = i["task_id"], i["agent"], i["level"], i["epoch"], i["campaign"]
-    return [tuple(row[2:]) for row in sorted(latest.values(), key=lambda c: (c[t], c[a], c[lv] is not None,
-                                                                             c[lv] or "", c[e], c[cp], c[0]))]
-
-
-_PARSED_AT = tuple(len(REPORT_COLUMNS) + i for i, n in enumerate(SUMMARY_VALUES) if n in SUMMARY_JSON)
+    return [tuple(row[drop:]) for row in sorted(latest.values(), key=lambda c: (c[t], c[a], c[lv] is not None,
+                                                                                c[lv] or "", c[e], c[cp], c[0]))]
 
 
 class Store:
@@ -707,7 +707,7 @@ class Store:
         records.sort(key=lambda rd: (*_sort_key(rd[0])[:-1], rd[1]))  # `_report_order`
         return [r for r, _digest in records]
 
-    # The columns `report_rows` and `report_values` give each run (`models.REPORT_COLUMNS`).
+    # The columns `report_rows` gives each run (`models.REPORT_COLUMNS`).
     REPORT_COLUMNS = REPORT_COLUMNS
 
     def report_rows(self, campaign: str | None = None) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
@@ -732,17 +732,21 @@ class Store:
         with self.engine.connect() as conn:
             return {agent: n for agent, n in conn.execute(stmt)}
 
-    def report_values(self, campaign: str | None, agents: Collection[str] | None = None) -> list[list[Any]]:
+    def report_values(self, campaign: str | None, agents: Collection[str] | None = None, *,
+                      task_meta: bool = True) -> list[list[Any]]:
         """The latest attempt per key digest (as `runs`, same order) as one list per run, read
-        from its summary (`assay.store.summaries`): the values of `REPORT_COLUMNS`, then those
-        of `summaries.VALUES`, JSON text parsed (None for NULL). Parsed values of the same text
-        are one shared object (read them, never change them). No record is read or parsed.
-        `agents`: only these agents' runs (None: every agent's)."""
+        from its summary (`assay.store.summaries`): the values of `summaries.READ_COLUMNS`,
+        then those of `summaries.READ_VALUES`, then (if `task_meta`) the task's meta, JSON text
+        parsed (None for NULL). Parsed values of the same text are one shared object (read
+        them, never change them). No record is read or parsed. `agents`: only these agents'
+        runs (None: every agent's)."""
         t = summaries_t.c
         where = [t.campaign == campaign] if campaign is not None else []
         if agents is not None:
             where.append(t.agent.in_(sorted(agents)))
-        columns = [t[n] for n in (*REPORT_COLUMNS, *SUMMARY_VALUES)]
+        names = (*SUMMARY_COLUMNS, *SUMMARY_VALUES, *(("task_meta",) if task_meta else ()))
+        columns = [t[n] for n in names]
+        parsed_at = [i for i, n in enumerate(names) if n in SUMMARY_JSON]
         memo: dict[str, Any] = {}
         loads = json.loads
         out: list[list[Any]] = []
@@ -755,11 +759,13 @@ class Store:
                 rows = conn.execute(select(t.key_digest, *columns).where(*where).order_by(*_report_order(summaries_t)))
                 first = 1
             else:
-                rows = _latest_rows(conn.execute(select(t.key_digest, t.created_at, *columns).where(*where)))
+                order = ("agent", "level", "campaign")
+                rows = _latest_rows(conn.execute(select(t.key_digest, t.created_at, *[t[n] for n in order], *columns)
+                                                 .where(*where)), (*order, *names), drop=2 + len(order))
                 first = 0
             for row in rows:
                 vals = list(row[first:])
-                for i in _PARSED_AT:
+                for i in parsed_at:
                     text = vals[i]
                     if text is not None:
                         try:

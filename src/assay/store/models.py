@@ -95,26 +95,31 @@ grades_t: Table = Table(
 REPORT_COLUMNS = ("run_id", "campaign", "task_id", "task_hash", "agent", "level", "epoch", "options_hash",
                   "attempt", "status", "end_reason", "score", "passed", "harness_version", "model", "sandbox")
 """The `runs` columns a report reads of each run, in this order (`Store.REPORT_COLUMNS`)."""
-SUMMARY_RUN_COLUMNS = ("key_digest", "created_at", *REPORT_COLUMNS[1:])
-"""The `runs` columns a summary repeats (its run id is its key)."""
+SUMMARY_RUN_COLUMNS = ("key_digest", "created_at", "campaign", "task_id", "task_hash", "agent", "level", "epoch",
+                       "attempt", "score", "passed")
+"""The `runs` columns a summary repeats as columns (its run id is its key): those a report
+selects and orders by, and those that differ from run to run."""
 
 
-# What a report reads of a run (`assay.store.summaries`), written with the run: its
-# columns copied from `runs`, its small JSON values as text, its token counts and costs as
+# What a report reads of a run (`assay.store.summaries`), written with the run: the run's
+# columns a report selects, orders by or finds different in each run, copied from `runs`;
+# one JSON array of the values that mostly repeat from run to run (`summaries.RECURRING`:
+# its campaign, agent, status, model, kinds, options, task facets...), which a reader parses
+# once per distinct text; the task's whole meta and value as text; token counts and costs as
 # numbers. A table of its own, read without `runs`: a report over 100,000 runs then never
-# pages through the records nor parses them (on SQLite before 3.45 each JSON path read
-# parses the whole record again). Derived data: `summaries.rebuild_summaries` recomputes it
-# from the records (migration 0006).
+# pages through the records nor parses them (on SQLite before 3.45 each JSON path read parses
+# the whole record again), and a leaderboard reads 18 narrow values per run (SQLite's sort
+# carries every value it reads). Derived data: `summaries.rebuild_summaries` recomputes it
+# from the records (migrations 0006, 0007).
 summaries_t: Table = Table(
     "run_summaries",
     metadata,
     Column("run_id", String(64), ForeignKey("runs.run_id", ondelete="CASCADE"), primary_key=True),
     # The run's own columns, typed as in `runs` (the campaign indexed: reports select by it).
     *[Column(n, runs_t.c[n].type, nullable=runs_t.c[n].nullable, index=n == "campaign") for n in SUMMARY_RUN_COLUMNS],
+    Column("recurring", Text, nullable=False),  # JSON array: `summaries.RECURRING`' values
     # The record's values (JSON text; NULL: absent or null) and numbers (absent: the default).
-    Column("kinds", Text, nullable=True),
     Column("value", Text, nullable=True),
-    Column("options", Text, nullable=True),
     Column("task_meta", Text, nullable=True),
     Column("input_tokens", BigInteger, nullable=False),
     Column("output_tokens", BigInteger, nullable=False),

@@ -18,7 +18,6 @@ LEVELS = ("L0", "L1", "L2", "L3")
 MODALITIES = ("text", "multimodal")
 EXECUTIONS = ("single-step", "multi-step", "multi-step-with-tools")
 TOOL_NAMES = ("run_command", "read_file", "write_file", "edit_file", "list_files")
-CAPABILITY_TAGS = ("FI", "AR", "IF", "SF")
 CURRENCIES = ("USD", "CNY", "EUR", "GBP", "JPY")
 
 Kind = Literal["rubric", "scenario", "contract"]

@@ -17,7 +17,8 @@ from pydantic import BaseModel, ValidationError
 
 from assay import fs
 from assay.errors import InputError
-from assay.task.model import CAPABILITY_TAGS, LEVELS, Task
+from assay.metrics import CAPABILITY_TAGS
+from assay.task.model import LEVELS, Task
 
 # Upstream full names (OneMillion-Bench's rubricLabel, in English and Chinese) -> short tags.
 TAG_ALIASES: dict[str, str] = {
