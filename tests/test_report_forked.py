@@ -76,7 +76,8 @@ def test_forked_report_honours_the_agent_and_kind_filters(store: Store, agents: 
 
 def test_nothing_to_split_is_left_to_one_process(store: Store) -> None:
     assert forked.leaderboard(store, "c", processes=1) is None
-    assert forked.leaderboard(store, "c", agents={"m1"}, processes=2) is None
+    assert forked.leaderboard(store, "c", agents={"m1"}, processes=2) is None  # one agent, few runs
+    assert forked.leaderboard(store, "c", agents={"m1"}, processes=1, min_split=1) is None
     assert forked.leaderboard(store, "c", agents={"nobody"}, processes=2) is None
     memory = Store("sqlite://")  # a child could not reopen it
     try:
@@ -85,6 +86,57 @@ def test_nothing_to_split_is_left_to_one_process(store: Store) -> None:
         assert not memory.reopenable and forked.leaderboard(memory, "c", processes=2) is None
     finally:
         memory.close()
+
+
+@pytest.mark.parametrize("kind", [None, "rubric", "scenario"])
+@pytest.mark.parametrize("agent", ["m1", "m2", "human:alice"])
+def test_one_agent_read_in_two_halves_gives_the_one_process_report(store: Store, agent: str,
+                                                                    kind: str | None) -> None:
+    """One agent: a child reads the second half of its runs (`min_split` 1: split however few),
+    with its re-run void attempt, epochs, levels and labels; the report is the one-process one."""
+    labels = [{"task_id": "r1", "item_id": "i1", "met": True, "labeller": "x", "run_id": r.run_id}
+              for r in store.runs("c") if r.key.task_id == "r1"]
+    for lab in (None, labels):
+        rep = forked.leaderboard(store, "c", agents={agent}, kind=kind, labels=lab, processes=2, min_split=1)
+        assert rep is not None
+        assert _canon(rep) == _canon(_serial(store, "c", {agent}, kind, lab))
+    assert forked.leaderboard(store, "c", agents={agent}, processes=2) is None  # under MIN_SPLIT runs
+
+
+def test_report_values_split_anywhere_gives_every_run_once_in_order(store: Store) -> None:
+    """Whatever the middle (every run's order prefix tried), the two halves follow each other:
+    together the whole read, the latest attempt of each key once (no key is cut in two)."""
+    from assay.store.db import ORDER_PREFIX
+
+    for agents in (None, ["m2"]):
+        whole = store.report_values("c", agents, task_meta=False)
+        ids = [row[0] for row in whole]
+        assert len(set(ids)) == len(ids) > 10
+        middle = store.report_middle("c", agents)
+        assert middle is not None and len(middle) == ORDER_PREFIX
+        runs = {r.run_id: r for r in store.runs("c")}
+        cuts = {(r.key.task_id, r.key.agent, r.key.level is not None, r.key.level or "", r.key.epoch)
+                for r in runs.values()}
+        for cut in [middle, *sorted(cuts)]:
+            first = store.report_values("c", agents, task_meta=False, until=cut)
+            second = store.report_values("c", agents, task_meta=False, since=cut)
+            assert [row[0] for row in first + second] == ids, cut
+    assert store.report_middle("nothing") is None
+
+
+def test_an_error_in_the_half_reading_child_is_raised_in_the_parent(store: Store,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    real = Store.report_values
+
+    def failing(self: Store, *args: Any, **kw: Any) -> Any:
+        if kw.get("since") is not None:
+            raise InputError(None, "--store", "the second half went away")
+        return real(self, *args, **kw)
+
+    monkeypatch.setattr(Store, "report_values", failing)
+    with pytest.raises(InputError, match="the second half went away"):
+        forked.leaderboard(store, "c", agents={"m1"}, processes=2, min_split=1)
+    assert store.campaigns()
 
 
 def test_groups_balance_the_runs_and_keep_every_agent() -> None:

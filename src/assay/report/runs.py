@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import gc
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from typing import Any
 
 from assay.record import RunRecord, key_digest, primary_kind
@@ -281,19 +281,32 @@ def read_runs(store: Store, campaign: str | None, *, whole: bool, labels: list[d
         if whole:
             whole_runs = [ReportRun.from_dict(cols, rec) for cols, rec in store.report_rows(campaign)]
             return whole_runs if agents is None else [r for r in whole_runs if r.key.agent in agents]
-        shared: dict[Any, Any] = {}
-        runs = [ReportRun.from_values(row, shared) for row in store.report_values(campaign, agents, task_meta=task_meta)]
-        if labels:
-            from assay.report.agreement import labelled
+        return summary_runs(store, [store.report_values(campaign, agents, task_meta=task_meta)], labels)
 
-            named = [(r, rg) for r in labelled(runs, labels) if (rg := r.grade.rubric) is not None]
-            items = store.grade_items([r.run_id for r, _rg in named])
-            for r, rg in named:  # its own grade: runs graded alike share theirs
-                grade, rubric = copy.copy(r.grade), copy.copy(rg)
-                rubric.items = [ReportItem(it) for it in items.get(r.run_id, [])]
-                grade.rubric = rubric
-                r.grade = grade
-        return runs
+
+def summary_runs(store: Store, reads: Iterable[Sequence[Sequence[Any]]],
+                 labels: list[dict[str, Any]] | None = None) -> list[ReportRun]:
+    """The runs of `Store.report_values`' rows, `reads` one or more of its results that follow
+    each other in report order, each taken when the runs of the one before are built (a read
+    may still be under way meanwhile), plus the rubric items of the runs human `labels` name
+    (`read_runs`)."""
+    shared: dict[Any, Any] = {}
+    runs: list[ReportRun] = []
+    kept = []  # runs share the grades of the parsed objects whose ids `shared` holds: kept alive till the end
+    for rows in reads:
+        kept.append(rows)
+        runs.extend(ReportRun.from_values(row, shared) for row in rows)
+    if labels:
+        from assay.report.agreement import labelled
+
+        named = [(r, rg) for r in labelled(runs, labels) if (rg := r.grade.rubric) is not None]
+        items = store.grade_items([r.run_id for r, _rg in named])
+        for r, rg in named:  # its own grade: runs graded alike share theirs
+            grade, rubric = copy.copy(r.grade), copy.copy(rg)
+            rubric.items = [ReportItem(it) for it in items.get(r.run_id, [])]
+            grade.rubric = rubric
+            r.grade = grade
+    return runs
 
 
 @contextlib.contextmanager

@@ -45,7 +45,9 @@ from sqlalchemy import (
     exc,
     func,
     literal,
+    literal_column,
     select,
+    tuple_,
     update,
 )
 from sqlalchemy.engine import make_url
@@ -196,6 +198,13 @@ def _report_order(table: Table) -> list[ColumnElement[Any]]:
     c = table.c
     return [c.task_id, c.agent, c.level.is_not(None), func.coalesce(c.level, ""), c.epoch, c.campaign,
             c.key_digest, c.attempt, c.created_at, c.run_id]
+
+
+MIDDLE_SAMPLE = 4096
+"""About how many stored attempts `Store.report_middle` sorts to find a middle."""
+ORDER_PREFIX = 5
+"""How many of `_report_order`'s first values split a report read in two (`Store.report_middle`):
+all attempts of one run key share them, so a key is never split."""
 
 
 def _latest_rows(rows: Iterable[Sequence[Any]], names: Sequence[str] = REPORT_COLUMNS,
@@ -732,18 +741,49 @@ class Store:
         with self.engine.connect() as conn:
             return {agent: n for agent, n in conn.execute(stmt)}
 
+    def _report_where(self, campaign: str | None, agents: Collection[str] | None) -> list[ColumnElement[bool]]:
+        t = summaries_t.c
+        where = [t.campaign == campaign] if campaign is not None else []
+        if agents is not None:
+            where.append(t.agent.in_(sorted(agents)))
+        return where
+
+    def report_middle(self, campaign: str | None, agents: Collection[str] | None = None) -> tuple[Any, ...] | None:
+        """Where `report_values` splits in two halves of about as many runs: the first
+        `ORDER_PREFIX` values of `_report_order` of the middle one of the stored attempts, or
+        of a sample of about `MIDDLE_SAMPLE` of them spread by row id (sorting 100,000 would
+        take a tenth of a second); None under two attempts. SQLite only, whose order of text
+        is Python's (elsewhere None)."""
+        if self._backend != "sqlite":
+            return None
+        where = self._report_where(campaign, agents)
+        prefix = _report_order(summaries_t)[:ORDER_PREFIX]
+        with self.engine.connect() as conn:
+            n = conn.execute(select(func.count()).select_from(summaries_t).where(*where)).scalar_one()
+            step = n // MIDDLE_SAMPLE
+            if step > 1:
+                where.append(literal_column("run_summaries.rowid") % step == 0)
+            sample = conn.execute(select(*prefix).where(*where).order_by(*prefix)).all() if n >= 2 else []
+        return tuple(sample[len(sample) // 2]) if len(sample) >= 2 else None
+
     def report_values(self, campaign: str | None, agents: Collection[str] | None = None, *,
-                      task_meta: bool = True) -> list[list[Any]]:
+                      task_meta: bool = True, since: tuple[Any, ...] | None = None,
+                      until: tuple[Any, ...] | None = None) -> list[list[Any]]:
         """The latest attempt per key digest (as `runs`, same order) as one list per run, read
         from its summary (`assay.store.summaries`): the values of `summaries.READ_COLUMNS`,
         then those of `summaries.READ_VALUES`, then (if `task_meta`) the task's meta, JSON text
         parsed (None for NULL). Parsed values of the same text are one shared object (read
         them, never change them). No record is read or parsed. `agents`: only these agents'
-        runs (None: every agent's)."""
+        runs (None: every agent's). `since`, `until`: only the runs whose first values of
+        the report order (`report_middle`) are at least `since`, below `until`: the halves
+        either side of a middle follow each other in report order."""
         t = summaries_t.c
-        where = [t.campaign == campaign] if campaign is not None else []
-        if agents is not None:
-            where.append(t.agent.in_(sorted(agents)))
+        where = self._report_where(campaign, agents)
+        prefix = tuple_(*_report_order(summaries_t)[:ORDER_PREFIX])
+        if since is not None:
+            where.append(prefix >= tuple_(*map(literal, since)))
+        if until is not None:
+            where.append(prefix < tuple_(*map(literal, until)))
         names = (*SUMMARY_COLUMNS, *SUMMARY_VALUES, *(("task_meta",) if task_meta else ()))
         columns = [t[n] for n in names]
         parsed_at = [i for i, n in enumerate(names) if n in SUMMARY_JSON]
