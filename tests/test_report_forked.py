@@ -88,19 +88,21 @@ def test_nothing_to_split_is_left_to_one_process(store: Store) -> None:
         memory.close()
 
 
+@pytest.mark.parametrize("campaign", ["c", None])
 @pytest.mark.parametrize("kind", [None, "rubric", "scenario"])
 @pytest.mark.parametrize("agent", ["m1", "m2", "human:alice"])
-def test_one_agent_read_in_two_halves_gives_the_one_process_report(store: Store, agent: str,
-                                                                    kind: str | None) -> None:
+def test_one_agent_read_in_two_halves_gives_the_one_process_report(store: Store, agent: str, kind: str | None,
+                                                                    campaign: str | None) -> None:
     """One agent: a child reads the second half of its runs (`min_split` 1: split however few),
-    with its re-run void attempt, epochs, levels and labels; the report is the one-process one."""
+    with its re-run void attempt, epochs, levels, labels and (campaign None) the same keys in
+    two campaigns; the report is the one-process one."""
     labels = [{"task_id": "r1", "item_id": "i1", "met": True, "labeller": "x", "run_id": r.run_id}
-              for r in store.runs("c") if r.key.task_id == "r1"]
+              for r in store.runs(campaign) if r.key.task_id == "r1"]
     for lab in (None, labels):
-        rep = forked.leaderboard(store, "c", agents={agent}, kind=kind, labels=lab, processes=2, min_split=1)
+        rep = forked.leaderboard(store, campaign, agents={agent}, kind=kind, labels=lab, processes=2, min_split=1)
         assert rep is not None
-        assert _canon(rep) == _canon(_serial(store, "c", {agent}, kind, lab))
-    assert forked.leaderboard(store, "c", agents={agent}, processes=2) is None  # under MIN_SPLIT runs
+        assert _canon(rep) == _canon(_serial(store, campaign, {agent}, kind, lab))
+    assert forked.leaderboard(store, campaign, agents={agent}, processes=2) is None  # under MIN_SPLIT runs
 
 
 def test_report_values_split_anywhere_gives_every_run_once_in_order(store: Store) -> None:
@@ -108,18 +110,18 @@ def test_report_values_split_anywhere_gives_every_run_once_in_order(store: Store
     together the whole read, the latest attempt of each key once (no key is cut in two)."""
     from assay.store.db import ORDER_PREFIX
 
-    for agents in (None, ["m2"]):
-        whole = store.report_values("c", agents, task_meta=False)
+    for campaign, agents in (("c", None), ("c", ["m2"]), (None, ["m1"])):
+        whole = store.report_values(campaign, agents, task_meta=False)
         ids = [row[0] for row in whole]
         assert len(set(ids)) == len(ids) > 10
-        middle = store.report_middle("c", agents)
+        middle = store.report_middle(campaign, agents)
         assert middle is not None and len(middle) == ORDER_PREFIX
-        runs = {r.run_id: r for r in store.runs("c")}
+        runs = {r.run_id: r for r in store.runs(campaign)}
         cuts = {(r.key.task_id, r.key.agent, r.key.level is not None, r.key.level or "", r.key.epoch)
                 for r in runs.values()}
         for cut in [middle, *sorted(cuts)]:
-            first = store.report_values("c", agents, task_meta=False, until=cut)
-            second = store.report_values("c", agents, task_meta=False, since=cut)
+            first = store.report_values(campaign, agents, task_meta=False, until=cut)
+            second = store.report_values(campaign, agents, task_meta=False, since=cut)
             assert [row[0] for row in first + second] == ids, cut
     assert store.report_middle("nothing") is None
 
@@ -233,5 +235,31 @@ def test_postgresql_forked_report_equals_the_one_process_report(pg_url: str) -> 
         rep = forked.leaderboard(st, "c", processes=2)
         assert rep is not None and _canon(rep) == _canon(_serial(st, "c", None, None, None))
         assert st.campaigns() == ["c"]
+        # Its order of text is not Python's: one agent's read is not split there.
+        assert st.report_middle("c") is None
+        assert forked.leaderboard(st, "c", agents={"m1"}, processes=2, min_split=1) is None
     finally:
         st.close()
+
+
+def test_cli_one_agent_over_the_split_threshold_reports_the_same(tmp_path: Path) -> None:
+    """`assay report` over 20,000 stored runs of one agent (the bench's synthetic runs: void
+    ones, two currencies, costs) reads them in halves: the same output as in one process."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_report", Path(__file__).parents[1] / "bench/bench_report.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    (tmp_path / ".assay").mkdir()
+    db = tmp_path / ".assay" / "assay.db"
+    bench.fill(db, forked.MIN_SPLIT, 1, None)
+    st = Store(f"sqlite:///{db}")
+    try:
+        assert st.report_agents("bench") == {"agent-0": forked.MIN_SPLIT} and st.report_middle("bench") is not None
+    finally:
+        st.close()
+    split = assay("report", "--campaign", "bench", cwd=tmp_path, env={"ASSAY_REPORT_PROCESSES": "2"})
+    one = assay("report", "--campaign", "bench", cwd=tmp_path, env={"ASSAY_REPORT_PROCESSES": "1"})
+    assert split.returncode == one.returncode == 0, split.stderr + one.stderr
+    assert split.stdout == one.stdout and "agent-0" in split.stdout and split.stderr == one.stderr
