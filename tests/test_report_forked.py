@@ -141,6 +141,48 @@ def test_an_error_in_the_half_reading_child_is_raised_in_the_parent(store: Store
     assert store.campaigns()
 
 
+def test_an_interrupted_parent_kills_and_reaps_every_child(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C while the parent waits for a result: no child is left behind (blocked writing
+    its result to a pipe nobody reads), for both kinds of children."""
+    real = os.fdopen
+    forks: list[int] = []
+    fork = os.fork
+
+    def counting_fork() -> int:
+        pid = fork()
+        if pid:
+            forks.append(pid)
+        return pid
+
+    class Interrupted:
+        def __init__(self, fd: int) -> None:
+            self.f = real(fd, "rb")
+
+        def __enter__(self) -> Any:
+            return self
+
+        def __exit__(self, *exc: Any) -> None:
+            self.f.close()
+
+        def read(self) -> bytes:
+            raise KeyboardInterrupt
+
+    def fdopen(fd: int, mode: str = "r", *args: Any, **kw: Any) -> Any:
+        return Interrupted(fd) if mode == "rb" else real(fd, mode, *args, **kw)
+
+    monkeypatch.setattr(forked.os, "fork", counting_fork)
+    monkeypatch.setattr(forked.os, "fdopen", fdopen)
+    with pytest.raises(KeyboardInterrupt):
+        forked.leaderboard(store, "c", processes=2)
+    with pytest.raises(KeyboardInterrupt):
+        forked.leaderboard(store, "c", agents={"m1"}, processes=2, min_split=1)
+    assert len(forks) == 3
+    for pid in forks:
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+    assert store.campaigns()
+
+
 def test_groups_balance_the_runs_and_keep_every_agent() -> None:
     counts = {"a": 100, "b": 60, "c": 50, "d": 10}
     gs = forked.groups(counts, 2)

@@ -130,10 +130,13 @@ def _split_read(store: Store, campaign: str | None, counts: dict[str, int], labe
 
 def _result(children: list[tuple[int, int]]) -> Any:
     """The first child's result (raised, if it failed), the child reaped and taken off `children`."""
-    pid, fd = children[0]
-    with os.fdopen(fd, "rb") as f:
-        data = f.read()
-    children.pop(0)
+    pid, fd = children.pop(0)
+    try:
+        with os.fdopen(fd, "rb") as f:
+            data = f.read()
+    except BaseException:  # interrupted: the child may wait to write forever
+        _end([(pid, -1)])
+        raise
     _pid, status = os.waitpid(pid, 0)
     if not data:
         raise RuntimeError(f"a report process (pid {pid}) ended without its result: {_ended(status)}")
@@ -145,9 +148,10 @@ def _result(children: list[tuple[int, int]]) -> Any:
 
 def _end(children: list[tuple[int, int]]) -> None:
     """After a failure: the children not heard from are killed and reaped (their results are
-    not wanted)."""
+    not wanted), the read ends of their pipes closed (-1: closed already)."""
     for pid, fd in children:
-        os.close(fd)
+        if fd >= 0:
+            os.close(fd)
         os.kill(pid, signal.SIGKILL)  # not reaped yet: the pid is still this child's
         os.waitpid(pid, 0)
 
