@@ -126,6 +126,26 @@ def test_report_values_split_anywhere_gives_every_run_once_in_order(store: Store
     assert store.report_middle("nothing") is None
 
 
+def test_a_sampled_middle_splits_in_about_equal_halves(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over more runs than `MIDDLE_SAMPLE` the middle is that of a random sample: whatever it
+    is, the halves are the whole read in order, and they are rarely far from equal."""
+    from assay.store import db
+
+    monkeypatch.setattr(db, "MIDDLE_SAMPLE", 8)
+    whole = [row[0] for row in store.report_values(None, None, task_meta=False)]
+    assert len(whole) >= 64
+    sizes = []
+    for _ in range(20):
+        middle = store.report_middle(None)
+        if middle is None:  # a sample of under two: possible, rare
+            continue
+        first = store.report_values(None, None, task_meta=False, until=middle)
+        second = store.report_values(None, None, task_meta=False, since=middle)
+        assert [row[0] for row in first + second] == whole
+        sizes.append(len(first) / len(whole))
+    assert len(sizes) >= 15 and 0.3 < sorted(sizes)[len(sizes) // 2] < 0.7
+
+
 def test_an_error_in_the_half_reading_child_is_raised_in_the_parent(store: Store,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     real = Store.report_values

@@ -45,7 +45,6 @@ from sqlalchemy import (
     exc,
     func,
     literal,
-    literal_column,
     select,
     tuple_,
     update,
@@ -751,9 +750,10 @@ class Store:
     def report_middle(self, campaign: str | None, agents: Collection[str] | None = None) -> tuple[Any, ...] | None:
         """Where `report_values` splits in two halves of about as many runs: the first
         `ORDER_PREFIX` values of `_report_order` of the middle one of the stored attempts, or
-        of a sample of about `MIDDLE_SAMPLE` of them spread by row id (sorting 100,000 would
-        take a tenth of a second); None under two attempts. SQLite only, whose order of text
-        is Python's (elsewhere None)."""
+        of a random sample of about `MIDDLE_SAMPLE` of them (sorting 100,000 would take a
+        tenth of a second); None under two attempts (or, by a rare chance, sampled). Any
+        middle splits correctly, a sampled one in about equal halves. SQLite only, whose
+        order of text is Python's (elsewhere None)."""
         if self._backend != "sqlite":
             return None
         where = self._report_where(campaign, agents)
@@ -761,8 +761,8 @@ class Store:
         with self.engine.connect() as conn:
             n = conn.execute(select(func.count()).select_from(summaries_t).where(*where)).scalar_one()
             step = n // MIDDLE_SAMPLE
-            if step > 1:
-                where.append(literal_column("run_summaries.rowid") % step == 0)
+            if step > 1:  # at random: a pattern in the row ids (agents saved in turn) would bias a modulus
+                where.append(func.random() % step == 0)
             sample = conn.execute(select(*prefix).where(*where).order_by(*prefix)).all() if n >= 2 else []
         return tuple(sample[len(sample) // 2]) if len(sample) >= 2 else None
 
