@@ -39,6 +39,22 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
     return st
 
 
+@pytest.fixture
+def forks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The pids of the children `assay.report.forked` forks during the test."""
+    pids: list[int] = []
+    fork = os.fork
+
+    def counting_fork() -> int:
+        pid = fork()
+        if pid:
+            pids.append(pid)
+        return pid
+
+    monkeypatch.setattr(forked.os, "fork", counting_fork)
+    return pids
+
+
 def _serial(store: Store, campaign: str | None, agents: set[str] | None, kind: str | None,
             labels: list[dict[str, Any]] | None) -> dict[str, Any]:
     """What `assay report` builds in one process: every run read, then filtered."""
@@ -161,18 +177,11 @@ def test_an_error_in_the_half_reading_child_is_raised_in_the_parent(store: Store
     assert store.campaigns()
 
 
-def test_an_interrupted_parent_kills_and_reaps_every_child(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_interrupted_parent_kills_and_reaps_every_child(store: Store, monkeypatch: pytest.MonkeyPatch,
+                                                           forks: list[int]) -> None:
     """Ctrl-C while the parent waits for a result: no child is left behind (blocked writing
     its result to a pipe nobody reads), for both kinds of children."""
     real = os.fdopen
-    forks: list[int] = []
-    fork = os.fork
-
-    def counting_fork() -> int:
-        pid = fork()
-        if pid:
-            forks.append(pid)
-        return pid
 
     class Interrupted:
         def __init__(self, fd: int) -> None:
@@ -190,7 +199,6 @@ def test_an_interrupted_parent_kills_and_reaps_every_child(store: Store, monkeyp
     def fdopen(fd: int, mode: str = "r", *args: Any, **kw: Any) -> Any:
         return Interrupted(fd) if mode == "rb" else real(fd, mode, *args, **kw)
 
-    monkeypatch.setattr(forked.os, "fork", counting_fork)
     monkeypatch.setattr(forked.os, "fdopen", fdopen)
     with pytest.raises(KeyboardInterrupt):
         forked.leaderboard(store, "c", processes=2)
@@ -240,8 +248,8 @@ def test_an_error_that_cannot_be_sent_still_reaches_the_parent(store: Store,
         forked.leaderboard(store, "c", processes=2)
 
 
-def test_a_child_killed_midway_fails_the_report_and_leaves_no_child(store: Store,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_child_killed_midway_fails_the_report_and_leaves_no_child(store: Store, monkeypatch: pytest.MonkeyPatch,
+                                                                     forks: list[int]) -> None:
     real = build.agent_part
 
     def killed(agent: str, *args: Any) -> Any:
@@ -249,17 +257,7 @@ def test_a_child_killed_midway_fails_the_report_and_leaves_no_child(store: Store
             os.kill(os.getpid(), signal.SIGKILL)
         return real(agent, *args)
 
-    forks: list[int] = []
-    fork = os.fork
-
-    def counting_fork() -> int:
-        pid = fork()
-        if pid:
-            forks.append(pid)
-        return pid
-
     monkeypatch.setattr(forked, "agent_part", killed)
-    monkeypatch.setattr(forked.os, "fork", counting_fork)
     with pytest.raises(RuntimeError, match="killed by signal 9"):
         forked.leaderboard(store, "c", processes=2)
     assert len(forks) == 2
