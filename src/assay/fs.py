@@ -39,9 +39,9 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
-__all__ = ["FILE_TOOL_MAX_BYTES", "LIST_MAX_DEPTH", "CopyLimits", "CopyReport", "PathError", "QuotaError",
-           "acting_as", "check_relative", "copy_tree", "edit_file", "file_digest",
-           "entry_kind", "list_dir", "list_files", "open_regular_at", "read_workspace_file", "read_file", "read_regular", "read_tree", "remove_unsafe", "resolve", "tree_digest", "write_file"]
+__all__ = ["FILE_TOOL_MAX_BYTES", "LIST_MAX_DEPTH", "NAME_MAX", "PATH_MAX", "CopyLimits", "CopyReport", "PathError", "QuotaError",
+           "acting_as", "check_length", "check_relative", "copy_tree", "edit_file", "file_digest",
+           "entry_kind", "list_dir", "list_files", "open_regular_at", "private_dir", "read_workspace_file", "read_file", "read_regular", "read_tree", "remove_unsafe", "resolve", "tree_digest", "write_file"]
 
 FILE_TOOL_MAX_BYTES = 64 * 1024**2
 """Largest file `write_file` / `edit_file` write (or `edit_file` reads): 64 MiB. Commands in
@@ -118,20 +118,60 @@ def _root(workspace: Path) -> str:
     return os.path.realpath(workspace)
 
 
+PATH_MAX = 4096
+"""Linux's longest path, its terminating NUL included: a longer one fails with ENAMETOOLONG."""
+NAME_MAX = 255
+"""Linux's longest file name (one path component), in bytes."""
+
+
+def _shown(rel: str, limit: int = 120) -> str:
+    """`rel` for an error message: its repr, cut to about `limit` characters."""
+    text = repr(rel)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(rel)} characters)"
+
+
+def _byte_len(text: str) -> int:
+    """Bytes of `text` as a path on disk: UTF-8, a non-UTF-8 file name's escaped bytes
+    (surrogateescape) one byte each, any other lone surrogate counted as UTF-8 would write it."""
+    if text.isascii():
+        return len(text)
+    try:
+        return len(text.encode("utf-8", "surrogateescape"))
+    except UnicodeEncodeError:
+        return len(text.encode("utf-8", "surrogatepass"))
+
+
+def check_length(rel: str) -> None:
+    """Refuse (PathError) a path the OS would refuse with ENAMETOOLONG: PATH_MAX bytes or more
+    in all, or a component over NAME_MAX bytes (UTF-8, as the kernel counts them). Checked
+    before any system call, so the answer is the same whichever call would have met it."""
+    size = _byte_len(rel)
+    if size >= PATH_MAX:
+        raise PathError(f"path {_shown(rel)} refused: it is too long ({size} bytes; the OS allows "
+                        f"{PATH_MAX - 1})")
+    for part in rel.split("/"):
+        n = _byte_len(part)
+        if n > NAME_MAX:
+            raise PathError(f"path {_shown(rel)} refused: its component {_shown(part, 40)} is {n} bytes "
+                            f"long; the OS allows {NAME_MAX} bytes per name")
+
+
 def check_relative(rel: str) -> None:
     """Refuse a workspace path that is wrong before looking at the disk: not a string, empty,
-    NUL, absolute (also a Windows drive), or with a '..' component."""
+    NUL, longer than the OS allows (`check_length`), absolute (also a Windows drive), or with
+    a '..' component."""
     if not isinstance(rel, str):
         raise PathError(f"path must be a string, got {type(rel).__name__}")
     if rel.strip() == "":
         raise PathError("empty path refused: give a path relative to the workspace root")
     if "\x00" in rel:
-        raise PathError(f"path {rel!r} refused: it contains a NUL character")
+        raise PathError(f"path {_shown(rel)} refused: it contains a NUL character")
+    check_length(rel)
     if rel.startswith(("/", "\\")) or PurePosixPath(rel).is_absolute() or re.match(r"^[A-Za-z]:", rel):
-        raise PathError(f"absolute path {rel!r} refused: it must stay inside the workspace "
+        raise PathError(f"absolute path {_shown(rel)} refused: it must stay inside the workspace "
                         "(paths are relative to the workspace root)")
     if ".." in rel.replace("\\", "/").split("/"):
-        raise PathError(f"path {rel!r} refused: it escapes the workspace ('..' components are not allowed)")
+        raise PathError(f"path {_shown(rel)} refused: it escapes the workspace ('..' components are not allowed)")
 
 
 def _inside(root: str, real: str) -> bool:
@@ -146,9 +186,16 @@ def resolve(workspace: Path, rel: str) -> Path:
     """
     check_relative(rel)
     root = _root(workspace)
-    real = os.path.realpath(os.path.join(root, rel))
+    joined = os.path.join(root, rel)
+    if _byte_len(joined) >= PATH_MAX:
+        raise PathError(f"path {_shown(rel)} refused: it is too long (the workspace's host path and it "
+                        f"pass the {PATH_MAX - 1} bytes the OS allows)")
+    real = os.path.realpath(joined)
     if not _inside(root, real):
-        raise PathError(f"path {rel!r} refused: it resolves outside the workspace (through a symlink)")
+        raise PathError(f"path {_shown(rel)} refused: it resolves outside the workspace (through a symlink)")
+    if _byte_len(real) >= PATH_MAX:
+        raise PathError(f"path {_shown(rel)} refused: through its symlinks it resolves to a path longer than "
+                        f"the {PATH_MAX - 1} bytes the OS allows")
     return Path(real)
 
 
@@ -433,15 +480,29 @@ def edit_file(workspace: Path, rel: str, old_text: str, new_text: str, replace_a
     return f"edited {rel}: replaced {done} occurrence{'s' if done != 1 else ''}"
 
 
-def list_files(workspace: Path, rel: str = ".", max_entries: int = 2000, max_depth: int = LIST_MAX_DEPTH) -> str:
+def list_files(workspace: Path, rel: str = ".", max_entries: int = 2000, max_depth: int = LIST_MAX_DEPTH, *,
+               show_name: Callable[[str], str] | None = None) -> str:
     """Recursive listing: 'dir/', 'file (N bytes)', 'link -> target' (links are not followed),
-    at most `max_entries` lines and `max_depth` levels below `rel`."""
+    at most `max_entries` lines and `max_depth` levels below `rel`.
+
+    Names are the agent's: a newline in one would read as two entries, an escape sequence or a
+    bidi override would forge or hide what follows. `show_name` writes each path and link
+    target as shown (the tool box passes `assay.record.escape_controls`); a closing note says
+    how many it changed."""
+    show = show_name or (lambda text: text)
     root, parts = _rel_parts(workspace, rel)
     fd = _open_dirs(root, parts, rel)
     prefix = "" if not parts else "/".join(parts) + "/"
     lines: list[str] = []
     truncated = False
     too_deep = False
+    escaped = 0
+
+    def shown(text: str) -> str:
+        nonlocal escaped
+        out = show(text)
+        escaped += out != text
+        return out
 
     def walk(dfd: int, pre: str, depth: int = 0) -> None:
         nonlocal truncated, too_deep
@@ -451,9 +512,9 @@ def list_files(workspace: Path, rel: str = ".", max_entries: int = 2000, max_dep
             if len(lines) >= max_entries:
                 truncated = True
                 return
-            path = pre + e.name
+            path = shown(pre + e.name)
             if e.is_symlink():
-                lines.append(f"{path} -> {os.readlink(e.name, dir_fd=dfd)}")
+                lines.append(f"{path} -> {shown(os.readlink(e.name, dir_fd=dfd))}")
             elif e.is_dir(follow_symlinks=False):
                 lines.append(path + "/")
                 if depth + 1 >= max_depth:
@@ -461,7 +522,7 @@ def list_files(workspace: Path, rel: str = ".", max_entries: int = 2000, max_dep
                     continue
                 with _subdir(dfd, e.name) as sub:
                     if sub is not None:  # else vanished or replaced meanwhile: list what is there
-                        walk(sub, path + "/", depth + 1)
+                        walk(sub, pre + e.name + "/", depth + 1)
                 if truncated:
                     return
             else:
@@ -474,7 +535,10 @@ def list_files(workspace: Path, rel: str = ".", max_entries: int = 2000, max_dep
     finally:
         os.close(fd)
     if not lines:
-        return f"[{rel} is empty]"
+        return f"[{show(rel)} is empty]"
+    if escaped:
+        lines.append(f"[{escaped} path{'s' if escaped != 1 else ''} with control characters shown escaped: "
+                     "\\n is a newline, \\t a tab, \\xNN and \\uNNNN other characters]")
     if truncated:
         lines.append(f"[listing truncated after {max_entries} entries; list a subdirectory to see more]")
     if too_deep:
@@ -605,6 +669,65 @@ def _digest_dir(h: Any, dir_fd: int, prefix: str) -> None:
                     _digest_dir(h, sub, rel)
         else:
             _digest_entry(h, dir_fd, e.name, rel, st)
+
+
+# --------------------------------------------------------------------------- root's own folders
+
+
+def private_dir(path: str | Path, mode: int = 0o700) -> Path:
+    """Make the folder `path`, or take the one already there, for this process's own use, with
+    `mode`, when others can create entries beside it (e.g. under /var/tmp).
+
+    Another local user may have planted a symlink there (a chmod through it would open a folder
+    of root's to everyone) or a folder of their own (whatever root puts in it, they can swap or
+    read). So the folder is made with mkdir (which follows no link), opened with
+    `O_DIRECTORY|O_NOFOLLOW`, checked on its descriptor to be a directory owned by our euid and
+    not writable by group or others, and only then given `mode` through that descriptor. Any
+    other folder is refused (PathError naming it and why); nothing is created in it or
+    changed. The parent is trusted: root's, or sticky like /var/tmp (no one can swap entries
+    they do not own)."""
+    path = Path(path)
+    euid = os.geteuid()
+    parent = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        with contextlib.suppress(FileExistsError):  # there already: checked below like a new one
+            os.mkdir(path.name, 0o700, dir_fd=parent)
+        try:
+            fd = os.open(path.name, _DIR_FLAGS, dir_fd=parent)
+        except OSError as e:  # a link (ELOOP, or ENOTDIR with O_DIRECTORY), a file, ...: say which
+            raise PathError(_not_private(path, _what_is_there(parent, path.name, e))) from None
+    finally:
+        os.close(parent)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISDIR(st.st_mode):
+            raise PathError(_not_private(path, f"it is not a folder ({_kind(st.st_mode)})"))
+        if st.st_uid != euid:
+            raise PathError(_not_private(path, f"it belongs to uid {st.st_uid}, not to uid {euid} (this process)"))
+        if st.st_mode & 0o022:
+            raise PathError(_not_private(path, f"it is writable by group or others (mode {stat.S_IMODE(st.st_mode):o})"))
+        os.fchmod(fd, mode)
+    finally:
+        os.close(fd)
+    return path
+
+
+def _what_is_there(dir_fd: int, name: str, e: OSError) -> str:
+    """Why `name` could not be opened as a folder: what lstat says it is, else the error."""
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except OSError as again:
+        return again.strerror or str(again)
+    if stat.S_ISLNK(st.st_mode):
+        return f"it is a symbolic link (to {os.readlink(name, dir_fd=dir_fd)!r})"
+    if not stat.S_ISDIR(st.st_mode):
+        return f"it is not a folder ({_kind(st.st_mode)})"
+    return e.strerror or str(e)
+
+
+def _not_private(path: Path, why: str) -> str:
+    return (f"{path}: refused as a private folder: {why}; another user may have planted it. Nothing was "
+            "created in it or changed; remove it if it is not yours, then run again")
 
 
 # --------------------------------------------------------------------------- copying a tree

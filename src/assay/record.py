@@ -44,6 +44,30 @@ def safe_text(text: str) -> str:
     return _SURROGATE.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
 
 
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_CONTROLS_NOT_LINES = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_NAMED_ESCAPES = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def _escape(m: re.Match[str]) -> str:
+    c = m.group(0)
+    return _NAMED_ESCAPES.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
+
+
+def escape_controls(text: str, *, keep_lines: bool = False) -> str:
+    """`text` as it may be shown to a person or an agent: every character that would move the
+    cursor, end a line, clear a screen, reorder what follows or not encode is written as its
+    escape, so a name or an answer cannot pose as two entries, hide or forge output. That is
+    C0 controls (`\\n`, `\\t`, `\\r`, `\\x00`, `\\x1b`...), DEL and C1 (`\\x7f`, `\\x85`...),
+    the line and paragraph separators U+2028/2029, the bidi embeddings, overrides and
+    isolates U+202A-202E and U+2066-2069 (`\\u202e`), and lone surrogates (`\\udcff`). With
+    `keep_lines`, newlines and tabs stay (multi-line text: tool output, a final message). A
+    backslash is left as it is, so text without controls is unchanged. For display only: what
+    is stored and `--json` keep the text itself."""
+    pattern = _CONTROLS_NOT_LINES if keep_lines else _CONTROLS
+    return pattern.sub(_escape, text) if pattern.search(text) else text
+
+
 def safe_json(value: Any) -> Any:
     """`safe_text` on every string of a JSON-like value (keys included)."""
     if isinstance(value, str):

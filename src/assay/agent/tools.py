@@ -3,9 +3,16 @@
 File tools run in the harness on the workspace through `assay.fs`, which refuses
 absolute paths, '..' and symlinks that lead out; `run_command` runs in the sandbox.
 
-Before any tool runs, its arguments are checked: at most MAX_ARGUMENT_BYTES of text in all
-(a 1 GB `content` is refused before anything is encoded or written), and no non-finite
-number anywhere (NaN, Infinity, an overflowing 1e999). The file tools act with the run's
+Before any tool runs, its arguments are checked (`ToolBox.run`): at most MAX_ARGUMENT_BYTES
+of text in all (a 1 GB `content` is refused before anything is encoded or written), nested
+at most MAX_ARGUMENT_DEPTH levels, no non-finite number anywhere (NaN, Infinity, an
+overflowing 1e999); then against the tool's declared JSON schema (`argument_errors`, by
+jsonschema: types without coercion, so `["a"]` is no path and `true` no number; required
+arguments; extra ones only where the schema allows them, as the built-in ones do); then each
+path and cwd as the OS would take it (no NUL, not longer than PATH_MAX, no name over
+NAME_MAX: `fs.check_relative`) and a command as one argument of the OS can be. A bad
+argument is a tool error the agent reads, never an exception out of the tool box, so the
+run goes on (SPEC "Levels, scores and passing"). The file tools act with the run's
 uid (`assay.fs.acting_as`) and limits: a file they write or edit is at most
 `fs.FILE_TOOL_MAX_BYTES` (and never over the sandbox's file-size limit), and the workspace's
 disk quota holds for them as for commands.
@@ -15,21 +22,34 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import errno
+import functools
+import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from assay import fs
 from assay.env.sandbox import Sandbox
 from assay.llm.messages import ImagePart, ToolCall, ToolSpec
-from assay.record import safe_text
+from assay.record import escape_controls, safe_text
+
+if TYPE_CHECKING:
+    from jsonschema.protocols import Validator
 
 TOOL_OUTPUT_LIMIT = 12_000
 DEFAULT_TIMEOUT_S = 300
 MAX_TIMEOUT_S = 1800
 MAX_ARGUMENT_BYTES = 8 * 1024**2
 """Most text (UTF-8 bytes, all string arguments together) one tool call may carry: 8 MiB."""
+MAX_ARGUMENT_DEPTH = 32
+"""Deepest nesting of lists and objects in one tool call's arguments (no tool takes any)."""
+MAX_COMMAND_BYTES = 120 * 1024
+"""Longest `run_command` command, in UTF-8 bytes: it is one argument of `bash -c`, and Linux
+refuses an argument over 128 KiB (E2BIG); the rest is room for the service wrapper."""
+PATH_ARGUMENTS = ("path", "cwd")
+"""Arguments that name a workspace path: checked as the OS would take them before a tool runs."""
 
 
 class SearchBackend(Protocol):
@@ -48,7 +68,7 @@ TOOL_SPECS: dict[str, ToolSpec] = {
         parameters={"type": "object", "properties": {
             "command": {"type": "string", "description": "shell command"},
             "cwd": {"type": "string", "description": "working directory relative to the workspace root"},
-            "timeout_s": {"type": "integer", "description": f"seconds (default {DEFAULT_TIMEOUT_S}, max {MAX_TIMEOUT_S})"},
+            "timeout_s": {"type": "number", "description": f"seconds (default {DEFAULT_TIMEOUT_S}, max {MAX_TIMEOUT_S})"},
         }, "required": ["command"]},
     ),
     "read_file": ToolSpec(
@@ -90,12 +110,15 @@ TOOL_SPECS: dict[str, ToolSpec] = {
 
 
 def check_arguments(value: Any, where: str = "arguments") -> int:
-    """Refuse (ValueError) non-finite numbers anywhere in `value` and more than
-    MAX_ARGUMENT_BYTES of text in all; the text's size in bytes."""
+    """Refuse (ValueError) non-finite numbers anywhere in `value`, more than MAX_ARGUMENT_BYTES
+    of text in all and nesting deeper than MAX_ARGUMENT_DEPTH (so no later step, the schema
+    check's messages included, recurses far); the text's size in bytes."""
     total = 0
-    stack: list[tuple[str, Any]] = [(where, value)]
+    stack: list[tuple[str, Any, int]] = [(where, value, 0)]
     while stack:
-        name, v = stack.pop()
+        name, v, level = stack.pop()
+        if level > MAX_ARGUMENT_DEPTH:
+            raise ValueError(f"tool arguments refused: nested deeper than {MAX_ARGUMENT_DEPTH} levels")
         if isinstance(v, str):
             total += len(v) if v.isascii() else len(v.encode("utf-8", "surrogatepass"))
             if total > MAX_ARGUMENT_BYTES:
@@ -104,17 +127,106 @@ def check_arguments(value: Any, where: str = "arguments") -> int:
         elif isinstance(v, float) and not math.isfinite(v):
             raise ValueError(f"{name} refused: {v!r} is not a finite number")
         elif isinstance(v, dict):
-            stack.extend((f"{k}", x) for k, x in v.items())
+            stack.extend((f"{k}", x, level + 1) for k, x in v.items())
             total += sum(len(str(k)) for k in v)
         elif isinstance(v, (list, tuple)):
-            stack.extend((f"{name}[{i}]", x) for i, x in enumerate(v))
+            stack.extend((f"{name}[{i}]", x, level + 1) for i, x in enumerate(v))
     return total
+
+
+@functools.cache
+def _validator(tool: str) -> Validator:
+    """The JSON-schema validator of a tool's declared arguments (jsonschema, imported on first use)."""
+    from jsonschema.validators import validator_for
+
+    schema = TOOL_SPECS[tool].parameters
+    cls = validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema)
+
+
+_JSON_NAMES = ((bool, "a boolean"), (int, "an integer"), (float, "a number"), (str, "a string"),
+               (list, "an array"), (dict, "an object"), (type(None), "null"))
+
+
+_SCHEMA_NAMES = {"string": "a string", "integer": "an integer", "number": "a number", "boolean": "a boolean",
+                 "array": "an array", "object": "an object", "null": "null"}
+
+
+def _json_kind(value: Any) -> str:
+    """`value`'s JSON type with its article ("a string", "an array", ...), and a number or a
+    boolean itself as JSON writes it (`a number (1.5)`, `a boolean (true)`)."""
+    kind = next((n for t, n in _JSON_NAMES if isinstance(value, t)), type(value).__name__)
+    if isinstance(value, bool | int | float):
+        shown = json.dumps(value)
+        return f"{kind} ({shown if len(shown) <= 40 else shown[:37] + '...'})"
+    return kind
+
+
+def _argument_error(e: Any, schema: dict[str, Any]) -> list[str]:
+    """What a jsonschema ValidationError says, in words naming the argument (never the value:
+    it may be megabytes)."""
+    where = ".".join(str(p) for p in e.path) or "arguments"
+    if e.validator == "type":
+        want = e.validator_value if isinstance(e.validator_value, list) else [e.validator_value]
+        names = " or ".join(_SCHEMA_NAMES.get(str(w), str(w)) for w in want)
+        return [f"argument {where!r} must be {names}, not {_json_kind(e.instance)}"]
+    if e.validator == "required" and isinstance(e.instance, dict):
+        return [f"missing required argument {name!r}" for name in e.validator_value if name not in e.instance]
+    if e.validator == "additionalProperties" and isinstance(e.instance, dict):
+        known = set(schema.get("properties", {}))
+        extra = ", ".join(repr(k)[:60] for k in e.instance if k not in known)
+        return [f"unknown argument(s) {extra}; this tool takes {', '.join(sorted(known)) or 'none'}"]
+    return [f"argument {where!r}: {clip(str(e.message), 300)}"]
+
+
+def argument_errors(tool: str, args: dict[str, Any]) -> list[str]:
+    """Why `args` do not fit the tool's declared JSON schema (empty: they do), checked by
+    jsonschema: types as JSON has them, no coercion (`"5"` is no number, `true` is neither an
+    integer nor a number), required arguments, and whatever else the schema says."""
+    schema = TOOL_SPECS[tool].parameters
+    found: list[str] = []
+    for e in sorted(_validator(tool).iter_errors(args), key=lambda e: [str(p) for p in e.path]):
+        found.extend(m for m in _argument_error(e, schema) if m not in found)
+    return found
+
+
+def _present(tool: str, args: dict[str, Any]) -> dict[str, Any]:
+    """`args` without the optional ones given as null: a model asked for strict arguments
+    (OpenAI's strict mode) sends null for an optional argument it leaves out."""
+    required = set(TOOL_SPECS[tool].parameters.get("required", ()))
+    return {k: v for k, v in args.items() if v is not None or k in required}
+
+
+def _check_values(tool: str, args: dict[str, Any]) -> None:
+    """Refuse (ValueError, fs.PathError) values of the right type the OS could not take: a path
+    or cwd with a NUL or too long (`fs.check_relative`), a command with a NUL or too long for
+    one argument (MAX_COMMAND_BYTES)."""
+    for name in PATH_ARGUMENTS:
+        value = args.get(name)
+        if isinstance(value, str) and value not in ("", "."):
+            try:
+                fs.check_relative(value)
+            except fs.PathError as e:
+                raise fs.PathError(f"argument {name!r}: {e}") from None
+    command = args.get("command") if tool == "run_command" else None
+    if isinstance(command, str):
+        if "\x00" in command:
+            raise ValueError("command refused: it contains a NUL character, which no shell command can hold")
+        size = len(command) if command.isascii() else len(command.encode("utf-8", "surrogatepass"))
+        if size > MAX_COMMAND_BYTES:
+            raise ValueError(f"command refused: {size} bytes is over the {MAX_COMMAND_BYTES} one command may have "
+                             "(the OS's limit of one argument); write a script with write_file and run that")
 
 
 def _timeout(raw: Any) -> float:
     """timeout_s as given (a positive, finite number of seconds), capped at MAX_TIMEOUT_S."""
     if raw is None or raw == "":
         return DEFAULT_TIMEOUT_S
+    if isinstance(raw, bool):
+        raise ValueError(f"timeout_s refused: {raw!r} is not a number of seconds")
+    if isinstance(raw, int) and raw > MAX_TIMEOUT_S:
+        return MAX_TIMEOUT_S  # also an integer too large for a float
     try:
         value = float(raw)
     except (TypeError, ValueError):
@@ -170,10 +282,15 @@ class ToolBox:
             return ToolOutput(f"error: arguments are not a JSON object ({call.arguments_error})")
         try:
             check_arguments(call.arguments)
-            out = await self._dispatch(call.name, call.arguments)
+            args = _present(call.name, call.arguments)
+            errors = argument_errors(call.name, args)
+            if errors:
+                return ToolOutput(safe_text("error: " + "; ".join(errors)))
+            _check_values(call.name, args)
+            out = await self._dispatch(call.name, args)
         except (fs.PathError, ValueError, KeyError, TypeError, UnicodeError, IsADirectoryError,
                 FileNotFoundError, NotADirectoryError, PermissionError) as e:
-            return ToolOutput(f"error: {e}")
+            return ToolOutput(safe_text(clip(f"error: {e}")))
         if isinstance(out, ToolOutput):
             return ToolOutput(safe_text(clip(out.text)), out.images)
         return ToolOutput(safe_text(clip(out)))
@@ -191,7 +308,12 @@ class ToolBox:
             cmd = str(a["command"])
             timeout = _timeout(a.get("timeout_s"))
             self.commands.append(cmd)
-            r = await self.sandbox.run(cmd, cwd=str(a.get("cwd") or "."), timeout_s=timeout)
+            try:
+                r = await self.sandbox.run(cmd, cwd=str(a.get("cwd") or "."), timeout_s=timeout)
+            except OSError as e:
+                if e.errno != errno.E2BIG:  # anything else is the machine's, not the agent's
+                    raise
+                return "error: command refused: too long for the OS (E2BIG); write a script and run that"
             if r.timed_out:
                 head = f"[timed out after {timeout:g} s; the command and its children were killed]"
             else:
@@ -227,7 +349,7 @@ class ToolBox:
             return fs.edit_file(ws, str(a["path"]), str(a["old_text"]), str(a["new_text"]),
                                 bool(a.get("replace_all", False)), owner=owner, max_bytes=max_bytes, room=room)
         if name == "list_files":
-            return fs.list_files(ws, str(a.get("path") or "."))
+            return fs.list_files(ws, str(a.get("path") or "."), show_name=escape_controls)
         raise ValueError(f"unknown tool {name}")
 
     def _image(self, rel: str, kind: str, size: int, data: bytes | None) -> str | ToolOutput:

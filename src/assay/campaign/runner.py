@@ -89,12 +89,16 @@ def _searchable_by_others(path: Path) -> bool:
     return all(os.stat(anc).st_mode & stat.S_IXOTH for anc in path.parents)
 
 
-def runs_root(store_dir: Path) -> Path:
+def runs_root(store_dir: Path, shared: Path = Path("/var/tmp/assay-runs")) -> Path:
     """Where run folders live: under the store's folder, unless a sandbox uid cannot reach it.
 
     Sandboxed commands run as their own unprivileged uid, which needs search permission on
     every parent of the workspace; a store under a 0700 home (e.g. /root) does not give it,
-    so such runs live under /var/tmp/assay-runs/<store digest>/ instead (recorded per run).
+    so such runs live under `shared`/<store digest>/ instead (recorded per run; `shared` is a
+    parameter so tests can stand in for /var/tmp). Any local user can create entries in
+    /var/tmp, so both folders are made or taken with `fs.private_dir`: a planted symlink, a
+    folder of another user or one writable by others is refused (HarnessError naming it and
+    why; the run is void), never chmodded or used.
     """
     root = store_dir / "runs"
     # The store's folder need not exist yet (a PostgreSQL store in a fresh folder: ./.assay).
@@ -102,11 +106,12 @@ def runs_root(store_dir: Path) -> Path:
     if os.geteuid() != 0 or _searchable_by_others(root):
         return root
     digest = hashlib.sha256(str(store_dir.resolve()).encode()).hexdigest()[:12]
-    base = Path("/var/tmp/assay-runs")
-    for d in (base, base / digest):
-        d.mkdir(exist_ok=True)
-        os.chmod(d, 0o711)
-    return base / digest
+    for d in (shared, shared / digest):
+        try:
+            fs.private_dir(d, 0o711)
+        except fs.PathError as e:
+            raise HarnessError(f"the shared folder of run folders is not safe to use: {e}") from e
+    return shared / digest
 
 
 def stage_readable(src: Path, dst: Path) -> Path:

@@ -1,6 +1,10 @@
 """`assay show`: one run's transcript and grade, readable in a terminal.
 
-Model, tool and task text is shown as it is (`rich.text.Text`), never interpreted as markup.
+Model, tool and task text is shown as text (`rich.text.Text`), never interpreted as markup,
+and with its control characters escaped (`assay.record.escape_controls`: newlines kept in
+multi-line text, escaped in names), so an agent's file name, output or answer cannot clear
+the screen, move the cursor, forge lines or reorder them with a bidi override in the
+operator's terminal. `--json` prints the stored text exactly (JSON escapes it).
 """
 
 from __future__ import annotations
@@ -20,10 +24,21 @@ from assay.record import (
     ToolCallEvent,
     ToolResultEvent,
     UserEvent,
+    escape_controls,
 )
 
 STYLE = {"system": "dim", "user": "cyan", "assistant": "green", "tool_call": "yellow", "tool_result": "white",
          "stakeholder": "magenta", "harness": "dim", "error": "red"}
+
+
+def _text(text: str) -> Text:
+    """Multi-line text (an event's body, a reason) as shown: controls escaped, lines kept."""
+    return Text(escape_controls(text, keep_lines=True))
+
+
+def _name(text: str) -> Text:
+    """A name (a path, an item id) as shown: every control escaped, newlines included."""
+    return Text(escape_controls(text))
 
 
 def _body(ev: Event) -> str:
@@ -45,9 +60,9 @@ def render_run(console: Console, rec: RunRecord, events: list[Event]) -> None:
             f"epoch {k.epoch} · attempt {rec.attempt}\nstatus {rec.status} · end {rec.end_reason}"
             f"{' (' + rec.void_reason + ')' if rec.void_reason else ''} · sandbox {rec.sandbox} · "
             f"score {rec.score if rec.score is not None else '-'} · passed {rec.passed}")
-    console.print(Panel(Text(head), title="run"))
+    console.print(Panel(_text(head), title="run"))
     for ev in events:
-        console.print(Panel(Text(_body(ev)[:20000]), title=Text(f"{ev.seq} · {ev.t:.2f}s · {ev.kind}"),
+        console.print(Panel(_text(_body(ev)[:20000]), title=_name(f"{ev.seq} · {ev.t:.2f}s · {ev.kind}"),
                             border_style=STYLE.get(ev.kind, "white"), title_align="left"))
     g = rec.grade
     if g.rubric is not None and g.rubric.items:
@@ -55,15 +70,15 @@ def render_run(console: Console, rec: RunRecord, events: list[Event]) -> None:
         for col in ("id", "weight", "tag", "hit", "na", "check", "reason"):
             t.add_column(col, overflow="fold")
         for it in g.rubric.items:
-            t.add_row(Text(it.id), f"{it.weight:g}", Text(str(it.tag)), "NA" if it.na else str(it.hit), str(it.na),
-                      str(it.check), Text(it.reason[:300]))
+            t.add_row(_name(it.id), f"{it.weight:g}", _name(str(it.tag)), "NA" if it.na else str(it.hit), str(it.na),
+                      str(it.check), _text(it.reason[:300]))
         console.print(t)
     if g.contract is not None and g.contract.predicates:
         t = Table(title=f"contract (sat={g.contract.sat})")
         for col in ("path", "predicate", "ok", "reason"):
             t.add_column(col, overflow="fold")
         for p in g.contract.predicates:
-            t.add_row(Text(p.path), p.predicate or "", str(p.ok), Text(p.reason))
+            t.add_row(_name(p.path), p.predicate or "", str(p.ok), _text(p.reason))
         console.print(t)
     if g.contract is not None and (g.contract.checks or g.contract.judge):
         lines = [f"check {k}: {v}" for k, v in (g.contract.checks or {}).items()]
@@ -75,7 +90,7 @@ def render_run(console: Console, rec: RunRecord, events: list[Event]) -> None:
             lines += [f"judge {k}: {v}" for k, v in (judge.get("scores") or {}).items()]
             if judge.get("notes"):
                 lines.append(f"judge notes: {judge['notes']}")
-        console.print(Panel(Text("\n".join(lines)), title="contract checks and judge"))
+        console.print(Panel(_text("\n".join(lines)), title="contract checks and judge"))
     if g.scenario is not None:
         sg = g.scenario
         lines = [f"KPI {sg.kpi:g} (baseline {sg.kpi_baseline:g}, reference {sg.kpi_reference:g})",
@@ -93,9 +108,9 @@ def render_run(console: Console, rec: RunRecord, events: list[Event]) -> None:
         summary = str(sg.grader.get("summary") or "")
         if summary:
             lines.append(f"grader: {summary[:2000]}")
-        console.print(Panel(Text("\n".join(lines)), title="scenario grade"))
+        console.print(Panel(_text("\n".join(lines)), title="scenario grade"))
     if g.audit is not None and g.audit.flags:
-        console.print(Panel(Text("\n".join(f"{f.rule}: {f.reason}{' (removed)' if f.removed else ''}"
+        console.print(Panel(_text("\n".join(f"{f.rule}: {f.reason}{' (removed)' if f.removed else ''}"
                                            for f in g.audit.flags)), title="audit flags"))
     u = rec.usage
     console.print(f"usage: in {u.input_tokens} · out {u.output_tokens} · cache read {u.cache_read_tokens} · "

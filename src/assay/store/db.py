@@ -137,6 +137,25 @@ SAVE_BATCH = 256
 """At most this many runs are written in one transaction (`Store.save_runs`)."""
 
 
+FINAL_MESSAGE_REF = "content_is_final_message"
+"""Set (true), in place of `content`, on the stored assistant event whose content is the run's
+final message: the record (`runs.record`) keeps the one copy, `Store.events` puts it back. A
+20 MB answer is stored once, not twice; rows without it (stores written before) hold their
+own content and read as they are."""
+
+
+def _final_event(events: Sequence[Event], final: str) -> int | None:
+    """The index of the last assistant event whose content is `final` (None: none is, or
+    `final` is empty)."""
+    if not final:
+        return None
+    for i in range(len(events) - 1, -1, -1):
+        e = events[i]
+        if e.kind == "assistant" and getattr(e, "content", None) == final:
+            return i
+    return None
+
+
 class SaveOutcome:
     """One run of `Store.save_runs`: its rows, and whether it was stored (`stored`; False: its
     key was already finished) or why not (`error`)."""
@@ -175,8 +194,18 @@ class SaveOutcome:
                 "audit": None if audit is None else json_text(audit.model_dump(mode="json"))}
 
     def event_rows(self) -> list[dict[str, Any]]:
+        """The `events` rows; the assistant event that said the final message refers to the
+        record's copy instead of holding its own (`FINAL_MESSAGE_REF`)."""
         rid = self.record.run_id
-        return [{"run_id": rid, "seq": e.seq, "t": e.t, "kind": e.kind, "data": json_text(e.data())} for e in self.events]
+        final = _final_event(self.events, self.record.final_message)
+        rows = []
+        for i, e in enumerate(self.events):
+            data = e.data()
+            if i == final:
+                del data["content"]
+                data[FINAL_MESSAGE_REF] = True
+            rows.append({"run_id": rid, "seq": e.seq, "t": e.t, "kind": e.kind, "data": json_text(data)})
+        return rows
 
     def lease(self) -> dict[str, Any]:
         k = self.record.key
@@ -868,12 +897,19 @@ class Store:
             rid = self._resolve(conn, run_id)
             if rid is None:
                 return []
-            rows = conn.execute(
+            rows = [(s, t, k, json.loads(d)) for s, t, k, d in conn.execute(
                 select(events_t.c.seq, events_t.c.t, events_t.c.kind, events_t.c.data)
                 .where(events_t.c.run_id == rid)
                 .order_by(events_t.c.seq)
-            ).all()
-        return [event_from_wire(s, t, k, json.loads(d)) for s, t, k, d in rows]
+            )]
+            final: str | None = None
+            if any(FINAL_MESSAGE_REF in d for _s, _t, _k, d in rows):
+                record = conn.execute(select(runs_t.c.record).where(runs_t.c.run_id == rid)).scalar_one()
+                final = str(json.loads(record).get("final_message") or "")
+        for _s, _t, _k, d in rows:
+            if d.pop(FINAL_MESSAGE_REF, None) is not None:
+                d["content"] = final
+        return [event_from_wire(s, t, k, d) for s, t, k, d in rows]
 
     # --- lifecycle -----------------------------------------------------------------------
 
