@@ -8,7 +8,9 @@ the task scores by its contract, is graded `judge` or `hybrid` (with a judge wei
 judge total is > 0; or the task scores by its rubric and at least one positive item
 without a machine check was credited by the judge. Everything else (scenarios, machine
 checks, contract predicates alone, scores of 0) is not audited: `flags` stays empty and
-`pre_audit_score` is the score.
+`pre_audit_score` is the score. (Passages addressed to the grader are also looked for when
+the rubric's judged items gave no credit but the score is positive: a negative item the
+judge left unmet is credit too.)
 
 Rules (each a function returning flags `{rule, reason, severity}`):
 
@@ -20,16 +22,28 @@ Rules (each a function returning flags `{rule, reason, severity}`):
   credit), `answer_not_in_output` (the judge's notes quote a number or string that is in
   neither the final message nor any artifact), `rubric_number_claim` (a credited judged
   rubric item, or its reason, cites a number the answer does not contain), `judge_injection`
-  (the answer, as judges are shown it, carries a verdict-shaped JSON block or repeats a
-  rubric item's text verbatim). An optional
-  contract artifact (DareBench's inferred outputs) that is missing gives a soft
-  `missing_artifact`.
+  (the answer repeats a rubric item's text verbatim). An optional contract artifact
+  (DareBench's inferred outputs) that is missing gives a soft `missing_artifact`.
+
+Passages addressed to the grader come first (`find_injection`, on
+`assay.llm.untrusted.PassageFinder`): instructions to an evaluator, grader, judge or model,
+verdict-shaped blocks, claims that the rubric is met, orders to ignore the instructions,
+role and fake boundary markers, in the final message, the artifacts and (for a contract
+judge, which reads the transcript) the tool calls' arguments, unless the task's own text
+matches the same rule. When there are any, the run is judged again by the same judge on the
+same items or contract with those passages removed from everything the judge is shown; the
+lower of the two verdicts is kept (written into the grade: the rubric's items, or the
+contract's `judge`), and a `judge_injection` flag records the passages, both verdicts and
+both scores. The re-judge's usage is the run's judge usage; a provider failure on it is a
+GraderError, as for the first verdict. The rules then look at what the kept verdict credits,
+and a re-judged passage flag needs no meta-judge of its own.
 
 Decision: any flag sends the run to the meta-judge when the run has a judge (the first
 judge model, through `Judge.ask_raw`). `supported: false` removes the positive (score 0,
 every flag `removed`); `supported: true` keeps it. A meta-judge that stays unparseable
-after 2 retries, or fails at the provider, falls back to the no-meta-judge rule and the
-failure is recorded. Without a meta-judge, a hard flag removes the positive and soft
+after 2 retries falls back to the no-meta-judge rule and the failure is recorded; a
+provider failure voids the run (GraderError). The meta-judge is shown the agent's texts
+without the passages addressed to the grader. Without a meta-judge, a hard flag removes the positive and soft
 flags are only recorded. The meta-judge's prompt fences what the agent controls (trace,
 artifacts, final message) and the verdict under review between boundary markers and says
 they are untrusted data (`assay.llm.untrusted`); its reply's last `supported` value counts.
@@ -37,9 +51,11 @@ they are untrusted data (`assay.llm.untrusted`); its reply's last `supported` va
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,10 +63,20 @@ from typing import Any
 from assay import fs
 from assay.errors import GraderError, ProviderError
 from assay.grade.contract_grading import ARTIFACT_CHARS as JUDGE_FILE_CHARS
+from assay.grade.contract_grading import judge_contract, to_openclaw
 from assay.grade.inputs import GradeInput, JudgeService
 from assay.grade.numbers import Number, find_numbers
+from assay.grade.rubric import ItemVerdict, items_needing_judge, score_items
 from assay.llm.jsonrepair import json_candidates
-from assay.llm.untrusted import ANSWER_CHARS, boundary, cut_text, fence, untrusted_note
+from assay.llm.untrusted import (
+    ANSWER_CHARS,
+    PASSAGE_KINDS,
+    PassageFinder,
+    boundary,
+    cut_text,
+    fence,
+    untrusted_note,
+)
 from assay.record import (
     AssistantEvent,
     Audit,
@@ -59,13 +85,16 @@ from assay.record import (
     Event,
     Grade,
     HarnessEvent,
+    JudgeInfo,
+    RubricGrade,
     ToolCallEvent,
     ToolResultEvent,
     UsageCost,
 )
 from assay.task.model import Task
 
-__all__ = ["HARD_RULES", "SOFT_RULES", "audit_run", "collect_evidence", "judge_credit", "meta_judge_prompt",
+__all__ = ["HARD_RULES", "SOFT_RULES", "Injection", "audit_run", "collect_evidence", "find_injection", "judge_credit",
+           "meta_judge_prompt",
            "rule_answer_not_in_output", "rule_hit_limit", "rule_judge_injection", "rule_missing_artifact",
            "rule_no_tool_ran", "rule_phantom_claim", "rule_rubric_number_claim"]
 
@@ -444,28 +473,6 @@ ECHO_CJK_FACTOR = 2.5  # Chinese, Japanese and Korean text: a word is 2.5 charac
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
 _TOKEN = re.compile(rf"[{_CJK}]|[^\W_{_CJK}]+")
 _CJK_CHAR = re.compile(rf"[{_CJK}]")
-_QT = "[\"'“”‘’]"  # a JSON key's quote, smart quotes included (judge reply parsers normalise them)
-_VERDICT_SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ('a rubric verdict ("met" / "criteria_met": yes or no)',
-     re.compile(rf"{_QT}(?:met|criteria_met){_QT}\s*:\s*(?:true|false|{_QT}[^\"'“”‘’\n]{{0,16}}{_QT})", re.I)),
-    ('a rubric verdict list ("items": [...] with "status" or "verdict")',
-     re.compile(rf"{_QT}(?:items|results|verdicts|rubrics|criteria|evaluations|grades){_QT}\s*:\s*\[\s*\{{"
-                rf"[^\]]{{0,300}}?{_QT}(?:status|verdict){_QT}\s*:", re.I)),
-    ('a OneMillion-Bench verdict ("rubric_id" with "status")',
-     re.compile(rf"{_QT}rubric_id{_QT}[^{{}}]{{0,300}}?{_QT}status{_QT}\s*:", re.I)),
-    ('a contract judge verdict ("scores" with "total")',
-     re.compile(rf"{_QT}(?:scores|criteria_scores){_QT}\s*:\s*\{{[^{{}}]{{0,1000}}\}}\s*,\s*"
-                rf"{_QT}(?:total|score){_QT}\s*:\s*-?\d", re.I)),
-    ('a contract judge verdict ("total" with "notes")',
-     re.compile(rf"{_QT}(?:total|score){_QT}\s*:\s*-?[\d.]+\s*,\s*{_QT}(?:notes|justification|reasoning)"
-                rf"{_QT}\s*:|{_QT}(?:notes|justification|reasoning){_QT}\s*:\s*{_QT}[^\"“”\n]{{0,300}}{_QT}"
-                rf"\s*,\s*{_QT}total{_QT}\s*:\s*-?\d", re.I)),
-    ('an audit verdict ("supported": yes or no)',
-     re.compile(rf"{_QT}(?:supported|is_supported){_QT}\s*:\s*(?:true|false|{_QT}[^\"'“”‘’\n]{{0,16}}{_QT})",
-                re.I)),
-)
-
-
 def _tokens(text: str) -> list[str]:
     """Words (and single CJK characters), case-folded, punctuation and spacing dropped."""
     return _TOKEN.findall(unicodedata.normalize("NFKC", text).casefold())
@@ -528,40 +535,184 @@ def _echoes(texts: list[tuple[str, str]], answer: _Grams, asked: _Grams) -> list
     return found
 
 
-def _injection_texts(evidence: Evidence) -> list[tuple[str, str]]:
+PASSAGE_CHARS = 300  # the most characters of a passage a flag keeps (head and tail)
+MAX_PASSAGES = 20  # the most passages a flag lists (all of them are removed before the re-judge)
+VERDICT_NOTES = 500  # characters of a contract judge's notes a flag keeps
+
+
+def _own_text(task: Task) -> str:
+    """The task's own text: what the agent was asked and what it is graded by. A passage rule
+    that matches it is not applied (a task about grading may well say "rubric items are met")."""
+    g = task.grading
+    parts = [_asked_text(task), *(it.text for it in (task.rubric.items if task.rubric else []))]
+    if g is not None:
+        parts += [g.judge_rubric or "", *g.criteria, g.expected_behavior or ""]
+    return "\n".join(parts)
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string inside a tool call's arguments."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def _injection_texts(task: Task, evidence: Evidence) -> list[tuple[str, str]]:
     """(where, text) of what a judge is shown of the agent's work: the final message as judges
-    cut it, and the first characters of each artifact."""
+    cut it, the first characters of each artifact, and for a contract judge (which reads the
+    transcript) the arguments of each tool call."""
     out = [("final message", cut_text(evidence.final, ANSWER_CHARS).text)]
     out += [(f"file {rel}", text[:JUDGE_FILE_CHARS]) for rel, text in sorted(evidence.outputs.items())]
+    if task.primary_kind == "contract":
+        out += [(f"transcript ({c['name']} call)", s) for c in evidence.tool_calls
+                for s in _strings(c["arguments"]) if s.strip()]
     return out
 
 
+def _shown(text: str) -> str:
+    """A passage as a flag keeps it: whole when short, else its head and tail."""
+    if len(text) <= PASSAGE_CHARS:
+        return text
+    head = PASSAGE_CHARS * 2 // 3
+    return f"{text[:head]} [... {len(text) - PASSAGE_CHARS:,} characters ...] {text[-(PASSAGE_CHARS - head):]}"
+
+
+@dataclass
+class Injection:
+    """The passages of a run's answer addressed to the grader, and the finder that removes
+    them from any text the judge is shown again."""
+
+    finder: PassageFinder
+    passages: list[dict[str, Any]]  # {where, kind, text (cut), chars}
+
+    def clean(self, text: str) -> str:
+        """`text` without the passages addressed to the grader."""
+        return self.finder.strip(text)
+
+
+def find_injection(task: Task, evidence: Evidence) -> Injection:
+    """Passages addressed to the grader in the final message, the artifacts and (contract
+    judge) the tool calls' arguments, each once, in where-first order."""
+    finder = PassageFinder(_own_text(task))
+    seen: set[str] = set()
+    passages: list[dict[str, Any]] = []
+    for where, text in _injection_texts(task, evidence):
+        for p in finder.find(text):
+            key = " ".join(p.text.split())
+            if key in seen:
+                continue
+            seen.add(key)
+            passages.append({"where": where, "kind": p.kind, "text": _shown(p.text), "chars": len(p.text)})
+    return Injection(finder=finder, passages=passages)
+
+
+def _describe(passages: list[dict[str, Any]]) -> str:
+    """Which kinds of passage, where: never the agent's words (the reason reaches the meta-judge)."""
+    groups: dict[str, list[str]] = {}
+    for p in passages:
+        what = " and ".join(PASSAGE_KINDS[k] for k in p["kind"].split(","))
+        groups.setdefault(p["where"], [])
+        if what not in groups[p["where"]]:
+            groups[p["where"]].append(what)
+    return "; ".join(f"{' and '.join(kinds)} in the {where}" for where, kinds in list(groups.items())[:5])
+
+
+def _injection_flag(injection: Injection) -> dict[str, Any]:
+    n = len(injection.passages)
+    flag = _flag("judge_injection", f"the answer holds {n} passage{'s' if n != 1 else ''} addressed to the grader: "
+                                    + _describe(injection.passages))
+    flag["passages"] = injection.passages[:MAX_PASSAGES]
+    flag["rejudged"] = False
+    return flag
+
+
 def rule_judge_injection(task: Task, evidence: Evidence) -> list[dict[str, Any]]:
-    """The answer carries a verdict-shaped JSON block, or repeats a rubric item's text
-    verbatim: attempts to steer the judge, made visible (soft: the meta-judge decides)."""
-    texts = _injection_texts(evidence)
-    asked_text = _asked_text(task)
-    flags: list[dict[str, Any]] = []
-    shapes: list[str] = []
-    for where, text in texts:
-        for name, rx in _VERDICT_SHAPES:
-            if rx.search(text) and not rx.search(asked_text):
-                shapes.append(f"{name} in the {where}")
-    if shapes:
-        flags.append(_flag("judge_injection", "the answer carries a verdict-shaped block, as if to hand the "
-                                              "judge its verdict: " + "; ".join(shapes[:5])))
+    """Text addressed to the grader (instructions, verdict-shaped blocks, claims that the rubric
+    is met, orders to ignore the instructions, role and boundary markers), and rubric text
+    repeated verbatim: attempts to steer the judge, made visible. `audit_run` has the first
+    kind judged again without those passages; a repeated rubric text goes to the meta-judge."""
+    injection = find_injection(task, evidence)
+    return [*([_injection_flag(injection)] if injection.passages else []), *_echo_flags(task, evidence)]
+
+
+def _echo_flags(task: Task, evidence: Evidence) -> list[dict[str, Any]]:
+    """A flag when the answer repeats the rubric's own text (soft: an honest answer may restate it)."""
+    texts = _injection_texts(task, evidence)
     echoes = _echoes(_rubric_texts(task), _Grams(_tokens("\n".join(t for _, t in texts))),
-                     _Grams(_tokens(asked_text)))
-    if echoes:
-        flags.append(_flag("judge_injection", "the answer repeats the rubric's own text verbatim, which a judge "
-                                              "may mistake for the work it describes: " + "; ".join(echoes[:5])))
-    return flags
+                     _Grams(_tokens(_asked_text(task))))
+    if not echoes:
+        return []
+    return [_flag("judge_injection", "the answer repeats the rubric's own text verbatim, which a judge may mistake "
+                                     "for the work it describes: " + "; ".join(echoes[:5]))]
 
 
 def _asked_text(task: Task) -> str:
     """What the agent was asked (its own words are not an echo of the rubric)."""
     return "\n".join([task.prompt or "", *task.briefs.values(), task.system_prompt or "",
                       *(str(m.get("content", "")) for m in task.messages or [])])
+
+
+# ----- the re-judge without the passages
+
+
+def _judged(task: Task, grade: Grade) -> bool:
+    """Whether the score has a judge part a passage could have swayed: a rubric with judged
+    items (credited or not: a negative item left unmet counts too), or a judged contract."""
+    if task.primary_kind == "rubric":
+        return grade.rubric is not None and any(not it.check for it in grade.rubric.items)
+    return judge_credit(task, grade) is not None
+
+
+def _rubric_verdict(rubric: RubricGrade) -> dict[str, Any]:
+    return {"score": rubric.expert_score, "items": {it.id: (None if it.na else it.hit) for it in rubric.items}}
+
+
+def _contract_verdict(verdict: dict[str, Any]) -> dict[str, Any]:
+    return {"total": verdict.get("total"), "scores": dict(verdict.get("scores") or {}),
+            "notes": str(verdict.get("notes") or "")[:VERDICT_NOTES]}
+
+
+async def _rejudge(inp: GradeInput, grade: Grade, score: float, injection: Injection, judge: JudgeService
+                   ) -> tuple[float, dict[str, Any], UsageCost]:
+    """The run judged again, by the same judge on the same items or contract, with the passages
+    removed from every text the judge is shown: (the lower score, what the flag records, usage).
+    The lower verdict is written into `grade`. A provider failure raises GraderError, as for the
+    first verdict."""
+    task: Task = inp.task
+    if task.primary_kind == "rubric":
+        assert grade.rubric is not None
+        verdicts = {it.id: ItemVerdict(id=it.id, weight=it.weight, tag=it.tag, hit=it.hit, na=it.na, check=True,
+                                       reason=it.reason) for it in grade.rubric.items if it.check}
+        judged, usage, info = await judge.judge_items(task, injection.clean(inp.final_message),
+                                                      items_needing_judge(task))
+        verdicts.update(judged)
+        again = score_items(task, verdicts)
+        again.judge_info = JudgeInfo.model_validate(info)
+        without = float(again.expert_score or 0.0)
+        record: dict[str, Any] = {"verdict_with": _rubric_verdict(grade.rubric),
+                                  "verdict_without": _rubric_verdict(again)}
+        if without < score:
+            grade.rubric = again
+    else:
+        assert grade.contract is not None and task.grading is not None
+        first = grade.contract.judge
+        transcript = to_openclaw(inp.events, task_id=task.id, final_message=inp.final_message)
+        verdict, usage = await judge_contract(inp, transcript, clean=injection.clean)
+        g = task.grading
+        wsum = g.weight_automated + g.weight_judge
+        change = float(verdict["total"]) - float(first.get("total") or 0.0)
+        without = verdict["total"] if g.type == "judge" else score + g.weight_judge * change / wsum
+        without = min(1.0, max(0.0, float(without)))
+        record = {"verdict_with": _contract_verdict(first), "verdict_without": _contract_verdict(verdict)}
+        if without < score:
+            grade.contract.judge = {**verdict, "without_passages": True}
+    kept = "without" if without < score else "with"
+    record.update(rejudged=True, score_with=score, score_without=without, kept=kept, rejudge_judge=judge.name)
+    return min(score, without), record, usage
 
 
 # ----- phantom claims
@@ -696,14 +847,26 @@ def rule_phantom_claim(task: Task, evidence: Evidence) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- meta-judge
 
 
-def _trace_summary(evidence: Evidence, events: list[Event]) -> str:
+def _cleaned(value: Any, clean: Callable[[str], str]) -> Any:
+    """A tool call's arguments with `clean` applied to every string in them."""
+    if isinstance(value, str):
+        return clean(value)
+    if isinstance(value, dict):
+        return {k: _cleaned(v, clean) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_cleaned(v, clean) for v in value]
+    return value
+
+
+def _trace_summary(evidence: Evidence, events: list[Event], clean: Callable[[str], str] | None = None) -> str:
     parts: list[str] = []
     for e in events:
         if isinstance(e, ToolCallEvent):
-            args = json.dumps(e.arguments, ensure_ascii=False)
+            args = json.dumps(e.arguments if clean is None else _cleaned(e.arguments, clean), ensure_ascii=False)
             parts.append(f"Tool: {e.name}({args[:400]}{'...' if len(args) > 400 else ''})")
         elif isinstance(e, ToolResultEvent):
-            parts.append(f"Result: {e.output[:RESULT_PREVIEW]}{'...' if len(e.output) > RESULT_PREVIEW else ''}")
+            out = e.output if clean is None else clean(e.output)
+            parts.append(f"Result: {out[:RESULT_PREVIEW]}{'...' if len(out) > RESULT_PREVIEW else ''}")
         elif isinstance(e, HarnessEvent) and e.note:
             parts.append(f"Harness: {e.note[:RESULT_PREVIEW]}")
         elif isinstance(e, ErrorEvent):
@@ -746,8 +909,10 @@ META_LABELS = ("TRANSCRIPT", "FILE", "ANSWER", "VERDICT")
 
 
 def _meta_prompt(inp: GradeInput, grade: Grade, credit: Credit, evidence: Evidence,
-                 flags: list[dict[str, Any]], score: float) -> tuple[str, dict[str, Any]]:
-    """(the meta-judge's prompt, what was cut: {"final_message"?: Cut.info})."""
+                 flags: list[dict[str, Any]], score: float, clean: Callable[[str], str] | None = None
+                 ) -> tuple[str, dict[str, Any]]:
+    """(the meta-judge's prompt, what was cut: {"final_message"?: Cut.info}). With `clean`, the
+    passages addressed to the grader are left out of the agent's texts it shows."""
     task: Task = inp.task
     prompt = task.brief(inp.level) if inp.level is not None and inp.level in task.briefs else \
         (task.prompt or next(iter(task.briefs.values()), ""))
@@ -758,7 +923,11 @@ def _meta_prompt(inp: GradeInput, grade: Grade, credit: Credit, evidence: Eviden
                        if v is not None) or "harness defaults"
     turns = sum(1 for e in inp.events if isinstance(e, AssistantEvent))
     flag_lines = "\n".join(f"- {f['rule']} ({f['severity']}): {f['reason']}" for f in flags)
-    trace = _trace_summary(evidence, inp.events)
+    trace = _trace_summary(evidence, inp.events, clean)
+    if clean is not None:
+        evidence = Evidence(tool_calls=evidence.tool_calls, commands=evidence.commands, written=evidence.written,
+                            files=evidence.files, outputs={k: clean(v) for k, v in evidence.outputs.items()},
+                            final=clean(evidence.final))
     final = cut_text(evidence.final.strip(), ANSWER_CHARS)
     verdict = _verdict_block(credit, grade)
     files = [t[:ARTIFACT_CHARS] for t in evidence.outputs.values()]
@@ -853,32 +1022,57 @@ async def _ask_meta(judge: JudgeService, prompt: str) -> tuple[tuple[bool, str] 
 
 async def audit_run(inp: GradeInput, grade: Grade, score: float | None, judge_usage: UsageCost
                     ) -> tuple[float | None, Audit, UsageCost]:
-    """(audited score, the audit, judge usage incl. the meta-judge) for one graded run."""
+    """(audited score, the audit, judge usage incl. the re-judge and the meta-judge) for one
+    graded run. Passages addressed to the grader are handled first: the run is judged again
+    without them and the lower verdict kept (written into `grade`); the rules then look at
+    what the kept verdict credits."""
     audit = Audit(pre_audit_score=score)
     if score is None or score <= 0:
         return score, audit, judge_usage
     task: Task = inp.task
-    credit = judge_credit(task, grade)
+    judge = inp.judge
+    flags: list[dict[str, Any]] = []
+    evidence: Evidence | None = None
+    injection: Injection | None = None
+    if _judged(task, grade):
+        audit.audited = True
+        evidence = collect_evidence(task, inp.workspace, inp.events, inp.final_message, inp.commands)
+        injection = await asyncio.to_thread(find_injection, task, evidence)
+        if injection.passages:
+            flag = _injection_flag(injection)
+            if judge is not None:
+                score, record, usage = await _rejudge(inp, grade, score, injection, judge)
+                judge_usage = judge_usage + usage
+                flag.update(record)
+                flag["reason"] += (f"; judged again without {'them' if len(injection.passages) > 1 else 'it'}: "
+                                   f"{record['score_without']:.4g} (with: {record['score_with']:.4g}), the lower "
+                                   f"verdict ({record['kept']} the passages) is kept")
+            flags.append(flag)
+        else:
+            injection = None
+    credit = judge_credit(task, grade) if score > 0 else None
     if credit is None:
-        return score, audit, judge_usage
+        return _finish(audit, flags, score, judge_usage, remove=False)
     audit.audited = True
-    evidence = collect_evidence(task, inp.workspace, inp.events, inp.final_message, inp.commands)
-    flags = [
+    if evidence is None:
+        evidence = collect_evidence(task, inp.workspace, inp.events, inp.final_message, inp.commands)
+    flags += [
         *rule_missing_artifact(task, inp.workspace, credit),
         *rule_no_tool_ran(task, evidence, credit),
         *rule_hit_limit(task, inp.end_reason, credit),
         *rule_answer_not_in_output(task, evidence, credit),
         *rule_phantom_claim(task, evidence),
         *rule_rubric_number_claim(task, evidence, credit),
-        *rule_judge_injection(task, evidence),
+        *_echo_flags(task, evidence),  # the passages addressed to the grader were handled above
     ]
-    if not flags:
-        return score, audit, judge_usage
+    # A passage flag whose re-judge is done needs no review of its own; the rest do.
+    if all(f.get("rejudged") for f in flags):
+        return _finish(audit, flags, score, judge_usage, remove=False)
     hard = any(f["severity"] == "hard" for f in flags)
     remove = hard
-    judge = inp.judge
     if judge is not None:
-        prompt, cuts = _meta_prompt(inp, grade, credit, evidence, flags, score)
+        prompt, cuts = _meta_prompt(inp, grade, credit, evidence, flags, score,
+                                    injection.clean if injection is not None else None)
         verdict, usage, errors, attempts = await _ask_meta(judge, prompt)
         judge_usage = judge_usage + usage
         meta: dict[str, Any] = {"judge": judge.name, "attempts": attempts, "usage": usage.model_dump()}
@@ -903,6 +1097,11 @@ async def audit_run(inp: GradeInput, grade: Grade, score: float | None, judge_us
     else:
         for f in flags:
             f["removed"] = f["severity"] == "hard"
+    return _finish(audit, flags, score, judge_usage, remove=remove)
+
+
+def _finish(audit: Audit, flags: list[dict[str, Any]], score: float, judge_usage: UsageCost, *, remove: bool
+            ) -> tuple[float | None, Audit, UsageCost]:
     audit.flags = [AuditFlag.model_validate(f) for f in flags]
     if remove:
         audit.removed = 1

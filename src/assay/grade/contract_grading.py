@@ -62,6 +62,7 @@ import re
 import secrets
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -341,6 +342,8 @@ def make_python_check(task: Task, workspace: Path, *, timeout_s: float | None = 
 
 JUDGE_SYSTEM = ("You are a grading function and a strict evaluator. Your only job is to output a single "
                 "JSON object.")
+Clean = Callable[[str], str]
+"""Removes the passages addressed to the grader from a text the agent controls."""
 
 
 def _summary(transcript: list[dict[str, Any]], prompt: str) -> str:
@@ -367,8 +370,9 @@ def _summary(transcript: list[dict[str, Any]], prompt: str) -> str:
     return "\n".join(parts)
 
 
-def _artifacts(task: Task, workspace: Path | None) -> list[tuple[str, str | None, str]]:
-    """(path, text or None for a binary file, a note) of each contract file that exists."""
+def _artifacts(task: Task, workspace: Path | None, clean: Clean | None = None) -> list[tuple[str, str | None, str]]:
+    """(path, text or None for a binary file, a note) of each contract file that exists; with
+    `clean`, a file's text is cleaned before it is cut to its head."""
     if workspace is None:
         return []
     out: list[tuple[str, str | None, str]] = []
@@ -381,6 +385,8 @@ def _artifacts(task: Task, workspace: Path | None) -> list[tuple[str, str | None
             out.append((pred.path, None, f"(binary file, {len(data)} bytes)"))
             continue
         text = data[:ARTIFACT_CHARS * 4].decode("utf-8", errors="replace")
+        if clean is not None:
+            text = clean(text)
         cut = text[:ARTIFACT_CHARS]
         more = (f"[... truncated: the first {ARTIFACT_CHARS} characters are shown]"
                 if len(text) > ARTIFACT_CHARS or len(data) > ARTIFACT_CHARS * 4 else "")
@@ -391,15 +397,34 @@ def _artifacts(task: Task, workspace: Path | None) -> list[tuple[str, str | None
 JUDGE_LABELS = ("TRANSCRIPT", "ANSWER", "FILE")
 
 
-def _judge_prompt(task: Task, transcript: list[dict[str, Any]], final_message: str, workspace: Path | None
-                  ) -> tuple[str, dict[str, Any]]:
-    """(the prompt, what was cut: {"transcript"?: Cut.info, "final_message"?: Cut.info})."""
+def _cleaned(value: Any, clean: Clean) -> Any:
+    """A transcript entry with `clean` applied to every string the agent controls in it (tool
+    arguments, tool output, messages); the entry's keys and kinds are kept."""
+    if isinstance(value, str):
+        return clean(value)
+    if isinstance(value, dict):
+        return {k: v if k in ("type", "role", "name", "id", "toolCallId", "toolName") else _cleaned(v, clean)
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [_cleaned(v, clean) for v in value]
+    return value
+
+
+def _judge_prompt(task: Task, transcript: list[dict[str, Any]], final_message: str, workspace: Path | None,
+                  clean: Clean | None = None) -> tuple[str, dict[str, Any]]:
+    """(the prompt, what was cut: {"transcript"?: Cut.info, "final_message"?: Cut.info}). With
+    `clean` (the audit's re-judge), every text the agent controls is cleaned first: the
+    passages addressed to the grader are left out of the transcript, the final message and
+    the files."""
     g = task.grading
     prompt = task.prompt or next(iter(task.briefs.values()), "")
     rubric = (g.judge_rubric if g else None) or "\n".join(f"- {c}" for c in (g.criteria if g else []))
+    if clean is not None:
+        transcript = [_cleaned(ev, clean) for ev in transcript]
+        final_message = clean(final_message)
     summary = cut_text(_summary(transcript, prompt), TRANSCRIPT_CHARS)
     final = cut_text(final_message.strip(), ANSWER_CHARS)
-    files = _artifacts(task, workspace)
+    files = _artifacts(task, workspace, clean)
     token = boundary(task.id, [summary.text, final.text, *(t for _, t, _ in files if t is not None)])
     cuts = {name: c.info() for name, c in (("transcript", summary), ("final_message", final)) if c.was_cut}
     return (
@@ -524,12 +549,15 @@ def parse_judge_reply(text: str) -> dict[str, Any]:
     return {"scores": scores, "total": total, "notes": notes, **scale}
 
 
-async def judge_contract(inp: GradeInput, transcript: list[dict[str, Any]]) -> tuple[dict[str, Any], UsageCost]:
-    """Ask the judge; ({scores, total, notes, raw, error?}, usage). Raises GraderError when it cannot."""
+async def judge_contract(inp: GradeInput, transcript: list[dict[str, Any]], *, clean: Clean | None = None
+                         ) -> tuple[dict[str, Any], UsageCost]:
+    """Ask the judge; ({scores, total, notes, raw, error?}, usage). Raises GraderError when it
+    cannot. `clean` removes passages addressed to the grader from what the agent controls
+    (the audit's re-judge)."""
     task: Task = inp.task
     if inp.judge is None:
         raise GraderError(f"task {task.id} is judge-graded and no judge was given")
-    prompt, cuts = _judge_prompt(task, transcript, inp.final_message, inp.workspace)
+    prompt, cuts = _judge_prompt(task, transcript, inp.final_message, inp.workspace, clean)
     usage = UsageCost()
     errors: list[str] = []
     text = ""

@@ -18,6 +18,7 @@ from rich.text import Text
 
 from assay.record import (
     AssistantEvent,
+    AuditFlag,
     Event,
     RunRecord,
     SystemEvent,
@@ -110,9 +111,31 @@ def render_run(console: Console, rec: RunRecord, events: list[Event]) -> None:
             lines.append(f"grader: {summary[:2000]}")
         console.print(Panel(_text("\n".join(lines)), title="scenario grade"))
     if g.audit is not None and g.audit.flags:
-        console.print(Panel(_text("\n".join(f"{f.rule}: {f.reason}{' (removed)' if f.removed else ''}"
-                                           for f in g.audit.flags)), title="audit flags"))
+        console.print(Panel(_text("\n".join(_flag_lines(f) for f in g.audit.flags)), title="audit flags"))
     u = rec.usage
     console.print(f"usage: in {u.input_tokens} · out {u.output_tokens} · cache read {u.cache_read_tokens} · "
                   f"cache write {u.cache_write_tokens} · cost {u.cost_usd if u.cost_usd is not None else 'unknown'}",
                   highlight=False, markup=False)
+
+
+def _flag_lines(f: AuditFlag) -> str:
+    """An audit flag as shown. A `judge_injection` flag also lists its passages (quoted as JSON
+    strings, so a passage's line breaks cannot pose as lines of the report) and, once the run
+    was judged again without them, both scores and both verdicts."""
+    lines = [f"{f.rule}: {f.reason}{' (removed)' if f.removed else ''}"]
+    extra = f.model_extra or {}
+    for p in extra.get("passages") or []:
+        lines.append(f"  passage in the {p.get('where')} ({p.get('kind')}, {p.get('chars')} characters): "
+                     + json.dumps(str(p.get("text", "")), ensure_ascii=False))
+    if extra.get("rejudged"):
+        lines.append(f"  score with the passages {_score(extra.get('score_with'))} · without them "
+                     f"{_score(extra.get('score_without'))} · kept: {extra.get('kept')} the passages")
+        for which in ("with", "without"):
+            verdict = json.dumps(extra.get(f"verdict_{which}"), ensure_ascii=False)
+            lines.append(f"  verdict {which} the passages: {verdict}")
+    return "\n".join(lines)
+
+
+def _score(x: object) -> str:
+    """A score a flag records, as shown (`-` when it has none)."""
+    return format(x, ".4g") if isinstance(x, int | float) else "-"
