@@ -162,6 +162,7 @@ def create_app(store_url: str, suites: list[Path] | None = None, *, token: str |
     app = FastAPI(title="assay", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url="/api/openapi.json")
     app.state.store = store
     app.state.play = play
+    app.state.on_stop = play.aclose  # a stop ends the play workers before waiting on requests (assay.web.ops)
     app.state.auth = auth
     app.add_middleware(Guard, auth=auth)
     if request_log is not None:
@@ -351,7 +352,7 @@ def create_app(store_url: str, suites: list[Path] | None = None, *, token: str |
 
     @app.get(HEALTH_PATH)
     def healthz() -> JSONResponse:
-        return health(store, len([s for s in play.sessions.values() if s.state() not in ("done", "error")]))
+        return health(store, len(play.live()))
 
     @app.get("/api/docs", response_class=HTMLResponse)
     def api_docs(request: Request) -> HTMLResponse:
@@ -435,7 +436,7 @@ def create_app(store_url: str, suites: list[Path] | None = None, *, token: str |
             s = start(request, body)
         except PlayError as e:
             raise HTTPException(400, str(e)) from None
-        return JSONResponse({"session": s.id, "url": f"/play/{s.id}", "agent": s.factory.spec})
+        return JSONResponse({"session": s.id, "url": f"/play/{s.id}", "agent": s.spec})
 
     @app.get("/api/play/{session_id}")
     async def api_play_state(request: Request, session_id: str, since: int = 0) -> JSONResponse:
@@ -443,7 +444,7 @@ def create_app(store_url: str, suites: list[Path] | None = None, *, token: str |
             s = play.get(session_id, *owner(request))
         except KeyError:
             raise HTTPException(404, "no such play session") from None
-        return JSONResponse(_json_safe({**s.view(max(0, since)), "boot": play.boot}))
+        return JSONResponse(_json_safe(await play.view(s, max(0, since))))
 
     @app.post("/api/play/{session_id}/action")
     async def api_play_action(request: Request, session_id: str) -> JSONResponse:

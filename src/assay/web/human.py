@@ -1,7 +1,18 @@
 """Human play in the web app: sessions of `human:NAME` agents (`assay.agent.human`).
 
-A session's run is an ordinary `execute_run` started as a background task, so workspace,
-sandbox, limits, grading, audit and storage are the harness's own.
+A session's run is an ordinary `execute_run`, so workspace, sandbox, limits, grading, audit
+and storage are the harness's own. It runs in a **worker process of its own**
+(`assay.web.playworker`), never on the server's event loop: whatever one session's action
+does (a long command, a stakeholder ask, a pattern, grading), `/healthz`, every page and
+every other session go on answering, and a server stop (SIGTERM) ends the workers within
+`STOP_GRACE_S` (SIGTERM, then SIGKILL). The server keeps a mirror of what the page shows
+(state, brief, tools, transcript events), so a busy worker's page still answers.
+
+Each action has a time limit of its own (`action_limit`: a command's `timeout_s` plus
+`ACTION_GRACE_S`, other tools `TOOL_LIMIT_S`). An action past it means the worker is stuck:
+the worker is stopped and the session started again by replaying its recorded actions (the
+stuck one was never recorded, as after a server restart), and the person gets 504 saying
+so. Grading has `GRADE_LIMIT_S`; past it the session ends with an error.
 
 A session is kept in the store (`assay.store.play`): who started what, and every action
 taken, in order. When the server stops (SIGTERM, Ctrl-C, a crash) the run in flight ends
@@ -19,22 +30,26 @@ learn its id. Without sign-in (a local single user) `owner` is None and everythi
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
-import dataclasses
+import functools
+import json
+import math
 import re
 import secrets
+import signal
+import socket
+import subprocess
+import sys
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from assay.agent.human import Action, HumanAgent, HumanFactory, RunEnded
-from assay.campaign.options import RunOptions
-from assay.campaign.plan import PlannedRun, build_plan
-from assay.campaign.runner import RunContext, execute_run
+from assay.agent.human import HumanFactory
 from assay.env.sandbox import bwrap_available
 from assay.env.workspace import needs_workspace
 from assay.grade.grader import needs_judge
-from assay.llm.messages import ToolCall
 from assay.record import RunRecord
 from assay.report.build import run_row
 from assay.store import Store
@@ -48,23 +63,55 @@ from assay.store.play import (
     play_epochs,
 )
 from assay.task.model import Task
+from assay.web.playworker import LIVE_KINDS, MAX_LINE_BYTES, Launch, encode_launch, plan_run
+
+__all__ = ["ACTION_GRACE_S", "DEFAULT_CAMPAIGN", "EDITOR_LINES", "GRADE_LIMIT_S", "LIVE_KINDS", "MAX_LIVE_PER_OWNER",
+           "MAX_LIVE_SESSIONS", "STOP_GRACE_S", "TOOL_LIMIT_S", "PlayBusy", "PlayError", "PlayManager", "PlaySession",
+           "PlayTimeout", "action_limit", "editor_text", "playable", "tree_entries"]
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
 CAMPAIGN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}$")
 DEFAULT_CAMPAIGN = "human"
 #: sessions one account may have running at once (each is a sandbox, a uid and a disk quota)
 MAX_LIVE_PER_OWNER = 4
-#: transcript kinds a person sees live, as a model would (stakeholder ledger lines are the
-#: harness's record; the person reads the replies in `bin/ask`'s output, like a model).
-LIVE_KINDS = {"system", "user", "assistant", "tool_call", "tool_result", "harness", "error"}
+#: sessions the server runs at once in all (each is a worker process of about 100 MB)
+MAX_LIVE_SESSIONS = 32
 #: lines the workbench's editor asks `read_file` for at once (the tool's own byte cap still holds)
 EDITOR_LINES = 100_000
+#: a command's action may take its own `timeout_s` plus this (the sandbox kills it at `timeout_s`)
+ACTION_GRACE_S = 15.0
+#: any other tool's action (file tools read at most 64 MiB; a submit is answered at once)
+TOOL_LIMIT_S = 120.0
+#: from the end of the turns (submit, a limit) to the stored run
+GRADE_LIMIT_S = 1800.0
+#: how long a worker may take to stop after SIGTERM before it is killed
+STOP_GRACE_S = 2.0
+#: how long a page's poll waits for a busy worker before the mirror answers
+VIEW_WAIT_S = 2.0
+#: how long the file tree waits for a worker
+TREE_WAIT_S = 30.0
+#: how long an action waits for a session that is starting (or replaying)
+READY_WAIT_S = 120.0
+#: `run_command`'s own default and cap of `timeout_s` (`assay.agent.tools`)
+_COMMAND_DEFAULT_S, _COMMAND_MAX_S = 300.0, 1800.0
 _NUMBERED = re.compile(r"^ *\d+\t")
 _SIZED = re.compile(r"^(?P<path>.+) \((?P<size>\d+) bytes\)$")
 
 
 class PlayError(ValueError):
     """A play request that cannot be honoured (bad name, unknown task, ...): shown to the user."""
+
+
+class PlayBusy(RuntimeError):
+    """The session's worker did not answer in time (it is busy with an action): try again."""
+
+
+class PlayTimeout(RuntimeError):
+    """An action ran past its limit: its worker was stopped and the session replayed without it."""
+
+
+class _WorkerGone(RuntimeError):
+    """The worker exited (stopped, restarted or crashed) before it answered."""
 
 
 def playable(task: Task) -> str | None:
@@ -76,56 +123,187 @@ def playable(task: Task) -> str | None:
     return None
 
 
+def action_limit(tool: str, args: dict[str, Any]) -> float:
+    """Seconds the server waits for one action before it takes the worker for stuck."""
+    if tool != "run_command":
+        return TOOL_LIMIT_S
+    raw = args.get("timeout_s")
+    try:
+        asked = float(raw) if raw is not None and not isinstance(raw, bool) else _COMMAND_DEFAULT_S
+    except (TypeError, ValueError):  # the tool refuses it at once; the default bounds the wait
+        asked = _COMMAND_DEFAULT_S
+    if not math.isfinite(asked) or asked <= 0:
+        asked = _COMMAND_DEFAULT_S
+    return min(asked, _COMMAND_MAX_S) + ACTION_GRACE_S
+
+
+class _Link:
+    """The server's end of one worker process: requests matched to replies, events handed on."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, reader: asyncio.StreamReader,
+                 writer: asyncio.StreamWriter, on_event: Callable[[dict[str, Any]], None]) -> None:
+        self.proc = proc
+        self.reader = reader
+        self.writer = writer
+        self.on_event = on_event
+        self.pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self.closed = False
+        self._n = 0
+
+    @classmethod
+    async def spawn(cls, launch: Launch, on_event: Callable[[dict[str, Any]], None]) -> _Link:
+        ours, theirs = socket.socketpair()
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "assay.web.worker_main", str(theirs.fileno()), pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True)
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        reader, writer = await asyncio.open_unix_connection(sock=ours, limit=MAX_LINE_BYTES)
+        link = cls(proc, reader, writer, on_event)
+        writer.write(encode_launch(launch))
+        await writer.drain()
+        return link
+
+    async def pump(self) -> None:
+        """Read the worker's lines until it closes its end (it exits, or was stopped)."""
+        try:
+            while True:
+                line = await self.reader.readline()
+                if not line:
+                    return
+                msg = json.loads(line)
+                if "id" in msg:
+                    fut = self.pending.pop(int(msg["id"]), None)
+                    if fut is not None and not fut.done():
+                        fut.set_result(msg)
+                else:
+                    self.on_event(msg)
+        except (ConnectionError, ValueError) as e:  # a broken line (a worker fault): the worker is ended
+            sys.stderr.write(f"assay serve: a play worker's channel broke ({type(e).__name__}: {e}); stopping it\n")
+        finally:
+            self.closed = True
+            for fut in self.pending.values():
+                if not fut.done():
+                    fut.set_exception(_WorkerGone())
+            self.pending.clear()
+            self.writer.close()
+
+    async def request(self, op: str, timeout: float, **fields: Any) -> dict[str, Any]:
+        """The worker's reply (TimeoutError past `timeout`, `_WorkerGone` when it exits first)."""
+        if self.closed or self.writer.is_closing():
+            raise _WorkerGone()
+        self._n += 1
+        n = self._n
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self.pending[n] = fut
+        try:
+            self.writer.write(json.dumps({"id": n, "op": op, **fields}).encode() + b"\n")
+            return await asyncio.wait_for(fut, timeout)
+        finally:
+            self.pending.pop(n, None)
+
+    async def stop(self, grace: float = STOP_GRACE_S) -> None:
+        """SIGTERM (the worker ends its run cleanly), SIGKILL after `grace` seconds; reaped."""
+        if self.proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(self.proc.wait(), grace)
+            except TimeoutError:  # stuck (a pattern in C, a blocked call): killed; its lifeline cleans up
+                with contextlib.suppress(ProcessLookupError):
+                    self.proc.kill()
+                await self.proc.wait()
+        self.writer.close()
+
+
 @dataclass
 class PlaySession:
+    """The server's view of one session; its run lives in the worker (`link`)."""
+
     id: str
     task: Task
     name: str
     campaign: str
     level: str | None
     epoch: int
-    factory: HumanFactory
     owner: str | None = None
     created: float = field(default_factory=time.time)
-    runner: asyncio.Task[RunRecord | None] | None = None
+    actions: list[RecordedAction] = field(default_factory=list)
     record: RunRecord | None = None
     error: str | None = None
-    actions: list[RecordedAction] = field(default_factory=list)
+    link: _Link | None = None
+    supervisor: asyncio.Task[None] | None = None
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
+    finished: bool = False
+    turns: int = 0
+    replaying: bool = False
+    generation: int = 0  # each worker of this session (a replay after a stuck action is a new one)
+    busy: bool = False  # the last poll found the worker busy: the mirror answered
+    env: dict[str, Any] | None = None  # brief, messages, images, tools, has_workspace, limits
+    elapsed_s: float = 0.0
+    done: dict[str, Any] | None = None  # the worker's last word
+    restart: bool = False  # the worker is being stopped to replay the session without a stuck action
+    _idx: list[int] = field(default_factory=list)
+    _events: list[dict[str, Any]] = field(default_factory=list)
+    _next: int = 0
 
     @property
-    def agent(self) -> HumanAgent:
-        return self.factory.agent
+    def spec(self) -> str:
+        return f"human:{self.name}"
 
     def state(self) -> str:
         if self.record is not None:
             return "done"
         if self.error is not None:
             return "error"
-        if self.agent.finished:
+        if self.finished:
             return "grading"
-        if self.agent.ready.is_set():
+        if self.ready.is_set():
             return "running"
-        return "resuming" if self.agent.replay else "starting"
+        return "resuming" if self.replaying else "starting"
+
+    def stored(self) -> StoredPlay:
+        return StoredPlay(id=self.id, owner=self.owner, name=self.name, task_id=self.task.id, level=self.level,
+                          campaign=self.campaign, epoch=self.epoch, state="live", actions=list(self.actions),
+                          created_at=self.created, updated_at=time.time())
+
+    def merge(self, view: dict[str, Any]) -> None:
+        """Take a worker's view into the mirror (events by their transcript index)."""
+        for i, ev in view.get("events", []):
+            if i >= self._next:
+                self._idx.append(int(i))
+                self._events.append(ev)
+        self._next = max(self._next, int(view.get("next", self._next)))
+        self.turns = int(view.get("turns", self.turns))
+        self.elapsed_s = float(view.get("elapsed_s", self.elapsed_s))
+
+    def fresh_worker(self) -> None:
+        """A new worker replays the session: its transcript starts over."""
+        self.generation += 1
+        self.ready = asyncio.Event()
+        self.finished = False
+        self.replaying = bool(self.actions)
+        self.env = None
+        self.done = None
+        self._idx, self._events, self._next = [], [], 0
 
     def view(self, since: int = 0) -> dict[str, Any]:
         """What the page polls: state, brief, tools, the transcript since `since`, the grade."""
-        env = self.agent.env
         data: dict[str, Any] = {
             "session": self.id, "state": self.state(), "task_id": self.task.id, "title": self.task.title,
-            "agent": self.factory.spec, "campaign": self.campaign, "level": self.level, "epoch": self.epoch,
-            "turns": self.agent.turns, "error": self.error,
+            "agent": self.spec, "campaign": self.campaign, "level": self.level, "epoch": self.epoch,
+            "turns": self.turns, "error": self.error, "busy": self.busy,
         }
-        if env is not None:
-            events = env.transcript.events
-            data["events"] = [e.wire() for e in events[since:] if e.kind in LIVE_KINDS]
-            data["next"] = len(events)
-            data["brief"] = env.prompt
-            data["messages"] = env.messages if env.messages and len(env.messages) > 1 else None
-            data["images"] = [f"data:{i.media_type};base64,{i.data_b64}" for i in env.images]
-            data["tools"] = list(env.tools.names)
-            data["has_workspace"] = env.workspace is not None
-            data["limits"] = dataclasses.asdict(env.limits)
-            data["elapsed_s"] = round(env.elapsed_minutes() * 60, 1) if self.agent.ready.is_set() else 0.0
+        if self.env is not None:
+            start = bisect.bisect_left(self._idx, since)
+            data["events"] = self._events[start:]
+            data["next"] = max(self._next, since)
+            data.update(self.env)
+            data["elapsed_s"] = self.elapsed_s if self.ready.is_set() else 0.0
         else:
             data.update(events=[], next=since, brief=None, tools=[], limits=None, elapsed_s=0.0)
         if self.record is not None:
@@ -134,7 +312,7 @@ class PlaySession:
 
 
 class PlayManager:
-    """The play sessions of one server process."""
+    """The play sessions of one server process, each run in a worker process."""
 
     def __init__(self, store: Store, tasks: list[Task]) -> None:
         self.store = store
@@ -142,13 +320,18 @@ class PlayManager:
         self.sessions: dict[str, PlaySession] = {}
         #: this server process: the workbench starts its views afresh when it changes (a restart)
         self.boot = secrets.token_hex(8)
+        self.stopping = False
+        self._background: set[asyncio.Task[Any]] = set()
+
+    def live(self) -> list[PlaySession]:
+        return [s for s in self.sessions.values() if s.state() not in ("done", "error")]
 
     def _epoch(self, campaign: str, task: Task, spec: str, level: str | None) -> int:
         """Each play is a new epoch of (task, person, level): earlier plays stay in the store."""
         taken = [r.key.epoch for r in self.store.all_attempts(campaign)
                  if r.key.task_id == task.id and r.key.agent == spec and r.key.level == level]
         taken += [s.epoch for s in self.sessions.values()
-                  if s.campaign == campaign and s.task.id == task.id and s.factory.spec == spec and s.level == level]
+                  if s.campaign == campaign and s.task.id == task.id and s.spec == spec and s.level == level]
         taken += play_epochs(self.store, campaign, task.id, spec.removeprefix("human:"), level)
         return max(taken, default=0) + 1
 
@@ -161,11 +344,16 @@ class PlayManager:
             raise PlayError("name: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit")
         if not CAMPAIGN_RE.match(campaign):
             raise PlayError("campaign: use letters, digits, '.', '_' or '-', starting with a letter or digit")
+        if self.stopping:
+            raise PlayError("the server is stopping")
+        live = self.live()
         if owner is not None:
-            live = [x for x in self.sessions.values() if x.owner == owner and x.state() not in ("done", "error")]
-            if len(live) >= MAX_LIVE_PER_OWNER:
-                raise PlayError(f"you already have {len(live)} sessions running (at most {MAX_LIVE_PER_OWNER}): "
+            mine = [x for x in live if x.owner == owner]
+            if len(mine) >= MAX_LIVE_PER_OWNER:
+                raise PlayError(f"you already have {len(mine)} sessions running (at most {MAX_LIVE_PER_OWNER}): "
                                 "submit one first")
+        if len(live) >= MAX_LIVE_SESSIONS:
+            raise PlayError(f"the server is running {len(live)} play sessions, its most at once: try again later")
         task = self.tasks.get(task_id)
         if task is None:
             raise PlayError(f"no task {task_id!r} in the suites this server was started with")
@@ -175,7 +363,10 @@ class PlayManager:
         level = level or None
         if level is not None and level not in task.levels:
             raise PlayError(f"task {task_id} has no level {level!r} (levels: {', '.join(task.levels) or 'none'})")
-        planned, options = self._plan(task, HumanFactory(name), campaign, level)
+        try:
+            planned, _options = plan_run(task, HumanFactory(name), campaign, level)
+        except ValueError as e:
+            raise PlayError(str(e)) from None
         epoch = self._epoch(campaign, task, f"human:{name}", planned.level)
         now = time.time()
         stored = StoredPlay(id=secrets.token_urlsafe(12), owner=owner, name=name, task_id=task.id, level=planned.level,
@@ -183,27 +374,12 @@ class PlayManager:
         add_play(self.store, stored)
         return self._launch(task, stored)
 
-    def _plan(self, task: Task, factory: HumanFactory, campaign: str,
-              level: str | None) -> tuple[PlannedRun, RunOptions]:
-        options = RunOptions(campaign=campaign, level=level, epochs=1, concurrency=1, agents=[factory.spec])
-        plan = build_plan([task], [factory], options)
-        if not plan.runs:
-            reason = plan.skipped[0][2] if plan.skipped else "nothing to run"
-            raise PlayError(f"task {task.id}: {reason}")
-        return plan.runs[0], options
-
     def _launch(self, task: Task, stored: StoredPlay) -> PlaySession:
-        """Start the run of a stored session (new, or picked up after a restart: its actions replayed)."""
-        replay = [Action(kind=a.kind, tool=a.tool, args=dict(a.args), text=a.text) for a in stored.actions]
-        factory = HumanFactory(stored.name, replay=replay, elapsed_s=max(0.0, time.time() - stored.created_at))
-        planned, options = self._plan(task, factory, stored.campaign, stored.level)
-        planned = PlannedRun(task=task, agent=factory, level=planned.level, epoch=stored.epoch,
-                             key=planned.key.model_copy(update={"epoch": stored.epoch}))
+        """Start the worker of a stored session (new, or picked up after a restart: its actions replayed)."""
         session = PlaySession(id=stored.id, task=task, name=stored.name, campaign=stored.campaign,
-                              level=planned.level, epoch=stored.epoch, factory=factory, owner=stored.owner,
-                              created=stored.created_at, actions=list(stored.actions))
-        ctx = RunContext(store=self.store, options=options)
-        session.runner = asyncio.get_running_loop().create_task(self._run(session, planned, ctx))
+                              level=stored.level, epoch=stored.epoch, owner=stored.owner, created=stored.created_at,
+                              actions=list(stored.actions), replaying=bool(stored.actions))
+        session.supervisor = asyncio.get_running_loop().create_task(self._supervise(session))
         self.sessions[session.id] = session
         return session
 
@@ -220,11 +396,8 @@ class PlayManager:
             task = self.tasks.get(stored.task_id)
             why = "its task is not in the suites this server was started with" if task is None else playable(task)
             if task is not None and why is None:
-                try:
-                    self._launch(task, stored)
-                    continue
-                except PlayError as e:
-                    why = str(e)
+                self._launch(task, stored)
+                continue
             end_play(self.store, stored.id, "ended")
             notes.append(f"play session of human:{stored.name} on {stored.task_id} ended: {why}")
         return notes
@@ -238,62 +411,170 @@ class PlayManager:
                 return r.run_id
         return None
 
-    async def _run(self, session: PlaySession, planned: PlannedRun, ctx: RunContext) -> RunRecord | None:
-        try:
-            session.record = await execute_run(planned, ctx)
-        except asyncio.CancelledError:  # the server stops: the session stays live in the store
+    def _on_event(self, session: PlaySession, generation: int, msg: dict[str, Any]) -> None:
+        if generation != session.generation:
+            return  # a stopped worker's last words
+        if msg.get("event") == "status":
+            if msg.get("env") is not None:
+                session.env = msg["env"]
+            session.turns = int(msg.get("turns", session.turns))
+            if msg.get("finished") and not session.finished:
+                session.finished = True
+                self._later(GRADE_LIMIT_S, lambda: self._grade_overrun(session, generation))
+            if msg.get("ready"):
+                session.replaying = False
+                session.ready.set()
+        elif msg.get("event") == "done":
+            session.done = msg
+
+    def _later(self, delay: float, then: Callable[[], Awaitable[None]]) -> None:
+        async def after() -> None:
+            await asyncio.sleep(delay)
+            await then()
+
+        t = asyncio.get_running_loop().create_task(after())
+        self._background.add(t)
+        t.add_done_callback(self._background.discard)
+
+    async def _grade_overrun(self, session: PlaySession, generation: int) -> None:
+        if session.generation == generation and session.done is None and session.link is not None:
+            session.error = f"grading did not finish within {GRADE_LIMIT_S:.0f} s; the run was stopped"
+            await session.link.stop()
+
+    async def _supervise(self, session: PlaySession) -> None:  # noqa: C901 (each way a worker can end, in turn)
+        """Run the session's worker; start it again (replaying) when an action got stuck; then
+        record how the session ended."""
+        rc: int | None = None
+        while True:
+            generation = session.generation
+            launch = Launch(task=session.task, play=session.stored(), store_url=self.store.url,
+                            elapsed_s=max(0.0, time.time() - session.created))
+            try:
+                link = await _Link.spawn(launch, functools.partial(self._on_event, session, generation))
+            except OSError as e:  # no process or descriptor to be had: said on the page, the session ends
+                session.error = f"the session's worker could not start: {e.strerror or e}"
+                end_play(self.store, session.id, "ended")
+                return
+            session.link = link
+            if self.stopping:  # the server began to stop while this worker started
+                await link.stop()
+            try:
+                await link.pump()
+            finally:
+                await link.stop()
+            rc = link.proc.returncode
+            done = session.done or {}
+            if done.get("run_id"):
+                break
+            if session.restart and not self.stopping:  # `_restart` made the session fresh already
+                session.restart = False
+                stored = await asyncio.to_thread(self._stored_run, session.stored())
+                if stored is not None:  # the stuck worker stored its run after all: never a second one
+                    session.done = {"run_id": stored}
+                    break
+                continue
+            break
+        session.link = None
+        session.finished = True
+        session.ready.set()
+        done = session.done or {}
+        if "view" in done:
+            session.merge(done["view"])
+        if done.get("run_id"):
+            session.record = await asyncio.to_thread(self.store.get_run, str(done["run_id"]))
+            end_play(self.store, session.id, "done", str(done["run_id"]))
+        elif self.stopping:  # the session stays live in the store: resumed at the next start
             session.error = "the server stopped before the run finished; it resumes when the server starts again"
-            raise
-        except Exception as e:  # shown on the page; execute_run turns run faults into void runs itself
-            session.error = f"{type(e).__name__}: {e}"
+        else:
+            session.error = session.error or done.get("error") or f"the session's worker ended (exit status {rc})"
             end_play(self.store, session.id, "ended")
-            return None
-        finally:
-            session.agent.finished = True
-            session.agent.ready.set()
-            session.agent._drain()
-        end_play(self.store, session.id, "done", session.record.run_id if session.record is not None else None)
-        return session.record
 
     async def act(self, session_id: str, body: dict[str, Any], viewer: str | None = None) -> str:
         """One action of the session's owner (an admin may view another's session, not act in it)."""
         session = self.get(session_id, viewer)
-        agent = session.agent
-        if not agent.ready.is_set():
-            await asyncio.wait_for(agent.ready.wait(), timeout=120)
-        if agent.finished or agent.env is None:
+        if not session.ready.is_set():
+            await asyncio.wait_for(session.ready.wait(), timeout=READY_WAIT_S)
+        link, generation = session.link, session.generation
+        if session.finished or session.env is None or link is None:
             raise PlayError("the run has ended")
+        tools = list(session.env.get("tools") or [])
         if "submit" in body:
-            action = Action(kind="submit", text=str(body.get("submit") or ""))
+            recorded = RecordedAction(kind="submit", text=str(body.get("submit") or ""))
         else:
             tool = str(body.get("tool") or "")
             args = body.get("args") or {}
             if not isinstance(args, dict):
                 raise PlayError("args must be a JSON object")
-            if tool not in agent.env.tools.names:
-                offered = ", ".join(agent.env.tools.names) or "none"
-                raise PlayError(f"tool {tool!r} is not offered by this task (offered: {offered})")
-            action = Action(kind="tool", tool=tool, args=_clean_args(tool, args))
-        recorded = RecordedAction(kind="submit" if action.kind == "submit" else "tool", tool=action.tool,
-                                  args=dict(action.args), text=action.text, at=round(time.time() - session.created, 3))
+            if tool not in tools:
+                raise PlayError(f"tool {tool!r} is not offered by this task (offered: {', '.join(tools) or 'none'})")
+            recorded = RecordedAction(kind="tool", tool=tool, args=_clean_args(tool, args))
+        recorded.at = round(time.time() - session.created, 3)
+        limit = action_limit(recorded.tool, recorded.args) if recorded.kind == "tool" else TOOL_LIMIT_S
         try:
-            output = await agent.act(action)
-        except RunEnded as e:
-            raise PlayError(str(e)) from None
+            reply = await link.request("act", limit, action={"kind": recorded.kind, "tool": recorded.tool,
+                                                             "args": recorded.args, "text": recorded.text})
+        except TimeoutError:
+            self._restart(session, link)
+            raise PlayTimeout(f"the action ran past its limit of {limit:.0f} s, so its run was stopped; the session "
+                              "starts again from its earlier actions (this one is not kept)") from None
+        except _WorkerGone:
+            raise PlayError("the session's run stopped while this action ran (the server is stopping, or the "
+                            "session is starting again): do it again once it is running") from None
+        if not reply.get("ok"):
+            raise PlayError(str(reply.get("error") or "the run has ended"))
+        if self.stopping or session.generation != generation:  # cut short by a stop or a restart: not kept
+            raise PlayError("the session's run stopped while this action ran: do it again once it is running")
         session.actions.append(recorded)
         append_action(self.store, session.id, recorded)
-        return output
+        return str(reply.get("output", ""))
+
+    def _restart(self, session: PlaySession, link: _Link) -> None:
+        """Stop a stuck worker; the supervisor starts a fresh one that replays the recorded actions."""
+        if session.restart or session.link is not link:
+            return
+        session.restart = True
+        session.fresh_worker()  # from now on the stuck worker's words are not the session's
+        sys.stderr.write(f"assay serve: play session {session.id}: an action ran past its limit; its worker is "
+                         "stopped and the session replayed\n")
+        t = asyncio.get_running_loop().create_task(link.stop())
+        self._background.add(t)
+        t.add_done_callback(self._background.discard)
+
+    async def view(self, session: PlaySession, since: int = 0) -> dict[str, Any]:
+        """The page's poll: fresh from the worker, or from the mirror when the worker is busy."""
+        link, generation = session.link, session.generation
+        if link is not None and session.env is not None:
+            try:
+                view = await link.request("view", VIEW_WAIT_S, since=session._next)
+                if session.generation == generation:  # not a worker stopped meanwhile
+                    session.merge(view)
+                session.busy = False
+            except TimeoutError:
+                session.busy = True
+            except _WorkerGone:
+                session.busy = False
+        data = session.view(since)
+        data["boot"] = f"{self.boot}.{session.generation}"
+        return data
 
     async def tree(self, session_id: str, path: str, viewer: str | None = None, admin: bool = False) -> dict[str, Any]:
         """The workspace's files below `path`, listed by the run's own `list_files` tool (not a turn:
         nothing is changed), as entries for the workbench's file tree."""
         session = self.get(session_id, viewer, admin)
-        env = session.agent.env
-        if env is None or not session.agent.ready.is_set():
-            raise PlayError("the workspace is not ready yet")
-        if env.workspace is None or "list_files" not in env.tools.names:
+        env, link = session.env, session.link
+        if env is None or not session.ready.is_set() or link is None:
+            raise PlayError("the workspace is not ready yet" if not session.finished else "the run has ended")
+        if not env.get("has_workspace") or "list_files" not in (env.get("tools") or []):
             raise PlayError("this task offers no list_files tool, so there is no file tree")
-        listing = await env.tools.execute(ToolCall(id="tree", name="list_files", arguments={"path": path or "."}))
+        try:
+            reply = await link.request("tree", TREE_WAIT_S, path=path or ".")
+        except TimeoutError:
+            raise PlayBusy("the session is busy with an action; the file tree comes after it") from None
+        except _WorkerGone:
+            raise PlayError("the session's run stopped") from None
+        if not reply.get("ok"):
+            raise PlayError(str(reply.get("error")))
+        listing = str(reply.get("listing", ""))
         if listing.startswith("error:"):
             raise PlayError(listing.removeprefix("error:").strip())
         return {"path": path or ".", "entries": tree_entries(listing)}
@@ -310,13 +591,24 @@ class PlayManager:
         return sorted((s for s in self.sessions.values() if _may_see(s, viewer, admin)), key=lambda s: -s.created)
 
     async def aclose(self) -> None:
-        """Server shutdown: in-flight runs end as interrupted (not stored, workspaces removed)."""
-        running = [s.runner for s in self.sessions.values() if s.runner is not None and not s.runner.done()]
-        for t in running:
+        """Server shutdown: every worker is stopped at once (SIGTERM, SIGKILL after `STOP_GRACE_S`);
+        runs in flight end as interrupted, not stored; their sessions stay live in the store.
+        Called by the server's stop and again by the app's shutdown: the second call does nothing."""
+        if self.stopping:
+            return
+        self.stopping = True
+        links = [s.link for s in self.sessions.values() if s.link is not None]
+        await asyncio.gather(*(link.stop() for link in links))
+        supervisors = [s.supervisor for s in self.sessions.values() if s.supervisor is not None]
+        done, pending = await asyncio.wait(supervisors, timeout=STOP_GRACE_S) if supervisors else (set(), set())
+        for t in pending:
             t.cancel()
-        for t in running:
-            with contextlib.suppress(BaseException):
-                await t
+        for t in done:
+            if not t.cancelled() and t.exception() is not None:
+                exc = t.exception()
+                sys.stderr.write(f"assay serve: a play session's supervisor failed: {type(exc).__name__}: {exc}\n")
+        for t in list(self._background):
+            t.cancel()
 
 
 def _may_see(s: PlaySession, viewer: str | None, admin: bool) -> bool:

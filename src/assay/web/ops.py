@@ -7,32 +7,52 @@ not needed to operate the server). `health` answers `GET /healthz` (open without
 Host rules still apply): `{"status": "ok", "version", "store": "ok", "play_sessions": N}`,
 or 503 with `"store": "unavailable"` when the store cannot be read.
 
-`run_server` is uvicorn's server, except that after a clean shutdown on SIGTERM or SIGINT
-the process ends with status 0 instead of being killed by the signal again (uvicorn
-re-raises it): requests in flight finish, the app's shutdown stops the play runs (their
-sessions stay live in the store), and the store is closed.
+`run_server` is uvicorn's server behind the connection guard (`assay.web.netguard`), and
+after a clean shutdown on SIGTERM or SIGINT the process ends with status 0 instead of being
+killed by the signal again (uvicorn re-raises it). A stop first ends the play workers
+(`app.state.on_stop`: SIGTERM, SIGKILL after a grace; their sessions stay live in the
+store), so requests waiting on them answer at once; requests still in flight get
+`GRACEFUL_S` seconds, then the store is closed. So SIGTERM stops the server within a few
+seconds whatever a play session is doing.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import datetime
 import signal
+import socket
+import sys
 import time
 from collections.abc import Awaitable, Callable, Generator, MutableMapping
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 import uvicorn
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
+from starlette.requests import ClientDisconnect
 from starlette.responses import JSONResponse
 
 from assay.store import Store
 from assay.version import __version__
+from assay.web.netguard import (
+    BACKLOG,
+    MAX_HEAD_BYTES,
+    Gate,
+    LineLog,
+    deepen_listen_queue,
+    loop_exception_handler,
+    throttle_logger,
+)
 
 __all__ = ["HEALTH_PATH", "RequestLog", "health", "run_server"]
 
 HEALTH_PATH = "/healthz"
+#: after a stop, how long requests still in flight may take (the play workers are ended first)
+GRACEFUL_S = 2
+#: an idle connection between two requests is closed after this (uvicorn's keep-alive timeout)
+KEEP_ALIVE_S = 5
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -63,6 +83,10 @@ class RequestLog:
 
         try:
             await self.app(scope, receive, sending)
+        except ClientDisconnect:
+            # The client went (or was cut off by a body timeout) before its body arrived: nobody
+            # is left to answer, and it is not the server's fault. Logged as 499, no traceback.
+            status = 499
         finally:
             ms = (time.perf_counter() - start) * 1000
             when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -82,7 +106,13 @@ def health(store: Store, play_sessions: int) -> JSONResponse:
 
 
 class _Server(uvicorn.Server):
+    """uvicorn's server with the connection guard, quiet logs, and a stop that ends the play
+    workers first (so requests waiting on them finish at once) and waits briefly."""
+
     stopped_by: list[int]
+    on_stop: Callable[[], Awaitable[None]] | None = None
+    log: LineLog | None = None
+    gate: Gate | None = None
 
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
@@ -92,9 +122,39 @@ class _Server(uvicorn.Server):
             self.stopped_by = list(self._captured_signals)
             self._captured_signals.clear()  # shut down cleanly already: not killed by the signal again
 
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        if self.log is not None:
+            asyncio.get_running_loop().set_exception_handler(loop_exception_handler(self.log))
+        await super().startup(sockets)
+        deepen_listen_queue([s for server in getattr(self, "servers", []) for s in (server.sockets or [])])
 
-def run_server(app: Any, host: str, port: int) -> str | None:
-    """Serve until stopped; the name of the signal that stopped it (None otherwise)."""
-    server = _Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        if self.gate is not None:
+            self.gate.close_unserved()
+        if self.on_stop is not None:
+            await self.on_stop()
+        await super().shutdown(sockets)
+
+
+def run_server(app: Any, host: str, port: int, log: TextIO | None = None) -> str | None:
+    """Serve until stopped; the name of the signal that stopped it (None otherwise).
+
+    Connections pass `assay.web.netguard.Gate` (caps, header and body timeouts, throttled
+    log lines on `log`, default stderr); a stop ends the play workers (`app.state.on_stop`)
+    and then waits at most `GRACEFUL_S` for requests in flight."""
+    stream = log if log is not None else sys.stderr
+    lines = LineLog(stream)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", http="h11", ws="none",
+                            lifespan="on", timeout_keep_alive=KEEP_ALIVE_S, timeout_graceful_shutdown=GRACEFUL_S,
+                            h11_max_incomplete_event_size=MAX_HEAD_BYTES, backlog=BACKLOG)
+    config.load()
+    gate = Gate(lines)
+    config.http_protocol_class = cast(Any, gate.protocol_factory(config.http_protocol_class))
+    for name in ("uvicorn.error", "uvicorn", "asyncio"):
+        throttle_logger(name)
+    server = _Server(config)
+    server.log = lines
+    server.gate = gate
+    server.on_stop = getattr(getattr(app, "state", None), "on_stop", None)
     server.run()
     return signal.Signals(server.stopped_by[0]).name if server.stopped_by else None

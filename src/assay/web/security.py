@@ -40,6 +40,7 @@ from urllib.parse import parse_qs, quote, urlsplit
 
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 
 from assay.errors import InputError
@@ -340,13 +341,14 @@ def _is_form(headers: Headers) -> bool:
 
 
 async def _read_body(receive: Receive) -> bytes | None:
-    """The whole body (None when over the cap)."""
+    """The whole body (None when over the cap); ClientDisconnect when the client goes (or is
+    cut off by the body timeout) before it is all here, so half a form is never acted on."""
     chunks: list[bytes] = []
     size = 0
     while True:
         msg = await receive()
         if msg["type"] != "http.request":
-            break
+            raise ClientDisconnect()
         chunk = msg.get("body", b"")
         size += len(chunk)
         if size > MAX_BODY_BYTES:

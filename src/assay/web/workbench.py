@@ -18,7 +18,7 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 
-from assay.web.human import EDITOR_LINES, PlayError, PlayManager, editor_text
+from assay.web.human import EDITOR_LINES, PlayBusy, PlayError, PlayManager, PlayTimeout, editor_text
 
 __all__ = ["act", "workbench_routes"]
 
@@ -28,13 +28,15 @@ JsonBody = Callable[[Request], Any]
 
 
 async def act(play: PlayManager, session_id: str, action: dict[str, Any], owner: str | None) -> str:
-    """One person's action in their session, its refusals as HTTP answers (404, 409, 503)."""
+    """One person's action in their session, its refusals as HTTP answers (404, 409, 503, 504)."""
     try:
         return await play.act(session_id, action, owner)
     except KeyError:
         raise HTTPException(404, "no such play session") from None
     except PlayError as e:
         raise HTTPException(409, str(e)) from None
+    except PlayTimeout as e:
+        raise HTTPException(504, str(e)) from None
     except TimeoutError:
         raise HTTPException(503, "the run did not start in time") from None
 
@@ -59,6 +61,8 @@ def workbench_routes(play: PlayManager, page: Page, owner: Owner, json_body: Jso
             raise HTTPException(404, "no such play session") from None
         except PlayError as e:
             raise HTTPException(409, str(e)) from None
+        except PlayBusy as e:
+            raise HTTPException(503, str(e)) from None
 
     @router.post("/api/play/{session_id}/open")
     async def api_open(request: Request, session_id: str) -> JSONResponse:
