@@ -9,13 +9,16 @@ reference and shortcut answers of a task a regression test of its rubric.
 
 A check is `met` iff EVERY condition it gives holds (conditions left out are not tested):
 
-- `regex`: a pattern or a list of patterns; each must match somewhere (`re.search`, with
-  `re.MULTILINE`, plus `re.IGNORECASE` when `ignore_case`, the default).
+- `regex`: a pattern or a list of patterns; each must match somewhere (a search with
+  MULTILINE, plus IGNORECASE when `ignore_case`, the default). Patterns are Python `re`
+  syntax run by RE2 in linear time (`assay.task.patterns`): backreferences, and lookarounds
+  other than a fixed sequence of characters, are refused when the task is validated.
 - `not_regex`: a pattern or a list; none may match.
 - `number`: some number in the answer is within `tolerance` of `number` (absolute, or
   relative to `|number|` when `relative`). With `number_pattern`, only the first capture
   group (the whole match if the pattern has no group) of each match of that pattern is
-  read. `number_pattern` without `number` requires a match that holds a number.
+  read (the first `patterns.MAX_MATCHES` matches). `number_pattern` without `number` requires a
+  match that holds a number.
   Numbers are read by `assay.grade.numbers`, the one reader shared with contract predicates
   and the audit: thousands separators, full-width digits, a minus not glued to a word, and
   the Chinese multipliers 万 and 亿 when directly attached ("3.2万" reads 32000).
@@ -36,7 +39,8 @@ paracetamol limit" might carry `number: 8, tolerance: 3.5` (fires for 4.5-11.5) 
 Write such checks so that they cannot fire on an empty or an unrelated answer.
 
 A check without any condition is vacuously met. An invalid regular expression is an
-authoring error and raises ValueError rather than quietly deciding the item.
+authoring error (refused by `assay validate`) and raises ValueError here rather than quietly
+deciding the item.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from collections.abc import Iterable
 
 from assay.grade.numbers import parse_numbers
 from assay.task.model import MachineCheck
+from assay.task.patterns import PatternError, TaskPattern, compile_pattern
 
 __all__ = ["count_words", "evaluate_check", "find_headings"]
 
@@ -56,7 +61,9 @@ _ENUMERATOR = re.compile(
     r"|[一二三四五六七八九十百]+[、.．]\s*|[（(][一二三四五六七八九十百\d]+[）)]\s*)",
     re.IGNORECASE,
 )
-_MD_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$")
+_MD_HEADING_START = re.compile(r"\s{0,3}#{1,6}\s+")
+r"""A Markdown heading's marker; its text is the rest of the line less trailing '#'s and spaces, cut
+with str methods: the regex `(.*?)\s*#*\s*$` took cubic time on a line of spaces (agent text)."""
 
 
 def count_words(text: str) -> int:
@@ -96,9 +103,9 @@ def find_headings(answer: str) -> set[str]:
         line = raw.strip()
         if not line:
             continue
-        m = _MD_HEADING.match(raw)
+        m = _MD_HEADING_START.match(raw)
         if m:
-            found.add(_norm(_undecorate(m.group(1))))
+            found.add(_norm(_undecorate(raw[m.end():].rstrip().rstrip("#").rstrip())))
         elif line.endswith((":", "：")) or (
                 (line.startswith("**") and line.rstrip(":：").endswith("**") and len(line) > 4)
                 or (line.startswith("__") and line.rstrip(":：").endswith("__") and len(line) > 4)):
@@ -113,10 +120,10 @@ def _patterns(value: str | list[str] | None) -> list[str]:
     return [value] if isinstance(value, str) else list(value)
 
 
-def _compile(pattern: str, flags: int, what: str) -> re.Pattern[str]:
+def _compile(pattern: str, flags: str, what: str) -> TaskPattern:
     try:
-        return re.compile(pattern, flags)
-    except re.error as e:
+        return compile_pattern(pattern, flags)
+    except PatternError as e:
         raise ValueError(f"invalid {what} pattern {pattern!r}: {e}") from None
 
 
@@ -128,7 +135,7 @@ def _fmt(x: float) -> str:
     return f"{x:,.6g}" if abs(x) < 1e6 else f"{x:,.0f}"
 
 
-def _candidates(check: MachineCheck, answer: str, flags: int) -> list[float] | None:
+def _candidates(check: MachineCheck, answer: str, flags: str) -> list[float] | None:
     """The numbers the number condition looks at; None when number_pattern never matches."""
     if check.number_pattern is None:
         return parse_numbers(answer)
@@ -156,7 +163,7 @@ def evaluate_check(check: MachineCheck, answer: str) -> tuple[bool, str]:  # noq
     `met` is True iff every condition the check gives holds. `reason` is one short sentence:
     "all conditions hold", or the conditions that failed.
     """
-    flags = re.MULTILINE | (re.IGNORECASE if check.ignore_case else 0)
+    flags = "mi" if check.ignore_case else "m"
     failures: list[str] = []
 
     for p in _patterns(check.regex):

@@ -10,7 +10,6 @@ import asyncio
 import csv
 import io
 import json
-import re
 import struct
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -22,6 +21,7 @@ from assay import fs
 from assay.fs import PathError
 from assay.grade.numbers import parse_number
 from assay.task.model import Predicate
+from assay.task.patterns import compile_pattern
 
 MAX_READ = 20 * 1024 * 1024
 
@@ -33,11 +33,9 @@ class PredicateResult(BaseModel):
     reason: str
 
 
-def _flags(spec: str | None) -> int:
-    f = 0
-    for ch in spec or "":
-        f |= {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "x": re.VERBOSE}.get(ch, 0)
-    return f
+def _flags(spec: str | None) -> str:
+    """A predicate's `flags` (letters of i, m, s, x; others are refused when the task is validated)."""
+    return spec or ""
 
 
 def image_info(data: bytes) -> tuple[str, int, int] | None:
@@ -103,7 +101,8 @@ def _text(data: bytes) -> str:
 
 
 def _regex(pred: Predicate, data: bytes) -> Verdict:
-    if re.search(pred.pattern or "", _text(data), _flags(pred.flags)):
+    """RE2 runs the task's pattern, in time linear in the artifact (`assay.task.patterns`)."""
+    if compile_pattern(pred.pattern or "", _flags(pred.flags)).search(_text(data)):
         return True, "pattern found"
     return False, f"pattern {pred.pattern!r} not found"
 
@@ -145,7 +144,7 @@ def _csv(pred: Predicate, data: bytes) -> Verdict:
 def _number(pred: Predicate, data: bytes) -> Verdict:
     text = _text(data)
     if pred.pattern:
-        m = re.search(pred.pattern, text, _flags(pred.flags))
+        m = compile_pattern(pred.pattern, _flags(pred.flags)).search(text)  # RE2: linear time
         raw = (m.group(1) if m and m.groups() else m.group(0)) if m else None
         num = parse_number(raw) if raw is not None else None
     else:

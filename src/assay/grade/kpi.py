@@ -16,6 +16,7 @@ from assay import metrics
 from assay.errors import GraderError
 from assay.record import CaseGrade, ScenarioGrade
 from assay.task.model import ScenarioSpec
+from assay.task.patterns import compile_pattern
 
 __all__ = ["probe_flags", "score_scenario"]
 
@@ -57,11 +58,12 @@ def _number(result: dict[str, Any], key: str, *alts: str) -> float:
 
 
 def framing(spec: ScenarioSpec, texts: list[str]) -> dict[str, bool]:
-    """truth.json `framing`: does the hand-over (final messages, deliverables/) name the real problem?"""
+    """truth.json `framing`: does the hand-over (final messages, deliverables/) name the real problem?
+    The task's patterns run on RE2, in time linear in what the agent handed over (`assay.task.patterns`)."""
     if not spec.framing:
         return {}
     blob = "\n".join(texts)
-    return {rule.id: any(re.search(p, blob) for p in rule.any) for rule in spec.framing}
+    return {rule.id: any(compile_pattern(p).search(blob) for p in rule.any) for rule in spec.framing}
 
 
 def score_scenario(spec: ScenarioSpec, case: CaseGrade, *, assistant_texts: list[str], commands: list[str],

@@ -12,7 +12,6 @@ The out folder gets three files:
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from assay.campaign.plan import levels_for
 from assay.errors import InputError
 from assay.interop.grading import exportable_reason
 from assay.task.discover import discover
+from assay.task.formats.jsonio import loads_json
 from assay.task.formats.values import apply_found_value_tables
 from assay.task.model import Task
 from assay.version import HARNESS_VERSION
@@ -152,10 +152,13 @@ def _check_out(out: Path) -> None:
 
 
 def _ours(manifest: Path) -> bool:
+    """Whether the folder's manifest.json is one assay export wrote (read within jsonio's limits:
+    a planted 200,000-deep file is "not ours", not a RecursionError)."""
     try:
-        return json.loads(manifest.read_text(encoding="utf-8")).get("schema") == EXPORT_SCHEMA
-    except (OSError, ValueError, AttributeError):
+        data = loads_json(manifest.read_text(encoding="utf-8"), manifest)
+    except (OSError, UnicodeDecodeError, InputError):
         return False
+    return isinstance(data, dict) and data.get("schema") == EXPORT_SCHEMA
 
 
 def _write(path: Path, text: str) -> None:

@@ -19,7 +19,6 @@ here against the published run of the same model (`--against-campaign omb`).
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import uuid
@@ -50,6 +49,7 @@ from assay.record import (
     safe_json,
     safe_text,
 )
+from assay.task.formats.jsonio import loads_json
 from assay.task.formats.omb import read_omb
 from assay.task.formats.values import apply_found_value_tables
 from assay.task.hashing import json_digest
@@ -66,16 +66,16 @@ MAX_RESULT_BYTES = 64 * 1024**2  # an upstream results file larger than this is 
 
 def load_json(path: Path, max_bytes: int = MAX_RESULT_BYTES) -> Any:
     """One upstream JSON file: a regular file (never a symlink or a device) of at most
-    `max_bytes`; InputError naming the file (and the line and column) otherwise."""
+    `max_bytes`, nested at most `jsonio.MAX_DEPTH` deep, with no integer of more digits than
+    Python converts and no NaN or infinity (a score that is not a number would poison every
+    mean of a report); InputError naming the file (and the line and column) otherwise."""
     if not path.is_file():
         raise InputError(path, None, "no such file")
     try:
-        return json.loads(fs.read_regular(path, max_bytes))
+        data = fs.read_regular(path, max_bytes)
     except (OSError, fs.PathError) as e:
         raise InputError(path, None, f"cannot read: {e}") from None
-    except (ValueError, UnicodeDecodeError) as e:
-        line, col = getattr(e, "lineno", None), getattr(e, "colno", None)
-        raise InputError(path, None, f"does not parse as JSON: {e}", line, col) from None
+    return loads_json(data, path, finite=True)
 
 
 def imported_record(key: RunKey, kinds: list[str], *, score: float | None, passed: bool | None, grade: Grade,

@@ -22,7 +22,8 @@ Routers:
 - `RegexRouter` (upstream's `regex` matcher): a topic matches when one of its `triggers`
   regexes is found (case-insensitive), in spec order; its gate is its `requires` regexes
   (any one matching, as upstream's code does; `requires_all=True` asks for all); a string
-  `gate` with no `requires` is judged by the lexical gate rule below.
+  `gate` with no `requires` is judged by the lexical gate rule below. The patterns are the
+  task's, in Python syntax, run by RE2 in time linear in the message (`assay.task.patterns`).
 - `LexicalRouter` (the offline default): the message and each topic's text (`about`, the
   words of its `triggers`, its id) are reduced to terms: lower-cased words, stop words
   dropped, a light suffix stemmer ("approvals" -> "approv"), a synonym table mapping words of
@@ -67,6 +68,7 @@ from rapidfuzz import fuzz
 from assay.llm.jsonrepair import parse_lenient
 from assay.llm.messages import Message
 from assay.llm.untrusted import boundary, cut_text, fence, untrusted_note
+from assay.task.patterns import compile_pattern
 from assay.task.people import MAX_TOPICS_PER_MESSAGE, Npc, NpcSpec, Topic
 
 if TYPE_CHECKING:
@@ -331,7 +333,9 @@ def lexical_gate(question: str, condition: str) -> bool:
 
 
 def _requires_met(question: str, patterns: Sequence[str], require_all: bool) -> bool:
-    hits = (re.search(p, question, re.I) is not None for p in patterns)
+    """The topic's `requires` patterns in the message (case-insensitive), run by RE2: the
+    message is the agent's, the pattern the task's, and RE2's time is linear in the message."""
+    hits = (compile_pattern(p, "i").search(question) is not None for p in patterns)
     return all(hits) if require_all else any(hits)
 
 
@@ -389,7 +393,7 @@ class RegexRouter(Router):
     def match(self, question: str, person: Npc, topics: Sequence[Topic]) -> list[str]:
         if is_broad(question):
             return []
-        return [t.id for t in topics if any(re.search(p, question, re.I) for p in t.triggers)]
+        return [t.id for t in topics if any(compile_pattern(p, "i").search(question) for p in t.triggers)]
 
     def gate(self, question: str, condition: str) -> bool:
         return lexical_gate(question, condition)

@@ -7,7 +7,6 @@ with `rubrics` (OneMillion-Bench), a JSONL file of rubric rows (HealthBench).
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from assay.errors import InputError, InvalidTasks
 from assay.task.formats.darebench import read_darebench
 from assay.task.formats.fdegym import read_case
 from assay.task.formats.healthbench import read_healthbench
+from assay.task.formats.jsonio import loads_jsonl_line
 from assay.task.formats.native import read_native, read_task_yaml
 from assay.task.formats.native_scenario import read_native_scenario
 from assay.task.formats.omb import read_omb
@@ -55,12 +55,12 @@ def _md_is_darebench(path: Path) -> bool:
 def _jsonl_is_healthbench(path: Path) -> bool:
     try:
         with open(path, encoding="utf-8") as f:
-            for line in f:
+            for n, line in enumerate(f, start=1):
                 if line.strip():
-                    row = json.loads(line)
+                    row = loads_jsonl_line(line, path, n)  # within jsonio's limits (depth, digits)
                     return isinstance(row, dict) and isinstance(row.get("rubrics"), list) and any(
                         isinstance(r, dict) and "criterion" in r and "points" in r for r in row["rubrics"])
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+    except (OSError, UnicodeDecodeError) as e:
         raise InputError(path, None, f"does not parse as JSON Lines: {e}") from None
     return False
 

@@ -9,13 +9,14 @@ scenarios) can validate a spec without importing the environment that runs it
 from __future__ import annotations
 
 import datetime as dt
-import json
-import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from assay.task.formats.jsonio import JSONSyntaxError, loads_json
+from assay.task.formats.yamlio import read_text
+from assay.task.patterns import PatternError, compile_pattern
 from assay.task.validation import PLACEHOLDER, fill_text
 
 __all__ = ["MAX_TOPICS_PER_MESSAGE", "Clock", "InboxMessage", "Npc", "NpcSpec", "PilotSpec", "Topic", "fill_placeholders", "load_npcs"]
@@ -38,6 +39,20 @@ def _check_time(v: str | None) -> str | None:
     return v
 
 
+def _routing_pattern(pattern: str) -> str:
+    """A trigger or requires pattern the regex router can run: RE2, case-insensitive
+    (`assay.task.patterns`); PatternError (a ValueError) says why not."""
+    try:
+        compile_pattern(pattern, "i")
+    except PatternError as e:
+        raise PatternError(f"bad regular expression {pattern!r}: {e}") from None
+    return pattern
+
+
+RoutingPattern = Annotated[str, AfterValidator(_routing_pattern)]
+"""One element of `triggers`/`requires`: a refusal names its index (`triggers[2]`)."""
+
+
 class _Tolerant(BaseModel):
     """Known fields typed; upstream's other keys kept, never refused."""
 
@@ -49,8 +64,8 @@ class Topic(_Tolerant):
     about: str = ""
     answer: str = ""
     facts: list[str] = Field(default_factory=list)
-    triggers: list[str] = Field(default_factory=list)
-    requires: list[str] = Field(default_factory=list)
+    triggers: list[RoutingPattern] = Field(default_factory=list)
+    requires: list[RoutingPattern] = Field(default_factory=list)
     gate: str | list[str] | None = None
     gate_miss: str | None = None
     requires_hint: str | None = None
@@ -67,16 +82,6 @@ class Topic(_Tolerant):
     @classmethod
     def _v_at(cls, v: str | None) -> str | None:
         return _check_time(v)
-
-    @field_validator("triggers", "requires")
-    @classmethod
-    def _regexes(cls, v: list[str]) -> list[str]:
-        for p in v:
-            try:
-                re.compile(p)
-            except re.error as exc:
-                raise ValueError(f"bad regular expression {p!r}: {exc}") from None
-        return v
 
     @property
     def gate_conditions(self) -> list[str]:
@@ -224,19 +229,21 @@ def load_npcs(path_or_dict: str | Path | dict[str, Any], params: dict[str, Any] 
 
     Placeholders are filled from the variant's params; one left unfilled is a ValueError
     naming it. A file that is not valid JSON until filled (an unquoted `{{n}}`) is filled
-    as text first, non-string values inserted as JSON.
+    as text first, non-string values inserted as JSON. The file is a task file: read without
+    following a link, within `jsonio`'s limits (size, depth, digits); InputError otherwise.
     """
     params = dict(params or {})
     if isinstance(path_or_dict, dict):
         raw: Any = path_or_dict
     else:
-        text = Path(path_or_dict).read_text(encoding="utf-8")
+        path = Path(path_or_dict)
+        text = read_text(path)
         try:
-            raw = json.loads(text)
-        except json.JSONDecodeError:
+            raw = loads_json(text, path)
+        except JSONSyntaxError:
             if "{{" not in text:
                 raise
-            raw = json.loads(fill_text(text, params, inside_json_string=True))
+            raw = loads_json(fill_text(text, params, inside_json_string=True), path)
     if not isinstance(raw, dict):
         raise ValueError("a stakeholder spec must be a JSON object with an `npcs` list")
     return NpcSpec.model_validate(fill_placeholders(raw, params))

@@ -19,6 +19,7 @@ from assay import fs
 from assay.errors import InputError
 from assay.metrics import CAPABILITY_TAGS
 from assay.task.model import LEVELS, Task
+from assay.task.patterns import PatternError, check_flags, check_pattern
 
 # Upstream full names (OneMillion-Bench's rubricLabel, in English and Chinese) -> short tags.
 TAG_ALIASES: dict[str, str] = {
@@ -149,6 +150,37 @@ def non_finite(value: Any, where: str = "") -> str | None:
     return None
 
 
+def _listed(value: str | list[str] | None, field: str) -> list[tuple[str, str]]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [(field, value)]
+    return [(f"{field}[{i}]", p) for i, p in enumerate(value)]
+
+
+def check_task_patterns(task: Task, file: Path | str) -> None:
+    """Every pattern of a task's contract and rubric checks compiles for RE2, which runs them in
+    linear time (`assay.task.patterns`): a lookaround, a backreference or a bad flag is an
+    InputError naming the field, refused before anything runs. Stakeholder patterns are checked
+    by the people schema, truth framing patterns by the scenario readers."""
+    for i, pred in enumerate(task.contract):
+        try:
+            check_flags(pred.flags)
+        except PatternError as e:
+            raise InputError(file, f"contract[{i}].flags", str(e)) from None
+        if pred.predicate in ("regex", "number") and pred.pattern is not None:
+            check_pattern(file, f"contract[{i}].pattern", pred.pattern, pred.flags)
+    for i, item in enumerate(task.rubric.items if task.rubric else []):
+        if item.check is None:
+            continue
+        flags = "mi" if item.check.ignore_case else "m"  # as `assay.grade.checks` runs them
+        where = f"rubric.items[{i}].check"
+        for field, pattern in [*_listed(item.check.regex, f"{where}.regex"),
+                               *_listed(item.check.not_regex, f"{where}.not_regex"),
+                               *_listed(item.check.number_pattern, f"{where}.number_pattern")]:
+            check_pattern(file, field, pattern, flags)
+
+
 # complexity: SPEC's validation rules, one after another, each with its own message
 def validate_task(task: Task, file: Path | str, *, weight_range: tuple[float, float] | None = (-20, 10),  # noqa: C901
                   capability_tags: bool = True) -> None:
@@ -176,6 +208,7 @@ def validate_task(task: Task, file: Path | str, *, weight_range: tuple[float, fl
             check_relative_path(file, f"workspace[{i}].path", wf.path)
     for i, pred in enumerate(task.contract):
         check_relative_path(file, f"contract[{i}].path", pred.path)
+    check_task_patterns(task, file)
     if task.answer_path is not None:
         check_relative_path(file, "answer_path", task.answer_path)
     if task.rubric is not None:

@@ -30,6 +30,7 @@ from assay.errors import InputError
 from assay.task.formats.scenario import Brief, Variant, variant_tasks
 from assay.task.formats.yamlio import load_json, read_text
 from assay.task.model import LEVELS, TOOL_NAMES, Engagement, FramingRule, PolicySpec, ServiceSpec, Task
+from assay.task.patterns import check_pattern
 
 __all__ = ["REQUIRED_FILES", "read_case"]
 
@@ -128,11 +129,8 @@ def _truth(folder: Path) -> dict[str, Any]:
     for i, fr in enumerate(framing):
         if not isinstance(fr, dict) or not isinstance(fr.get("any", []), list):
             raise InputError(path, f"framing[{i}]", "must be {id, any: [regex]}")
-        for j, pat in enumerate(fr.get("any", [])):
-            try:
-                re.compile(pat)
-            except (re.error, TypeError) as e:
-                raise InputError(path, f"framing[{i}].any[{j}]", f"bad regex: {e}") from None
+        for j, pat in enumerate(fr.get("any", [])):  # run by RE2 on the hand-over (`assay.task.patterns`)
+            check_pattern(path, f"framing[{i}].any[{j}]", pat)
     return raw
 
 

@@ -26,13 +26,13 @@ Errors name the line and the field (`rubrics[2].points`, 0-based indices).
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from pathlib import Path
 from typing import Any
 
 from assay.errors import InputError
+from assay.task.formats.jsonio import loads_jsonl_line
 from assay.task.formats.yamlio import read_text
 from assay.task.hashing import content_hash
 from assay.task.model import PolicySpec, Rubric, RubricItem, Task
@@ -158,9 +158,6 @@ def read_healthbench(path: Path) -> list[Task]:
     for n, text in enumerate(read_text(path).split("\n"), start=1):
         if not text.strip():
             continue
-        try:
-            row = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise InputError(path, None, f"does not parse as JSON: {e.msg}", line=n, column=e.colno) from None
+        row = loads_jsonl_line(text, path, n)  # within jsonio's limits (depth, digits)
         tasks.append(_read_row(path, row, n))
     return tasks

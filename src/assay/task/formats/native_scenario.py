@@ -15,7 +15,6 @@ to the grader as an absolute path in `ctx["held_out"]`, never copied into the wo
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -23,6 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from assay.errors import InputError
+from assay.task.formats.jsonio import loads_json
 from assay.task.formats.native import WorkspaceEntryFile
 from assay.task.formats.scenario import Brief, Variant, variant_tasks
 from assay.task.formats.yamlio import read_text
@@ -38,6 +38,7 @@ from assay.task.model import (
     Value,
     WorkspaceFile,
 )
+from assay.task.patterns import check_pattern
 from assay.task.validation import check_relative_path, pydantic_to_input_error, task_path, workspace_folder
 
 __all__ = ["NOT_IN_SCENARIOS", "read_native_scenario"]
@@ -244,11 +245,8 @@ def read_native_scenario(folder: Path, raw: dict[str, Any]) -> list[Task]:  # no
                                     script=r.rel(r.path(f"scenario.services[{i}].script", svc.script, "file"))))
     truth = sc.truth or TruthFile()
     for i, fr in enumerate(truth.framing):
-        for j, pat in enumerate(fr.any):
-            try:
-                re.compile(pat)
-            except re.error as e:
-                raise InputError(file, f"scenario.truth.framing[{i}].any[{j}]", f"bad regex: {e}") from None
+        for j, pat in enumerate(fr.any):  # run by RE2 on the hand-over (`assay.task.patterns`)
+            check_pattern(file, f"scenario.truth.framing[{i}].any[{j}]", pat)
 
     # --- briefs: a value without spaces ending in .md or .txt is a file beside task.yaml, else the text
     briefs: dict[str, Brief] = {}
@@ -289,12 +287,8 @@ def read_native_scenario(folder: Path, raw: dict[str, Any]) -> list[Task]:  # no
         variants.append(Variant(**v.model_dump()))
 
     npcs_text = read_text(npcs)
-    if "{{" not in npcs_text:
-        try:
-            json.loads(npcs_text)
-        except json.JSONDecodeError as e:  # a plain parse error is reported with line and column
-            raise InputError(npcs, "scenario.stakeholders", f"does not parse as JSON: {e.msg}", line=e.lineno,
-                             column=e.colno) from None
+    if "{{" not in npcs_text:  # a parse error (or a file too deep) is reported with line and column
+        loads_json(npcs_text, npcs, field="scenario.stakeholders")
     files = {"build": r.rel(build) if build else None, "grader": r.rel(grader), "npcs": r.rel(npcs),
              "pilot": r.rel(pilot) if pilot else None, "reference": r.rel(policies["reference"].script)}  # type: ignore[arg-type]
     engagement = Engagement(rules=sc.rules, llm=sc.llm, services=services,

@@ -7,7 +7,6 @@ spec, decides its language, builds its `ScenarioSpec` and Task, validates and ha
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from assay.errors import InputError
 from assay.task.hashing import content_hash
 from assay.task.model import LEVELS, Engagement, FramingRule, ScenarioSpec, Task
+from assay.task.patterns import PatternError
 from assay.task.people import NpcSpec, load_npcs
 from assay.task.validation import UnfilledPlaceholder, fill_text, has_cjk, validate_task
 
@@ -62,10 +62,16 @@ def _npcs(path: Path, params: dict[str, Any], variant: str, field: str | None, *
         return spec
     except ValidationError as e:
         first = e.errors()[0]
+        cause = (first.get("ctx") or {}).get("error")
+        if isinstance(cause, PatternError):  # a trigger or requires pattern: its own index named
+            loc = "".join(f"[{x}]" if isinstance(x, int) else f".{x}" for x in first.get("loc", ())).lstrip(".")
+            raise InputError(path, loc or field, f"variant {variant!r}: {cause}") from None
         loc = ".".join(str(x) for x in first.get("loc", ()))
         raise InputError(path, loc or field, f"variant {variant!r}: {first.get('msg', 'invalid')}") from None
-    except json.JSONDecodeError as e:
-        raise InputError(path, field, f"does not parse as JSON: {e.msg}", line=e.lineno, column=e.colno) from None
+    except InputError as e:  # the file itself (a link, not JSON, too deep): the field is the spec's
+        if e.field is None and field is not None:
+            raise InputError(e.file, field, e.reason, e.line, e.column) from None
+        raise
     except (ValueError, OSError) as e:
         reason = "; ".join(m.strip() for m in str(e).splitlines()[:4])
         raise InputError(path, field, f"variant {variant!r}: {reason}") from None

@@ -1,9 +1,23 @@
 """Reading task files: YAML/JSON whose parse errors name file, line and column, and text read
-without following a link or blocking on a special file."""
+without following a link or blocking on a special file.
+
+Task files come from the internet, so YAML is read within limits (docs/formats.md, "Limits of
+the readers"): a "billion laughs" (aliases of aliases, under 1 KB, standing for a billion
+strings) is cheap for PyYAML, which shares aliased nodes, but every later walk of the value
+(validation, hashing, placeholders) expands it; so are refused, each with the line, column and
+field where the limit was passed:
+- aliases that together stand for more than MAX_ALIAS_NODES nodes, and an alias of a node that
+  holds it (a cycle);
+- nesting deeper than MAX_DEPTH (PyYAML composes recursively, and its scanner slows down with
+  every open flow level);
+- integers of more digits than Python converts (a bare ValueError otherwise);
+- a document of more than MAX_YAML_CHARS characters (PyYAML's parser is pure Python).
+JSON goes through `jsonio.loads_json` (size, then depth, then `json.loads`).
+"""
 
 from __future__ import annotations
 
-import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,11 +25,101 @@ import yaml
 
 from assay import fs
 from assay.errors import InputError
+from assay.task.formats.jsonio import loads_json
+
+MAX_DEPTH = 64
+"""Sequences and mappings nested deeper than this are refused."""
+MAX_ALIAS_NODES = 10_000
+"""Aliases may stand for this many nodes in all (an anchor reused for shared defaults stays far below)."""
+MAX_YAML_CHARS = 4 * 1024 * 1024
+"""A YAML document longer than this is refused (PyYAML reads about 1 MB/s)."""
+
+
+class _Refused(yaml.MarkedYAMLError):
+    """A YAML document past one of the limits: the reason, where, and the field path there."""
+
+    def __init__(self, problem: str, mark: Any, field: str | None) -> None:
+        super().__init__(problem=problem, problem_mark=mark)
+        self.field = field
+
+
+class BoundedLoader(yaml.SafeLoader):
+    """PyYAML's safe loader with the limits above, counted while the document is composed."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._path: list[str] = []
+        self._expanded = 0  # nodes of the document as if every alias were expanded
+        self._via_aliases = 0  # of which aliases stand for
+        self._sizes: dict[int, int] = {}  # id(anchored node) -> its size, aliases expanded
+
+    def _field(self, extra: str = "") -> str | None:
+        return ("".join(self._path) + extra).lstrip(".") or None
+
+    def _step(self, parent: Any, index: Any) -> str:
+        if isinstance(parent, yaml.SequenceNode) and isinstance(index, int):
+            return f"[{index}]"
+        if isinstance(parent, yaml.MappingNode) and isinstance(index, yaml.ScalarNode):
+            return f".{index.value}"
+        return ""
+
+    def fetch_flow_collection_start(self, TokenClass: Any) -> None:  # noqa: N803 (PyYAML's own name)
+        if self.flow_level >= MAX_DEPTH:
+            raise _Refused(f"nested deeper than {MAX_DEPTH} levels", self.get_mark(), None)
+        super().fetch_flow_collection_start(TokenClass)
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        step = self._step(parent, index)
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            target = self.anchors.get(event.anchor)
+            if target is not None:
+                size = self._sizes.get(id(target))
+                if size is None:
+                    raise _Refused(f"alias *{event.anchor} refers to a node that contains it (a cycle)",
+                                   event.start_mark, self._field(step))
+                self._expanded += size
+                self._via_aliases += size
+                if self._via_aliases > MAX_ALIAS_NODES:
+                    raise _Refused(f"aliases expand to more than {MAX_ALIAS_NODES:,} nodes (an alias bomb?); "
+                                   f"at alias *{event.anchor}", event.start_mark, self._field(step))
+            return super().compose_node(parent, index)
+        if len(self._path) >= MAX_DEPTH:
+            raise _Refused(f"nested deeper than {MAX_DEPTH} levels", self.peek_event().start_mark, self._field(step))
+        anchor = self.peek_event().anchor
+        before = self._expanded
+        self._path.append(step)
+        try:
+            node = super().compose_node(parent, index)
+        finally:
+            self._path.pop()
+        self._expanded += 1
+        if anchor is not None:
+            self._sizes[id(node)] = self._expanded - before
+        return node
+
+    def construct_yaml_int(self, node: Any) -> int:
+        try:
+            return int(super().construct_yaml_int(node))
+        except ValueError:  # int() refuses more digits than sys.get_int_max_str_digits()
+            raise _Refused(f"an integer of more than {sys.get_int_max_str_digits():,} digits",
+                           node.start_mark, None) from None
+
+
+BoundedLoader.add_constructor("tag:yaml.org,2002:int", BoundedLoader.construct_yaml_int)
 
 
 def load_yaml_text(text: str, file: Path | str) -> Any:
+    """One YAML document, within the limits above; InputError(file, field, reason, line, column)."""
+    if len(text) > MAX_YAML_CHARS:
+        raise InputError(file, None, f"{len(text):,} characters of YAML, more than the {MAX_YAML_CHARS:,} read")
+    loader = BoundedLoader(text)
     try:
-        return yaml.safe_load(text)
+        return loader.get_single_data()
+    except _Refused as e:
+        mark = e.problem_mark
+        raise InputError(file, e.field, f"refused: {e.problem}", line=mark.line + 1 if mark else None,
+                         column=mark.column + 1 if mark else None) from None
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         line = mark.line + 1 if mark else None
@@ -24,6 +128,8 @@ def load_yaml_text(text: str, file: Path | str) -> Any:
         raise InputError(file, None, reason, line=line, column=col) from None
     except yaml.YAMLError as e:
         raise InputError(file, None, f"does not parse as YAML: {e}") from None
+    finally:
+        loader.dispose()
 
 
 def load_yaml(path: Path) -> Any:
@@ -31,11 +137,8 @@ def load_yaml(path: Path) -> Any:
 
 
 def load_json(path: Path) -> Any:
-    text = read_text(path)
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise InputError(path, None, f"does not parse as JSON: {e.msg}", line=e.lineno, column=e.colno) from None
+    """A task's JSON file, within `jsonio`'s limits (size, depth, digits)."""
+    return loads_json(read_text(path), path)
 
 
 MAX_TASK_FILE_BYTES = 256 * 1024 * 1024

@@ -1,0 +1,126 @@
+"""JSON and JSONL from task files and upstream result files, read within limits.
+
+Why: these files come from the internet. Python's `json` recurses once per nesting level, so
+200,000 nested brackets end in a RecursionError traceback (and whatever walks a structure
+hundreds of levels deep afterwards, pydantic or a placeholder filler, recurses too), and an
+integer of more than 4,300 digits raises a bare ValueError. `loads_json` checks the size, then
+the depth with one linear scan of the brackets outside strings, before `json.loads` runs, so
+the parser never recurses deeply; every refusal is an InputError naming the file, the field
+when the caller knows it, the line and column when known, and the reason (exit 2).
+
+Limits: MAX_DEPTH levels of nesting (a task's deepest legitimate structure, a JSON schema in a
+contract predicate, is a dozen); integers of at most Python's own limit of digits; the size is
+the caller's (`yamlio.MAX_TASK_FILE_BYTES` for task files, the importers' own caps).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from assay.errors import InputError
+
+__all__ = ["MAX_DEPTH", "JSONSyntaxError", "deep_at", "loads_json", "loads_jsonl_line"]
+
+MAX_DEPTH = 64
+"""Arrays and objects nested deeper than this are refused."""
+
+# One match per bracket outside strings, and one at the end: everything before it (strings,
+# whatever else) is consumed possessively, and a string runs to its closing quote or to the end
+# of the text (an unterminated one, which json.loads then refuses). So every match starts where
+# the last one ended and none can fail: the scan moves strictly forward, linear in the text.
+_STRING = r'"(?:[^"\\]++|\\.)*+(?:"|\\?\Z)'
+_BRACKET = re.compile(rf'(?:{_STRING}|[^\[\]{{}}"]++)*+([\[\]{{}}]|\Z)', re.DOTALL)
+
+
+class JSONSyntaxError(InputError):
+    """The text is not JSON at all (as opposed to JSON refused for its size, depth or numbers):
+    a caller that fills placeholders first may try again on the filled text."""
+
+
+def deep_at(text: str, max_depth: int = MAX_DEPTH) -> int | None:
+    """The offset of the first bracket (outside strings) past `max_depth` levels, or None.
+    One pass that stops there; closing brackets never take the level below zero."""
+    level = 0
+    for m in _BRACKET.finditer(text):
+        bracket = m.group(1)
+        if not bracket:  # the end of the text
+            break
+        if bracket in "[{":
+            level += 1
+            if level > max_depth:
+                return m.start(1)
+        elif level:
+            level -= 1
+    return None
+
+
+def _line_col(text: str, offset: int) -> tuple[int, int]:
+    line = text.count("\n", 0, offset) + 1
+    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
+
+
+def _no_constant(name: str) -> Any:
+    raise _NonFinite(name)
+
+
+def _finite_float(s: str) -> float:
+    x = float(s)
+    if not math.isfinite(x):
+        raise _NonFinite(s)
+    return x
+
+
+class _NonFinite(ValueError):
+    """A NaN or infinite number in a file whose reader refuses them."""
+
+
+def _decode(data: bytes, file: Path | str, field: str | None) -> str:
+    try:
+        return data.decode(json.detect_encoding(data))
+    except UnicodeDecodeError as e:
+        raise InputError(file, field, f"not UTF-8 text (byte {e.start})") from None
+
+
+def loads_json(text: str | bytes, file: Path | str, *, field: str | None = None, max_chars: int | None = None,
+               max_depth: int = MAX_DEPTH, finite: bool = False, line: int | None = None) -> Any:
+    """`json.loads` of a file's text once it is at most `max_chars` long and `max_depth` deep.
+
+    `finite`: NaN, Infinity and numbers that overflow to infinity (`1e999`) are refused too.
+    `line`: the text is that line of a JSONL file (positions are reported on it). Every refusal
+    is an InputError (JSONSyntaxError when the text does not parse)."""
+    if isinstance(text, bytes):
+        text = _decode(text, file, field)
+    if max_chars is not None and len(text) > max_chars:
+        raise InputError(file, field, f"{len(text):,} characters, more than the {max_chars:,} read", line=line)
+    off = deep_at(text, max_depth)
+    if off is not None:
+        ln, col = _line_col(text, off)
+        raise InputError(file, field, f"arrays/objects nested deeper than {max_depth} levels are refused",
+                         line=line if line is not None else ln, column=col)
+    try:
+        if finite:
+            return json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        where = f"line {line}, column {e.colno}" if line is not None else f"line {e.lineno}, column {e.colno}"
+        raise JSONSyntaxError(file, field, f"does not parse as JSON: {e.msg} ({where})",
+                              line=line if line is not None else e.lineno, column=e.colno) from None
+    except _NonFinite as e:
+        raise InputError(file, field, f"{e} is not a finite number (NaN and infinities are refused)",
+                         line=line) from None
+    except ValueError as e:  # int() refuses more digits than sys.get_int_max_str_digits()
+        if "digits" not in str(e):
+            raise
+        limit = sys.get_int_max_str_digits()
+        raise InputError(file, field, f"an integer of more than {limit:,} digits is refused", line=line) from None
+
+
+def loads_jsonl_line(text: str, file: Path | str, lineno: int, *, max_depth: int = MAX_DEPTH,
+                     finite: bool = False) -> Any:
+    """One line of a JSONL file, with the limits of `loads_json` (errors name the line)."""
+    return loads_json(text, file, max_depth=max_depth, finite=finite, line=lineno)
