@@ -171,16 +171,20 @@ async def test_a_grader_that_crashes_voids_the_run(contract_task: Task, home: tu
     assert [(e.source, e.reason) for e in errors] == [("grader", "ZeroDivisionError: grader bug")]
 
 
-async def test_a_check_that_crashes_is_a_grader_error(tmp_path: Path, home: tuple[Path, Store]) -> None:
-    """A task's own checks code raising: GraderError from the checks runner (starts a sandbox
-    where bubblewrap runs, else a plain subprocess)."""
+async def test_a_check_that_crashes_on_an_untouched_workspace_too_makes_the_task_broken(
+        tmp_path: Path, home: tuple[Path, Store]) -> None:
+    """A task's own checks code raising whatever it is given: the run is not the agent's fault
+    and not void; the task is broken (its grader fails on an untouched workspace too: a task
+    without a reference is checked so)."""
     folder = write_task(tmp_path / "s" / "checked", {
         "prompt": "Write anything.", "grading": {"type": "automated", "checks": "checks.py"}},
         {"checks.py": "def grade(workspace, final_message):\n    raise KeyError('no such column')\n"})
     rec = await run_one(discover([folder])[0], FakeFactory("fake", finish("done")), home[1])
-    assert (rec.status, rec.end_reason) == ("void", "grader_error")
-    assert rec.void_reason is not None and rec.void_reason.startswith("check crashed")
-    assert "no such column" in rec.void_reason and rec.score is None
+    assert (rec.status, rec.end_reason, rec.score) == ("broken", "finished", None)
+    assert rec.void_reason is not None and rec.void_reason.startswith(
+        "the task's grader fails on an untouched workspace too (checks): check crashed")
+    assert "no such column" in rec.void_reason
+    assert [f.part for f in rec.grade.faults] == ["checks"]
 
 
 async def test_surrogates_in_a_final_message_are_stored_escaped(tmp_path: Path, home: tuple[Path, Store]) -> None:
@@ -260,6 +264,49 @@ async def test_an_agent_at_its_own_limit_is_graded(contract_task: Task, home: tu
 
     rec = await run_one(contract_task, FakeFactory("limited", stop), home[1])
     assert (rec.status, rec.end_reason, rec.score, rec.passed, rec.void_reason) == ("done", reason, 1.0, True, None)
+
+
+async def test_a_key_void_three_times_is_stored_as_failed_until_retry_void(contract_task: Task,
+                                                                          home: tuple[Path, Store]) -> None:
+    """SPEC: a run key still void after 3 attempts counts as failed (score 0, `void_attempts`) in
+    every number, so an agent cannot remove a task from its score by making the harness fail;
+    `--retry-void` runs it again."""
+    from assay.campaign.scheduler import pending_runs
+
+    fixed_now = [False]
+
+    async def crash(env: AgentEnv) -> AgentOutcome:
+        if fixed_now[0]:
+            return await AgentFactory("reference", Config()).for_task(env.task).run(env)
+        raise RuntimeError("agent bug 17")
+
+    store = home[1]
+    agent = FakeFactory("crashy", crash)
+    first = await run_one(contract_task, agent, store, attempt=1)
+    second = await run_one(contract_task, agent, store, attempt=2)
+    assert (first.status, second.status) == ("void", "void")
+    third = await run_one(contract_task, agent, store, attempt=3)
+    assert (third.status, third.end_reason, third.score, third.passed, third.void_attempts) == (
+        "done", "harness_error", 0.0, False, 3)
+    assert [(f.part, f.reason) for f in third.grade.faults] == [
+        ("run", "void 3 times; the last: RuntimeError: agent bug 17")]
+    assert third.grade.contract is not None and third.grade.contract.sat is False  # its kind's block counts it
+    plan = build_plan([contract_task], [agent], UNSAFE)
+    todo, finished = pending_runs(plan, RunContext(store=store, options=UNSAFE))
+    assert (todo, finished) == ([], 1)  # not re-run on resume
+    retry = UNSAFE.model_copy(update={"retry_void": True})
+    todo, finished = pending_runs(plan, RunContext(store=store, options=retry))
+    assert [(p.digest, attempt) for p, attempt in todo] == [(third.key.digest, 4)] and finished == 0
+    from assay.report.build import build_report
+
+    crashy = build_report("default", store.runs("default"))["agents"][0]
+    assert (crashy["agent"], crashy["runs"], crashy["void"], crashy["pass_rate"]) == ("crashy", 1, 0, 0.0)
+    fixed_now[0] = True
+    fixed = await run_one(contract_task, agent, store, retry, attempt=4)
+    assert (fixed.status, fixed.score, fixed.void_attempts) == ("done", 1.0, None)
+    assert store.get_run(fixed.run_id) is not None  # the retry is stored, and replaces the failed one
+    crashy = build_report("default", store.runs("default"))["agents"][0]
+    assert (crashy["runs"], crashy["void"], crashy["pass_rate"]) == (1, 0, 1.0)
 
 
 @pytest.mark.parametrize("reason", ["api_error", "harness_error"])

@@ -635,6 +635,24 @@ async def test_honest_answer_costs_no_rejudge(server: FakeOpenAIServer, judge: J
     assert score == 1.0 and a.flags == [] and len(server.requests) == 0
 
 
+async def test_evidence_the_audit_cannot_read_in_time_removes_the_judges_credit(
+        judge: Judge, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The audit's rules read the agent's text in a worker process with a time limit; past it,
+    the credit a judge gave cannot be checked and is removed (never a void run, never kept)."""
+    from assay.grade import workers
+
+    async def too_slow(fn: Any, *args: Any, timeout_s: float) -> Any:
+        raise workers.WorkerTimeout(f"stopped after {timeout_s:g} s (killed)")
+
+    monkeypatch.setattr(workers, "call", too_slow)
+    task = two_item_task()
+    grade = Grade.from_flat(two_item_grade(task, {"capital": True, "lake": True, "len": True}), task.kinds)
+    score, a, _ = await audit_run(gi(task, None, [], "Canberra, built around Lake Burley Griffin.", judge=judge),
+                                  grade, 1.0, UsageCost())
+    assert score == 0.0 and a.removed == 1
+    assert [f.rule for f in a.flags] == ["audit_undecided"] and "stopped after" in a.flags[0].reason
+
+
 async def test_grade_run_with_an_obedient_judge(server: FakeOpenAIServer, judge: Judge) -> None:
     """End to end through grade_run: the obedient judge gives the injected answer 1.0 first, the
     kept verdict is the one without the passage; en and zh."""

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from assay.errors import GraderError
+from assay.errors import GradingFault
 from assay.grade.kpi import framing, probe_flags, score_scenario
 from assay.record import CaseGrade, Discovery, ScenarioGrade
 from assay.task.model import FramingRule, ScenarioSpec
@@ -159,28 +159,29 @@ def test_probe_flags_one_flag_per_rule_and_command() -> None:
     ({"kpi": "high"}, "grader returned a non-numeric kpi: 'high'"),
     ({"kpi": [1]}, "grader returned a non-numeric kpi: [1]"),
 ])
-def test_a_missing_or_non_numeric_kpi_is_a_grader_error(result: dict[str, Any], message: str) -> None:
-    with pytest.raises(GraderError) as e:
+def test_a_missing_or_non_numeric_kpi_is_a_grading_fault(result: dict[str, Any], message: str) -> None:
+    with pytest.raises(GradingFault) as e:
         score(result)
-    assert str(e.value) == message
+    assert (e.value.part, e.value.reason) == ("kpi", message)
 
 
 def test_a_missing_baseline_is_a_grader_error() -> None:
-    with pytest.raises(GraderError, match="grader returned no kpi_baseline"):
+    with pytest.raises(GradingFault, match="grader returned no kpi_baseline"):
         score({"kpi": 1.0, "kpi_oracle": 2.0}, spec(None, None))
-    with pytest.raises(GraderError, match="grader returned no kpi_oracle"):
+    with pytest.raises(GradingFault, match="grader returned no kpi_oracle"):
         score({"kpi": 1.0, "kpi_baseline": 2.0}, spec(None, None))
 
 
 def test_reference_equal_to_baseline_is_a_grader_error() -> None:
-    with pytest.raises(GraderError) as e:
+    with pytest.raises(GradingFault) as e:
         score({"kpi": 5.0}, spec(baseline=7.0, reference=7.0, files={"grader": "grader.py"}))
-    assert str(e.value) == "churn/grader.py: reference KPI equals the baseline (7); uplift is undefined"
+    assert e.value.reason == "churn/grader.py: reference KPI equals the baseline (7); uplift is undefined"
 
 
 @pytest.mark.parametrize("kpi", [math.nan, math.inf, "nan", "-inf"])
 def test_a_non_finite_kpi_is_a_grader_error(kpi: object) -> None:
-    """A case grader answering NaN or infinity is broken: the run must be void (grader_error),
-    not scored NaN (which would poison every mean and interval of the report)."""
-    with pytest.raises(GraderError):
+    """A case grader answering NaN or infinity (what the delivered system made it compute) is a
+    grading fault: the run scores 0 with the fault, never NaN (which would poison every mean and
+    interval of the report)."""
+    with pytest.raises(GradingFault):
         score({"kpi": kpi})

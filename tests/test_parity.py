@@ -171,15 +171,18 @@ def test_darebench_check_values_are_averaged_before_any_clipping(darebench: Camp
     assert run["score"] == pytest.approx(1.0)  # mean(1.5, 0.5) = 1.0, within [0, 1] as a score
 
 
-def test_darebench_check_without_a_number_is_void_and_an_empty_one_scores_0(darebench: Campaign) -> None:
+def test_darebench_check_without_a_number_is_a_broken_task_and_an_empty_one_scores_0(darebench: Campaign) -> None:
     """No numeric value at all: upstream's mean over nothing would give 0.0 (a broken check
-    scored as failed work); SPEC makes it `grader_error`. An empty dict scores 0 as upstream."""
-    void = darebench.run("task_parity_03")
-    assert void["status"] == "void" and void["score"] is None
-    assert "grader_error" in (void["end_reason"], void["void_reason"])
+    scored as failed work); SPEC: a fault, and since the check gives no number on an untouched
+    workspace either (the task has no reference), the task is broken: left out of every number,
+    listed with the reason. An empty dict scores 0 as upstream."""
+    broken = darebench.run("task_parity_03")
+    assert broken["status"] == "broken" and broken["score"] is None
+    assert "no numeric value" in broken["void_reason"] and "untouched workspace" in broken["void_reason"]
+    assert [b["task_id"] for b in darebench.report["broken_tasks"]] == ["task_parity_03"]
     empty = darebench.run("task_parity_04")
     assert empty["status"] == "done" and empty["score"] == 0.0  # _average_scores({}) = 0.0
-    assert darebench.result.returncode == 1  # some runs are void (task_parity_03, task_parity_15)
+    assert darebench.result.returncode == 1  # a run is void (task_parity_15)
 
 
 def test_darebench_named_output_file_is_an_optional_predicate(darebench: Campaign) -> None:
@@ -271,7 +274,7 @@ def test_darebench_sat_rate_is_null_without_required_artifacts(darebench: Campai
     # (test_darebench_check_values_are_averaged_before_any_clipping holds upstream's number for it)
     p19 = darebench.run("task_parity_19")["score"]
     assert contract["accuracy"] == pytest.approx((9.55 + p19) / 15)
-    assert darebench.agent()["void"] == 2  # P03 (no numeric value), P15 (no total)
+    assert darebench.agent()["void"] == 1  # P15 (the judge gave no total); P03 is a broken task, left out
 
 
 def test_darebench_web_search_task_is_skipped_without_a_backend(darebench: Campaign) -> None:

@@ -8,7 +8,8 @@ import time
 import pytest
 
 from assay.errors import InputError
-from assay.task.formats.jsonio import MAX_DEPTH, JSONSyntaxError, deep_at, loads_json, loads_jsonl_line
+from assay.jsonlimits import MAX_DEPTH, deep_at
+from assay.task.formats.jsonio import JSONSyntaxError, loads_json, loads_jsonl_line
 
 
 def reference_depth_at(text: str, limit: int) -> int | None:

@@ -82,6 +82,7 @@ def run(
     search: Annotated[str, typer.Option(help="off|native|local|brave: native = a model's own search, local = the task's corpus, brave = the Brave Search API (BRAVE_API_KEY; DareBench tasks that need web_search run with any)")] = "off",
     unsafe_no_sandbox: Annotated[bool, typer.Option("--unsafe-no-sandbox", help="run model/script agents without bubblewrap (recorded on every run)")] = False,
     skip_invalid: Annotated[bool, typer.Option("--skip-invalid", help="list bad task files (file, field, reason) and run the others; they appear in the report's `skipped`")] = False,
+    retry_void: Annotated[bool, typer.Option("--retry-void", help="run again the run keys that were void 3 times and are counted as failed (score 0, `void_attempts`)")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="call no model: print the runs to do and already done, and an estimated cost per agent with its basis")] = False,
     routing: Annotated[str | None, typer.Option(help="stakeholder routing for scenarios: regex|lexical|embedding|llm (default: each scenario's own matcher; `llm` without --router-model falls back to lexical)")] = None,
     router_model: Annotated[str | None, typer.Option("--router-model", help="model spec that routes questions and judges gates when routing is llm")] = None,
@@ -102,7 +103,7 @@ def run(
                      search=search, unsafe_no_sandbox=unsafe_no_sandbox, gateway_model=gateway_model,
                      routing=routing, router_model=router_model, skip_invalid=skip_invalid, backend=backend,
                      ray_address=ray_address, max_campaign_usd=max_campaign_usd,
-                     response_cache=response_cache)
+                     response_cache=response_cache, retry_void=retry_void)
     try:
         prepared = prepare_campaign(req)
     except InputError as e:
@@ -129,6 +130,8 @@ def run(
     from assay.report.table import leaderboard
 
     out.print(leaderboard(report))
+    for w in report["warnings"]:
+        sys.stderr.write(f"warning: {w}\n")
     for r in [r for r in report["runs"] if r["status"] == "void"][:20]:
         sys.stderr.write(f"void: {r['run_id']} {r['task_id']} {r['agent']}: {r['end_reason']}: {r['void_reason']}\n")
     others = f", {result.by_others} done by another worker" if result.by_others else ""

@@ -32,6 +32,7 @@ class Defaults(BaseModel):
     campaign: str = "default"
     grade_timeout_s: float = 600.0
     check_timeout_s: float = 60.0
+    predicate_timeout_s: float = 30.0
 
 
 DEFAULTS = Defaults()
@@ -89,6 +90,7 @@ class Settings(BaseModel):
     gateway_model: str | None = None  # ASSAY_GATEWAY_MODEL
     grade_timeout_s: float = DEFAULTS.grade_timeout_s  # ASSAY_GRADE_TIMEOUT_S
     check_timeout_s: float = DEFAULTS.check_timeout_s  # ASSAY_CHECK_TIMEOUT_S
+    predicate_timeout_s: float = DEFAULTS.predicate_timeout_s  # ASSAY_PREDICATE_TIMEOUT_S
     darebench_cells: str = "table1"  # ASSAY_DAREBENCH_CELLS
     workspace_quota_bytes: int = WORKSPACE_QUOTA_BYTES  # ASSAY_WORKSPACE_QUOTA_BYTES (0: no quota)
     copy_max_files: int = COPY_MAX_FILES  # ASSAY_COPY_MAX_FILES
@@ -145,6 +147,7 @@ def settings() -> Settings:
         gateway_model=(env.get("ASSAY_GATEWAY_MODEL") or "").strip() or None,
         grade_timeout_s=_seconds("ASSAY_GRADE_TIMEOUT_S", DEFAULTS.grade_timeout_s),
         check_timeout_s=_seconds("ASSAY_CHECK_TIMEOUT_S", DEFAULTS.check_timeout_s),
+        predicate_timeout_s=_seconds("ASSAY_PREDICATE_TIMEOUT_S", DEFAULTS.predicate_timeout_s),
         darebench_cells=(env.get("ASSAY_DAREBENCH_CELLS") or "table1").strip().lower() or "table1",
         workspace_quota_bytes=_count("ASSAY_WORKSPACE_QUOTA_BYTES", WORKSPACE_QUOTA_BYTES,
                                      minimum=MIN_WORKSPACE_QUOTA_BYTES, zero_ok=True),

@@ -75,4 +75,23 @@ class ProviderError(Exception):
 
 
 class GraderError(Exception):
-    """A grader or check crashed or timed out; makes a run void with end reason grader_error."""
+    """Grading could not be done for a reason outside the agent's work (a judge or grader
+    provider that failed after retries, a judge reply that stayed unreadable, a grader the
+    harness could not start); makes a run void with end reason grader_error."""
+
+
+class GradingFault(Exception):
+    """Grading failed on what the agent delivered: a check, predicate, grader or KPI program
+    that raised, timed out or ran out of memory on the agent's files, programs or answer, or a
+    non-finite, non-numeric or unreadable result. SPEC "who failed decides": the part scores 0
+    and the fault is recorded; if the same grader fails on the task's own reference too, the
+    task is broken. Never a void run: an agent must not be able to remove a score by failing
+    loudly."""
+
+    def __init__(self, part: str, reason: str) -> None:
+        self.part = part
+        self.reason = reason
+        super().__init__(f"{part}: {reason}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.part, self.reason)

@@ -45,6 +45,7 @@ __all__ = [
     "tag_scores",
     "unclipped_score",
     "uplift",
+    "void_outlier",
 ]
 
 
@@ -447,3 +448,26 @@ def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
             front.extend(i for i in group if points[i][1] == top)
             best_lower = top
     return front
+
+
+VOID_OUTLIER_P = 0.01
+"""One-sided binomial p-value under which an agent's void rate is out of line with the others'."""
+VOID_OUTLIER_MIN = 3
+"""Fewer void runs than this are never an outlier (one unlucky outage is not a pattern)."""
+
+
+def void_outlier(void: int, runs: int, others_void: int, others_runs: int) -> bool:
+    """Whether an agent's `void` of `runs` (on tasks other agents ran too) is out of line with
+    the others' `others_void` of `others_runs` on the same tasks: at least `VOID_OUTLIER_MIN`
+    void runs, a higher rate, and a one-sided binomial p-value under `VOID_OUTLIER_P` against
+    the others' rate (smoothed by one void and one finished run, so 0 of n is not a certainty).
+    An agent that makes the harness fail on purpose stands out here; void runs are left out of
+    its scores, so the report flags it beside them."""
+    if void < VOID_OUTLIER_MIN or runs <= 0 or others_runs <= 0:
+        return False
+    base = (others_void + 1) / (others_runs + 2)
+    if void / runs <= base:
+        return False
+    from scipy import stats
+
+    return float(stats.binom.sf(void - 1, runs, base)) < VOID_OUTLIER_P

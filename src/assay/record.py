@@ -27,6 +27,13 @@ EndReason = Literal[
     "api_error", "interrupted", "harness_error", "grader_error",
 ]
 VOID_REASONS = frozenset({"api_error", "interrupted", "harness_error", "grader_error"})
+"""End reasons of a harness fault (SPEC "void, scored, broken: who failed decides"): the run is void."""
+RunStatus = Literal["done", "void", "broken"]
+"""`done`: scored; `void`: the harness failed (re-run on resume); `broken`: the task's own grader
+fails on its reference too, so its runs are left out of every agent's numbers alike."""
+MAX_VOID_ATTEMPTS = 3
+"""A run key still void after this many attempts is stored as a failed run (score 0, `void_attempts`)
+until `assay run --retry-void` runs it again."""
 Kind = Literal["rubric", "scenario", "contract"]
 KINDS: tuple[Kind, ...] = ("rubric", "scenario", "contract")
 SCORE_ORDER: tuple[Kind, ...] = ("scenario", "contract", "rubric")
@@ -327,10 +334,11 @@ class ScenarioGrade(_GradePart):
         "questions_asked", "asked_by_person", "off_limits_contacts", "key_fact_coverage", "facts_obtained",
         "gross", "net", "score", "solved", "router", "router_fallbacks", "router_fallback_count", "variant", "level",
         "grader", "framing", "probe_flags", "llm", "llm_cost_usd")
-    kpi: float
-    kpi_baseline: float
-    kpi_reference: float
-    uplift: float
+    # None: grading the delivered system failed (the fault is in `Grade.faults`, the run scores 0)
+    kpi: float | None
+    kpi_baseline: float | None
+    kpi_reference: float | None
+    uplift: float | None
     uplift_adj: float
     incidents: list[str] = Field(default_factory=list)
     contact_cost: float = 0.0
@@ -384,6 +392,15 @@ class AuditFlag(_GradePart):
     meta_reason: str | None = _optional()
 
 
+class Fault(BaseModel):
+    """A part of the grade scored 0 because grading it failed on what the agent delivered (a
+    check or grader that raised, timed out or ran out of memory on the agent's files, programs
+    or answer; a non-finite, non-numeric, unparseable or oversized result)."""
+
+    part: str  # "checks", "predicate:PATH", "kpi", "pilot", "run" (void too often)
+    reason: str
+
+
 class Audit(_GradePart):
     flags: list[AuditFlag] = Field(default_factory=list)
     removed: int = 0
@@ -402,10 +419,11 @@ class Grade(BaseModel):
     scenario: ScenarioGrade | None = None
     contract: ContractGrade | None = None
     audit: Audit | None = None
+    faults: list[Fault] = Field(default_factory=list)
     grade_seconds: float | None = None
 
     def flat(self) -> dict[str, Any]:
-        """SPEC's flat object: every kind's fields side by side, then `audit`."""
+        """SPEC's flat object: every kind's fields side by side, then `audit` and `faults`."""
         out: dict[str, Any] = {}
         for kind in KINDS:
             part = getattr(self, kind)
@@ -413,6 +431,8 @@ class Grade(BaseModel):
                 out.update(part.model_dump(mode="json"))
         if self.audit is not None:
             out["audit"] = self.audit.model_dump(mode="json")
+        if out or self.faults:  # SPEC: every grade lists its faults, none included
+            out["faults"] = [f.model_dump(mode="json") for f in self.faults]
         if self.grade_seconds is not None:
             out["grade_seconds"] = self.grade_seconds
         return out
@@ -424,6 +444,7 @@ class Grade(BaseModel):
             return cls()
         rest = dict(flat)
         audit = rest.pop("audit", None)
+        faults = rest.pop("faults", None) or []
         seconds = rest.pop("grade_seconds", None)
         parts: dict[str, dict[str, Any]] = {}
         present = [k for k in KINDS if k in kinds]
@@ -434,11 +455,12 @@ class Grade(BaseModel):
             parts[primary_kind(present)].update(rest)
         built: dict[str, Any] = {k: _PARTS[k].model_validate(v) for k, v in parts.items() if v}
         return cls(**built, audit=Audit.model_validate(audit) if audit is not None else None,
-                   grade_seconds=seconds)
+                   faults=[Fault.model_validate(f) for f in faults], grade_seconds=seconds)
 
     @property
     def empty(self) -> bool:
-        return self.rubric is None and self.scenario is None and self.contract is None and self.audit is None
+        return (self.rubric is None and self.scenario is None and self.contract is None and self.audit is None
+                and not self.faults)
 
 
 # --------------------------------------------------------------------------- the run
@@ -482,9 +504,10 @@ class RunRecord(BaseModel):
     model: str | None = None
     prices: dict[str, float | None] | None = None
     sandbox: Literal["bwrap", "none"] = "bwrap"
-    status: Literal["done", "void"]
+    status: RunStatus
     end_reason: EndReason
-    void_reason: str | None = None
+    void_reason: str | None = None  # why the run has no score of its own: the harness fault, or why its task is broken
+    void_attempts: int | None = None  # set when a key void this many times is stored as a failed run
     provider_status: int | None = None  # HTTP status of the provider failure that voided the run (api_error)
     score: float | None = None
     passed: bool | None = None

@@ -308,30 +308,40 @@ def _broken_case(root: Path, name: str, grader: str) -> None:
     (dst / "grader.py").write_text(grader)
 
 
-def test_grader_crash_timeout_and_retries_void_the_run(tmp_path: Path) -> None:
+def test_graders_failing_on_the_reference_make_broken_tasks_and_retries_void(tmp_path: Path) -> None:
+    """Who failed decides: a grader that crashes, hangs or gives an undefined uplift whatever
+    it is handed fails on the case's own reference too, so its task is broken (not void, not a
+    score); a grader that asks for a retry (`"retry": true`: its judge or gateway failed) is
+    retried and then void. An exception is never a retry, whatever its message says."""
     os.chmod(tmp_path, 0o711)
     cases = tmp_path / "cases"
     _broken_case(cases, "crash", "def grade(ws):\n    raise ValueError('held-out file missing')\n")
     _broken_case(cases, "hang", "import time\n\n\ndef grade(ws):\n    time.sleep(60)\n")
-    _broken_case(cases, "flaky", "def grade(ws):\n    raise RuntimeError('judge gateway unavailable')\n")
+    _broken_case(cases, "flaky", "def grade(ws):\n    return {'retry': True, 'summary': 'judge gateway unavailable'}\n")
+    _broken_case(cases, "words", "def grade(ws):\n    raise RuntimeError('judge gateway unavailable')\n")
     _broken_case(cases, "same", "def grade(ws):\n    return {'kpi': 1, 'kpi_baseline': 1, 'kpi_oracle': 1}\n")
     r = assay("run", str(cases), "--agent", "noop", "-q", cwd=tmp_path, env={"ASSAY_GRADE_TIMEOUT_S": "3"},
               timeout=600)
-    assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-3000:]  # done, but runs are void
-    runs = {x["task_id"]: x for x in report(tmp_path)["runs"]}
-    assert all(x["status"] == "void" and x["end_reason"] == "grader_error" for x in runs.values())
+    assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-3000:]  # done, but a run is void
+    rep = report(tmp_path)
+    runs = {x["task_id"]: x for x in rep["runs"]}
+    assert {t: (x["status"], x["end_reason"]) for t, x in runs.items()} == {
+        "crash/base": ("broken", "finished"), "hang/base": ("broken", "finished"),
+        "words/base": ("broken", "finished"), "same/base": ("broken", "finished"),
+        "flaky/base": ("void", "grader_error")}
+    broken = {b["task_id"]: b["reason"] for b in rep["broken_tasks"]}
+    assert sorted(broken) == ["crash/base", "hang/base", "same/base", "words/base"]
+    assert "held-out file missing" in broken["crash/base"]
+    assert "timed out after 3 s" in broken["hang/base"]
+    assert "equals the baseline" in broken["same/base"]
+    assert all(why.startswith("the task's grader fails on its reference too (kpi)") for why in broken.values())
     from assay.store import Store
 
     st = Store(f"sqlite:///{tmp_path / '.assay' / 'assay.db'}")
-    why = {rec.key.task_id: rec.void_reason or "" for rec in st.runs()}
+    flaky = next(rec for rec in st.runs() if rec.key.task_id == "flaky/base")
     st.close()
-    assert "held-out file missing" in why["crash/base"]
-    assert "timed out after 3 s" in why["hang/base"]
-    assert "gateway unavailable" in why["flaky/base"]
-    assert "equals the baseline" in why["same/base"]
-    flaky_dir = Path(next(rec.run_dir for rec in Store(f"sqlite:///{tmp_path / '.assay' / 'assay.db'}").runs()
-                          if rec.key.task_id == "flaky/base") or "")
-    assert sorted(p.name for p in flaky_dir.glob("grade-*")) == ["grade-1", "grade-2", "grade-3"]  # retried
+    assert "judge gateway unavailable" in (flaky.void_reason or "")
+    assert sorted(p.name for p in Path(flaky.run_dir or "").glob("grade-*")) == ["grade-1", "grade-2", "grade-3"]
 
 
 def _run_with_llm_router(tmp_path: Path, url: str, question: str) -> None:

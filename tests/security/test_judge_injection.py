@@ -301,8 +301,6 @@ def test_the_judge_obeyed_the_injections(obeyed: dict[str, Any]) -> None:
     assert judge.obeyed == injected and judge.honest >= 2 * injected
 
 
-@pytest.mark.xfail(strict=True, reason="grade_run computes `passed` before the audit (src/assay/grade/grader.py); "
-                                       "it must be recomputed from the audited score")
 def test_passed_follows_the_kept_verdict(obeyed: dict[str, Any]) -> None:
     run = obeyed["runs"]["shortcut:note@inj-en"]
     assert run["score"] == pytest.approx(0.5) and run["passed"] is False

@@ -55,6 +55,8 @@ class RunOptions(BaseModel):
     search: str = "off"
     unsafe_no_sandbox: bool = False
     skip_invalid: bool = False  # bad task files are listed and left out instead of refusing the command
+    # Not in result_options(): run keys void MAX_VOID_ATTEMPTS times (stored as failed) are run again.
+    retry_void: bool = False
     gateway_model: str | None = None  # model behind scenarios' company LLM gateway; None: $ASSAY_GATEWAY_MODEL
     routing: str | None = None  # stakeholder topic routing override; None: each scenario's own matcher
     router_model: str | None = None  # model for `llm` routing and gates

@@ -1,8 +1,11 @@
 """One run, start to end: workspace, sandbox, agent, grade, audit, store.
 
 Every failure becomes a value on the record (an end reason), never an exception that
-takes the campaign down; a void run is stored and re-run on resume. The agent's sandbox is
-closed before grading starts, so nothing the agent left running can change what is graded.
+takes the campaign down. Who failed decides (SPEC): a grading fault on the agent's work is a
+scored failure, a task whose own grader fails on its reference is broken
+(`assay.campaign.health`), and only a harness fault is void: stored, re-run on resume, and
+after `MAX_VOID_ATTEMPTS` stored as a failed run. The agent's sandbox is closed before
+grading starts, so nothing the agent left running can change what is graded.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from assay.agent.base import Agent, AgentEnv, AgentOutcome, RunLimits
 from assay.agent.search import offer_search
 from assay.agent.tools import SearchBackend, ToolBox
 from assay.agent.transcript import Transcript
+from assay.campaign.health import TaskHealth
 from assay.campaign.options import RunOptions
 from assay.campaign.plan import PlannedRun
 from assay.campaign.saver import RunSaver
@@ -32,12 +36,12 @@ from assay.env.sandbox import Sandbox, bwrap_available
 from assay.env.volume import WorkspaceVolume
 from assay.env.workspace import materialise, needs_workspace, new_workspace
 from assay.errors import GraderError, HarnessError, InputError, ProviderError
-from assay.grade.grader import GradeInput, GradeOutcome, grade_run
+from assay.grade.grader import GradeInput, GradeOutcome, failed_grade, grade_run
 from assay.grade.inputs import JudgeService
 from assay.llm import cache as response_cache
 from assay.llm.cache import ResponseCache
 from assay.llm.messages import ImagePart
-from assay.record import VOID_REASONS, Event, Grade, RunRecord, UsageCost, safe_text
+from assay.record import MAX_VOID_ATTEMPTS, VOID_REASONS, Event, Fault, Grade, RunRecord, UsageCost, safe_text
 from assay.scenario.lifecycle import ScenarioRun
 from assay.store import Store
 from assay.version import HARNESS_VERSION
@@ -54,9 +58,11 @@ class RunContext:
     judge: JudgeService | None = None
     brave: SearchBackend | None = None  # the campaign's Brave client under `--search brave`
     saver: RunSaver = field(init=False)  # finished runs go to `store` through it (group commit)
+    health: TaskHealth = field(init=False)  # is a task broken, when grading a run left faults
 
     def __post_init__(self) -> None:
         self.saver = RunSaver(self.store)
+        self.health = TaskHealth(self.store, lambda planned: execute_run(planned, self, probe=True))
 
     @property
     def isolated(self) -> bool:
@@ -131,10 +137,12 @@ def stage_readable(src: Path, dst: Path) -> Path:
 class _Run:
     """The state of one run while it goes: what it built, what it got, how it ended."""
 
-    def __init__(self, planned: PlannedRun, ctx: RunContext, attempt: int) -> None:
+    def __init__(self, planned: PlannedRun, ctx: RunContext, attempt: int, probe: bool = False) -> None:
         self.planned = planned
         self.ctx = ctx
         self.attempt = attempt
+        self.probe = probe  # a run of the task's own deliverable for `TaskHealth`: not stored
+        self.broken_reason: str | None = None  # the task's grader fails on its own deliverable too
         self.run_id = uuid.uuid4().hex[:16]
         self.started_wall = time.time()
         self.t0 = time.monotonic()
@@ -250,8 +258,20 @@ class _Run:
             self.graded.grade.grade_seconds = round(time.monotonic() - t_grade, 4)
         except GraderError as e:
             self._void_grade(str(e))
-        except Exception as e:  # a grader bug must void the run, not crash the campaign
+            return
+        except Exception as e:  # a bug of assay's own grading code voids the run, not the campaign
             self._void_grade(f"{type(e).__name__}: {e}")
+            return
+        faults = self.graded.grade.faults
+        for f in faults:
+            self.transcript.error("grader", f"{f.part}: {f.reason}")
+        if faults and not self.probe:
+            try:
+                self.broken_reason = await self.ctx.health.broken_reason(self.planned, faults)
+            except HarnessError as e:
+                self.outcome.end_reason = "harness_error"
+                self.void_reason = str(e)
+                self.transcript.error("harness", self.void_reason)
 
     def _void_grade(self, reason: str) -> None:
         self.void_reason = reason
@@ -290,13 +310,15 @@ class _Run:
         void = out.end_reason in VOID_REASONS
         isolated = self.sandbox.isolated if self.sandbox is not None else ctx.isolated
         agent = self.agent
-        return RunRecord(
+        rec = RunRecord(
             run_id=self.run_id, key=planned.key, attempt=self.attempt, kinds=task.kinds,
             harness_version=HARNESS_VERSION, model=getattr(agent, "model", None),
             prices=getattr(agent, "prices", None), sandbox="bwrap" if isolated else "none",
-            status="void" if void else "done", end_reason=out.end_reason, void_reason=self.void_reason,
+            status="void" if void else "broken" if self.broken_reason else "done", end_reason=out.end_reason,
+            void_reason=self.void_reason if void else self.broken_reason,
             provider_status=out.error_status if out.end_reason == "api_error" else None,
-            score=None if void else self.graded.score, passed=None if void else self.graded.passed,
+            score=None if void or self.broken_reason else self.graded.score,
+            passed=None if void or self.broken_reason else self.graded.passed,
             value={"amount": task.value.amount, "currency": task.value.currency} if task.value else None,
             usage=UsageCost.of(out.usage, out.cost_usd),
             judge_usage=self.graded.judge_usage, grade=self.graded.grade if not void else Grade(),
@@ -305,10 +327,18 @@ class _Run:
             task_meta=task.meta(),
             run_dir=str(self.run_dir) if self.run_dir else None, search=self.search,
         )
+        if void and out.end_reason != "interrupted" and self.attempt >= MAX_VOID_ATTEMPTS and not self.probe:
+            # Void this often: counted as a failed run, with the reason, until --retry-void.
+            reason = f"void {self.attempt} times; the last: {self.void_reason or out.end_reason}"[:1000]
+            rec.status, rec.score, rec.passed, rec.void_attempts = "done", 0.0, False, self.attempt
+            rec.grade = failed_grade(task, planned.level, Fault(part="run", reason=reason))
+        return rec
 
 
-async def execute_run(planned: PlannedRun, ctx: RunContext, attempt: int = 1) -> RunRecord:
-    run = _Run(planned, ctx, attempt)
+async def execute_run(planned: PlannedRun, ctx: RunContext, attempt: int = 1, *, probe: bool = False) -> RunRecord:
+    """One run to its record, stored (a `probe` of the task's own deliverable is not: its
+    folder is removed and the record only returned)."""
+    run = _Run(planned, ctx, attempt, probe)
     try:
         env = await run.build()
         await run.work(env)
@@ -330,7 +360,10 @@ async def execute_run(planned: PlannedRun, ctx: RunContext, attempt: int = 1) ->
             await asyncio.shield(run.scenario.close())
         await asyncio.shield(run.release_workspace(keep_data=run.outcome.end_reason != "interrupted"))
         record = run.record()
-        if run.outcome.end_reason != "interrupted":
+        if probe:
+            if run.run_dir is not None:
+                shutil.rmtree(run.run_dir, ignore_errors=True)
+        elif run.outcome.end_reason != "interrupted":
             # The save is written off the event loop (other runs' model calls go on), together
             # with the runs that finished meanwhile, and finished even if this task is cancelled.
             await ctx.saver.save(record, run.transcript.events)

@@ -145,7 +145,7 @@ class CredentialGuard:
 def pending_runs(plan: Plan, ctx: RunContext) -> tuple[list[tuple[PlannedRun, int]], int]:
     """Runs still to do (with the attempt number they would get now) and how many are already
     finished. The attempt a run really gets is decided when it is claimed."""
-    done = ctx.store.finished_digests(ctx.options.campaign)
+    done = ctx.store.finished_digests(ctx.options.campaign, retry_void=ctx.options.retry_void)
     attempts = ctx.store.attempts(ctx.options.campaign)
     todo: list[tuple[PlannedRun, int]] = []
     finished = 0
@@ -223,7 +223,8 @@ class _Worker:
         await self.look_for_dead()
         held = await self.wave(runs)
         while held and self.lost is None:  # runs other workers hold: wait until they finish them or their lease expires
-            done = await asyncio.to_thread(self.store.finished_digests, self.campaign)
+            done = await asyncio.to_thread(self.store.finished_digests, self.campaign,
+                                           retry_void=self.ctx.options.retry_void)
             theirs = sum(p.digest in done for p in held)
             if theirs:
                 self.result.by_others += theirs

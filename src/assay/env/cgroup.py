@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import signal
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -225,6 +226,27 @@ class RunCgroup:
         name = "memory.peak" if self.version == 2 else "memory.max_usage_in_bytes"
         text = _read(self.path / name).strip()
         return int(text) if text.isdigit() else None
+
+    def kill_all(self, rounds: int = 100) -> int:
+        """SIGKILL every process in the cgroup, those that left their process group or session
+        (`setsid`, `nohup`) included, until none is left; how many were killed. cgroup v2's
+        `cgroup.kill` where the kernel has it, else rounds over `cgroup.procs` (a fork between
+        two reads is caught by the next round; `pids.max` bounds how many can appear)."""
+        kill_file = self.path / "cgroup.kill"
+        if self.version == 2 and kill_file.exists():
+            with contextlib.suppress(OSError):
+                kill_file.write_text("1")
+        killed = 0
+        for _ in range(rounds):
+            pids = {int(x) for f in self.procs_files() for x in _read(f).split() if x.isdigit()}
+            if not pids:
+                break
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                    killed += 1
+            time.sleep(0.01)
+        return killed
 
     def remove(self, wait_s: float = 5.0) -> bool:
         """rmdir every folder once its processes are gone (True), retrying for `wait_s`."""

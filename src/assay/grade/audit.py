@@ -51,17 +51,18 @@ they are untrusted data (`assay.llm.untrusted`); its reply's last `supported` va
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from assay import fs
+from assay.config import settings
 from assay.errors import GraderError, ProviderError
+from assay.grade import workers
 from assay.grade.contract_grading import ARTIFACT_CHARS as JUDGE_FILE_CHARS
 from assay.grade.contract_grading import judge_contract, to_openclaw
 from assay.grade.inputs import GradeInput, JudgeService
@@ -630,6 +631,45 @@ def _injection_flag(injection: Injection) -> dict[str, Any]:
     return flag
 
 
+def deterministic_flags(task: Task, workspace: Path | None, end_reason: str, evidence: Evidence,
+                        credit: Credit) -> list[dict[str, Any]]:
+    """Every deterministic rule's flags on a run whose score a judge gave (in a worker process:
+    they read the agent's text and files). The passages addressed to the grader are handled
+    before, by `audit_run`."""
+    return [
+        *rule_missing_artifact(task, workspace, credit),
+        *rule_no_tool_ran(task, evidence, credit),
+        *rule_hit_limit(task, end_reason, credit),
+        *rule_answer_not_in_output(task, evidence, credit),
+        *rule_phantom_claim(task, evidence),
+        *rule_rubric_number_claim(task, evidence, credit),
+        *_echo_flags(task, evidence),
+    ]
+
+
+class _Undecided(Exception):
+    """The audit's rules could not read the evidence within their limits (`_off_loop`)."""
+
+
+T = TypeVar("T")
+
+
+async def _off_loop(fn: Callable[..., T], *args: Any) -> T:
+    """A deterministic step of the audit on the agent's text and files, in a worker process with
+    a time limit (`assay.grade.workers`); `_Undecided` past its limits."""
+    try:
+        return await workers.call(fn, *args, timeout_s=settings().predicate_timeout_s)
+    except (workers.WorkerTimeout, workers.WorkerFailed) as e:
+        raise _Undecided(str(e)) from None
+
+
+def _undecided(why: str) -> dict[str, Any]:
+    """A hard flag for evidence the audit could not read within its limits: the judge's credit
+    cannot be checked, so it is removed (the agent's text made the audit fail)."""
+    return {"rule": "audit_undecided", "severity": "hard",
+            "reason": f"the evidence audit on this run's text and files {why}: the judge's credit is removed"}
+
+
 def rule_judge_injection(task: Task, evidence: Evidence) -> list[dict[str, Any]]:
     """Text addressed to the grader (instructions, verdict-shaped blocks, claims that the rubric
     is met, orders to ignore the instructions, role and boundary markers), and rubric text
@@ -1025,19 +1065,28 @@ async def audit_run(inp: GradeInput, grade: Grade, score: float | None, judge_us
     """(audited score, the audit, judge usage incl. the re-judge and the meta-judge) for one
     graded run. Passages addressed to the grader are handled first: the run is judged again
     without them and the lower verdict kept (written into `grade`); the rules then look at
-    what the kept verdict credits."""
+    what the kept verdict credits. Evidence the rules cannot read within their limits removes
+    the judge's credit (`audit_undecided`)."""
     audit = Audit(pre_audit_score=score)
     if score is None or score <= 0:
         return score, audit, judge_usage
+    flags: list[dict[str, Any]] = []
+    try:
+        return await _audit(inp, grade, score, judge_usage, audit, flags)
+    except _Undecided as e:
+        return _finish(audit, [*flags, _undecided(str(e))], score, judge_usage, remove=True)
+
+
+async def _audit(inp: GradeInput, grade: Grade, score: float, judge_usage: UsageCost, audit: Audit,
+                 flags: list[dict[str, Any]]) -> tuple[float | None, Audit, UsageCost]:
     task: Task = inp.task
     judge = inp.judge
-    flags: list[dict[str, Any]] = []
     evidence: Evidence | None = None
     injection: Injection | None = None
     if _judged(task, grade):
         audit.audited = True
         evidence = collect_evidence(task, inp.workspace, inp.events, inp.final_message, inp.commands)
-        injection = await asyncio.to_thread(find_injection, task, evidence)
+        injection = await _off_loop(find_injection, task, evidence)
         if injection.passages:
             flag = _injection_flag(injection)
             if judge is not None:
@@ -1056,15 +1105,7 @@ async def audit_run(inp: GradeInput, grade: Grade, score: float | None, judge_us
     audit.audited = True
     if evidence is None:
         evidence = collect_evidence(task, inp.workspace, inp.events, inp.final_message, inp.commands)
-    flags += [
-        *rule_missing_artifact(task, inp.workspace, credit),
-        *rule_no_tool_ran(task, evidence, credit),
-        *rule_hit_limit(task, inp.end_reason, credit),
-        *rule_answer_not_in_output(task, evidence, credit),
-        *rule_phantom_claim(task, evidence),
-        *rule_rubric_number_claim(task, evidence, credit),
-        *_echo_flags(task, evidence),  # the passages addressed to the grader were handled above
-    ]
+    flags += await _off_loop(deterministic_flags, task, inp.workspace, inp.end_reason, evidence, credit)
     # A passage flag whose re-judge is done needs no review of its own; the rest do.
     if all(f.get("rejudged") for f in flags):
         return _finish(audit, flags, score, judge_usage, remove=False)

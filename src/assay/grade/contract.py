@@ -6,10 +6,8 @@ and its predicate holds. Each failure carries the reason, so a user sees why.
 
 from __future__ import annotations
 
-import asyncio
 import csv
 import io
-import json
 import struct
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -17,8 +15,11 @@ from pathlib import Path
 import jsonschema
 from pydantic import BaseModel
 
-from assay import fs
+from assay import fs, jsonlimits
+from assay.config import settings
+from assay.errors import GradingFault
 from assay.fs import PathError
+from assay.grade import workers
 from assay.grade.numbers import parse_number
 from assay.task.model import Predicate
 from assay.task.patterns import compile_pattern
@@ -31,6 +32,7 @@ class PredicateResult(BaseModel):
     predicate: str
     ok: bool
     reason: str
+    fault: bool = False  # the predicate's program failed on the artifact (a `python` check that crashed)
 
 
 def _flags(spec: str | None) -> str:
@@ -107,11 +109,15 @@ def _regex(pred: Predicate, data: bytes) -> Verdict:
     return False, f"pattern {pred.pattern!r} not found"
 
 
+JSON_DEPTH = 256
+"""An artifact nested deeper than this is not accepted as JSON (it would make the parser recurse)."""
+
+
 def _json(pred: Predicate, data: bytes) -> Verdict:
     try:
-        doc = json.loads(_text(data))
-    except json.JSONDecodeError as e:
-        return False, f"not JSON: {e.msg} at line {e.lineno} column {e.colno}"
+        doc = jsonlimits.loads(_text(data), max_depth=JSON_DEPTH, max_chars=MAX_READ)
+    except jsonlimits.JSONLimitError as e:
+        return False, str(e)
     if pred.json_schema is not None:
         try:
             jsonschema.validate(doc, pred.json_schema)
@@ -199,17 +205,33 @@ async def _python(workspace: Path, pred: Predicate, python_check: PythonCheck | 
     if python_check is None:
         return PredicateResult(path=pred.path, predicate=pred.predicate, ok=False,
                                reason="python predicate needs the task's checks file")
-    pre = await asyncio.to_thread(check_predicate, workspace, pred.model_copy(update={"predicate": "exists"}))
+    pre = await decide(workspace, pred.model_copy(update={"predicate": "exists"}))
     if not pre.ok:
         return pre.model_copy(update={"predicate": "python"})
-    ok, reason = await python_check(pred.function, pred.path)
+    try:
+        ok, reason = await python_check(pred.function, pred.path)
+    except GradingFault as e:  # the check failed on the agent's artifact: the predicate fails
+        return PredicateResult(path=pred.path, predicate=pred.predicate, ok=False, reason=e.reason, fault=True)
     return PredicateResult(path=pred.path, predicate=pred.predicate, ok=ok, reason=reason)
+
+
+async def decide(workspace: Path, pred: Predicate, timeout_s: float | None = None) -> PredicateResult:
+    """`check_predicate` in a worker process (`assay.grade.workers`): what an artifact makes a
+    predicate do (a task's JSON Schema `pattern` backtracking on it, say) never runs in the
+    harness; a predicate past its time (`ASSAY_PREDICATE_TIMEOUT_S`) or memory fails, the fault
+    recorded."""
+    limit = settings().predicate_timeout_s if timeout_s is None else timeout_s
+    try:
+        return await workers.call(check_predicate, workspace, pred, timeout_s=limit)
+    except (workers.WorkerTimeout, workers.WorkerFailed) as e:
+        return PredicateResult(path=pred.path, predicate=pred.predicate, ok=False, fault=True,
+                               reason=f"the {pred.predicate} predicate on this artifact {e}")
 
 
 async def check_contract(workspace: Path, contract: list[Predicate], python_check: PythonCheck | None = None
                          ) -> tuple[bool, list[PredicateResult]]:
-    """Every predicate of the contract; the file reads run off the event loop."""
+    """Every predicate of the contract, each in a worker process (`decide`)."""
     results = [await _python(workspace, p, python_check) if p.predicate == "python"
-               else await asyncio.to_thread(check_predicate, workspace, p) for p in contract]
+               else await decide(workspace, p) for p in contract]
     sat = all(r.ok for r, p in zip(results, contract, strict=True) if p.required)
     return sat, results

@@ -4,10 +4,16 @@ Automated checks are task code, and they read what the agent left behind, so the
 run in the assay process. Each check run gets a fresh bubblewrap sandbox (no network, its
 own pid space, only /usr of the host) working on a COPY of the delivered workspace at
 /workspace, with a time limit (default 60 s, env
-`ASSAY_CHECK_TIMEOUT_S`). The checks code, a small stdlib runner and the inputs are bound
-read-only at /run/assay/checks. The runner prints one JSON line behind a per-run random
-marker; anything else (a crash, a timeout, no JSON, a value that is not a number) raises
-GraderError and the run becomes void (`grader_error`): a broken check is never a score.
+`ASSAY_CHECK_TIMEOUT_S`). A small stdlib runner and the inputs are bound read-only at
+/run/assay/checks; the checks code and a per-run random marker reach the runner on its
+standard input only, and it makes itself non-dumpable, so the agent's code the checks start
+(as the same uid) can neither read the expected values nor forge the result
+(`assay/env/inside/check_runner.py`). The runner prints one JSON line behind the marker. Checks run on what the agent delivered, so anything else (a crash, a timeout, no
+JSON, no numeric value) raises GradingFault: the checks score 0 and the fault is in
+`grade.faults` (SPEC "who failed decides"); the task is broken when the same happens on its
+own reference. A value that is a non-finite number counts 0 in the mean, with a fault: a NaN
+must not drop a failing check out of the mean. Only what the harness could not do (start the
+sandbox) is a GraderError, a void run.
 When bubblewrap cannot run on this machine at all (only possible with
 `--unsafe-no-sandbox`), the same runner runs as a plain subprocess (still never in-process).
 
@@ -67,13 +73,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from assay import fs
+from assay import fs, jsonlimits
 from assay.config import settings
 from assay.env.inside import source
 from assay.env.sandbox import Limits, Sandbox, bwrap_available
 from assay.env.volume import WorkspaceVolume
 from assay.env.workspace import discard_copy, grading_copy, grading_copy_limits
-from assay.errors import GraderError, HarnessError, ProviderError
+from assay.errors import GraderError, GradingFault, HarnessError, ProviderError
 from assay.grade.contract import PythonCheck
 from assay.grade.inputs import GradeInput
 from assay.llm.jsonrepair import json_candidates
@@ -109,6 +115,7 @@ RUNNER = source("check_runner.py")
 class ContractScore:
     score: float
     judge_usage: UsageCost | None = None
+    faults: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # (part, reason) scored 0
 
 
 # --------------------------------------------------------------------------- transcript
@@ -169,7 +176,7 @@ CHECKS_FILE_BYTES = 256 * 1024**2
 
 async def _run_sandboxed(checks_code: str, mode: str, workspace: Path | None, files: dict[str, str],
                          timeout_s: float, refused: list[tuple[str, str]] | None = None,
-                         capped: list[str] | None = None) -> Any:
+                         capped: list[str] | None = None, part: str = "checks") -> Any:
     """Run the runner in a fresh sandbox on a copy of `workspace` (`grading_copy`: on a volume
     with the run's disk quota, capped by `grading_copy_limits`, files over 256 MiB left out);
     return the decoded result. What the copy left out is appended
@@ -180,7 +187,8 @@ async def _run_sandboxed(checks_code: str, mode: str, workspace: Path | None, fi
         os.chmod(base, 0o711)
         cdir = base / "checks"
         cdir.mkdir()
-        (cdir / "checks.py").write_text(checks_code, encoding="utf-8")
+        # The checks code goes to the runner on its standard input, never into a file: code
+        # the checks start (the agent's) runs as the same uid and could read any file of it.
         (cdir / "runner.py").write_text(RUNNER, encoding="utf-8")
         for name, text in files.items():
             (cdir / name).write_text(text, encoding="utf-8")
@@ -209,26 +217,37 @@ async def _run_sandboxed(checks_code: str, mode: str, workspace: Path | None, fi
         try:
             sandbox.prepare()
             inner_ws = sandbox.inside_root
+            given = json.dumps({"code": checks_code, "marker": marker}).encode()
             res = await sandbox.run([_python(), "-I", "-B", f"{inside_checks}/runner.py", mode, inside_checks,
-                                     inner_ws, marker], timeout_s=timeout_s)
+                                     inner_ws], timeout_s=timeout_s, stdin=given)
         finally:
             await sandbox.close()
     finally:
         if volume is not None:
             await asyncio.to_thread(discard_copy, volume)
         shutil.rmtree(base, ignore_errors=True)
-    tail = res.output[-1500:].strip()
-    if res.timed_out:
-        raise GraderError(f"check timed out after {timeout_s:g} s (killed)")
-    if res.exit_code != 0:
-        raise GraderError(f"check crashed (exit {res.exit_code}): {tail or 'no output'}")
-    lines = [ln for ln in res.output.splitlines() if ln.startswith(marker)]
+    return _result(res.output, res.timed_out, res.exit_code, marker, timeout_s, part)
+
+
+RESULT_DEPTH = 64
+"""A check's result nested deeper than this is refused (the check's own output, parsed by root)."""
+
+
+def _result(output: str, timed_out: bool, exit_code: int | None, marker: str, timeout_s: float, part: str) -> Any:
+    """The checks runner's result line, decoded; GradingFault for whatever else it left."""
+    tail = output[-1500:].strip()
+    if timed_out:
+        raise GradingFault(part, f"check timed out after {timeout_s:g} s (killed)")
+    if exit_code != 0:  # the exception's own line says what went wrong; the traceback is in the log
+        lines = [ln.strip() for ln in tail.splitlines() if ln.strip()]
+        raise GradingFault(part, f"check crashed (exit {exit_code}): {lines[-1][:500] if lines else 'no output'}")
+    lines = [ln for ln in output.splitlines() if ln.startswith(marker)]
     if not lines:
-        raise GraderError(f"check printed no result: {tail or 'no output'}")
+        raise GradingFault(part, f"check printed no result: {tail or 'no output'}")
     try:
-        return json.loads(lines[-1][len(marker):])
-    except json.JSONDecodeError as e:
-        raise GraderError(f"check result is not JSON: {e.msg}") from None
+        return jsonlimits.loads(lines[-1][len(marker):], max_depth=RESULT_DEPTH)
+    except jsonlimits.JSONLimitError as e:
+        raise GradingFault(part, f"check result refused: {e}") from None
 
 
 def _checks_source(task: Task, *, need_grade: bool = True) -> tuple[str, str] | None:
@@ -243,7 +262,7 @@ def _checks_source(task: Task, *, need_grade: bool = True) -> tuple[str, str] | 
         try:
             code = Path(g.checks_file).read_text(encoding="utf-8")
         except OSError as e:
-            raise GraderError(f"cannot read checks file {g.checks_file}: {e.strerror}") from None
+            raise GradingFault("checks", f"cannot read checks file {g.checks_file}: {e.strerror}") from None
         if need_grade and not _defines_grade(code):
             return None
         return code, "native"
@@ -256,30 +275,36 @@ def _defines_grade(code: str) -> bool:
     try:
         tree = ast.parse(code)
     except SyntaxError as e:
-        raise GraderError(f"checks file does not parse: {e.msg} (line {e.lineno})") from None
+        raise GradingFault("checks", f"checks file does not parse: {e.msg} (line {e.lineno})") from None
     return any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == "grade" for n in tree.body)
 
 
 CheckValue = float | str | None
 
 
-def _scores(result: Any) -> dict[str, CheckValue]:
-    """A check's result dict as graded: numbers (booleans 0/1) as given; other values
-    (an upstream `"error": "Expected ... got ..."`) kept as text, left out of the mean, as
-    upstream does. No numeric value at all is a broken check (GraderError)."""
+def _scores(result: Any, faults: list[tuple[str, str]] | None = None) -> dict[str, CheckValue]:
+    """A check's result dict as graded: numbers (booleans 0/1) as given; text values (an
+    upstream `"error": "Expected ... got ..."`) kept as text, left out of the mean, as upstream
+    does; a non-finite number (NaN, infinity: what the agent's output parsed to) counts 0, and
+    (name, reason) goes to `faults`. No numeric value at all is a GradingFault."""
     if not isinstance(result, dict):
-        raise GraderError(f"check returned {type(result).__name__}, not a dict of scores")
+        raise GradingFault("checks", f"check returned {type(result).__name__}, not a dict of scores")
     out: dict[str, CheckValue] = {}
     for k, v in result.items():
         if isinstance(v, bool):
             v = float(v)
-        if isinstance(v, int | float) and math.isfinite(v):
+        if isinstance(v, int | float):
+            if not math.isfinite(v):
+                out[str(k)] = 0.0
+                if faults is not None:
+                    faults.append((f"checks:{k}", f"value {v!r} is not a finite number: scored 0"))
+                continue
             out[str(k)] = float(v)
         else:
             out[str(k)] = None if v is None else str(v)[:RESULT_TEXT_CHARS]
     if result and not any(isinstance(v, float) for v in out.values()):
-        shown = ", ".join(f"{k!r}: {v!r}" for k, v in list(result.items())[:5])
-        raise GraderError(f"check result has no numeric value (not a number: {shown})")
+        shown = ", ".join(f"{k!r}: {v!r}"[:200] for k, v in list(result.items())[:5])
+        raise GradingFault("checks", f"check result has no numeric value (not a number: {shown})")
     return out
 
 
@@ -293,10 +318,12 @@ def check_mean(values: dict[str, CheckValue]) -> float:
 async def run_checks(task: Task, workspace: Path | None, events: list[Event], final_message: str,
                      *, timeout_s: float | None = None, model: str | None = None,
                      refused: list[tuple[str, str]] | None = None,
-                     capped: list[str] | None = None) -> dict[str, CheckValue] | None:
+                     capped: list[str] | None = None,
+                     faults: list[tuple[str, str]] | None = None) -> dict[str, CheckValue] | None:
     """The task's automated checks, sandboxed: name -> score in [0, 1]; None if it has none.
     Files the checks' copy of the workspace left out are appended to `refused`, the ceilings
-    it reached to `capped`."""
+    it reached to `capped`, values scored 0 for not being finite to `faults`. GradingFault
+    when the checks fail on the agent's work."""
     src = _checks_source(task)
     if src is None:
         return None
@@ -309,7 +336,7 @@ async def run_checks(task: Task, workspace: Path | None, events: list[Event], fi
     else:
         result = await _run_sandboxed(code, "native", workspace, {"final_message.txt": final_message}, timeout_s,
                                       refused, capped)
-    return _scores(result)
+    return _scores(result, faults)
 
 
 async def run_python_predicate(task: Task, workspace: Path, function: str | None, path: str,
@@ -322,7 +349,8 @@ async def run_python_predicate(task: Task, workspace: Path, function: str | None
         return False, "python predicate needs the task's checks file"
     result = await _run_sandboxed(src[0], "predicate", workspace,
                                   {"predicate.json": json.dumps({"function": function, "path": path})},
-                                  settings().check_timeout_s if timeout_s is None else timeout_s)
+                                  settings().check_timeout_s if timeout_s is None else timeout_s,
+                                  part=f"predicate:{path}")
     if isinstance(result, list) and len(result) == 2:
         return bool(result[0]), str(result[1])
     return bool(result), f"{function}() returned {result!r}"
@@ -330,7 +358,7 @@ async def run_python_predicate(task: Task, workspace: Path, function: str | None
 
 def make_python_check(task: Task, workspace: Path, *, timeout_s: float | None = None) -> PythonCheck:
     """The `python_check(function, path)` `check_contract` awaits for `python` predicates. A
-    crash or timeout raises GraderError (the run becomes void)."""
+    crash or timeout raises GradingFault (the predicate fails, the fault is recorded)."""
 
     async def check(function: str | None, path: str) -> tuple[bool, str]:
         return await run_python_predicate(task, workspace, function, path, timeout_s=timeout_s)
@@ -594,10 +622,15 @@ async def grade_contract(inp: GradeInput, grade: ContractGrade) -> ContractScore
     auto: float | None = None
     judge_score: float | None = None
     judge_usage: UsageCost | None = None
+    faults: list[tuple[str, str]] = []
     if g.type in ("automated", "hybrid"):
         capped: list[str] = []
-        checks = await run_checks(task, inp.workspace, inp.events, inp.final_message, model=model,
-                                  refused=grade.copy_refused, capped=capped)
+        try:
+            checks = await run_checks(task, inp.workspace, inp.events, inp.final_message, model=model,
+                                      refused=grade.copy_refused, capped=capped, faults=faults)
+        except GradingFault as e:  # the checks failed on the agent's work: they score 0
+            faults.append((e.part, e.reason))
+            checks = {}
         if capped:  # the checks saw a copy without what passed the caps (ASSAY_COPY_MAX_FILES/_DEPTH)
             grade.workspace_capped = capped
         if checks is None:
@@ -621,7 +654,7 @@ async def grade_contract(inp: GradeInput, grade: ContractGrade) -> ContractScore
             score = auto or 0.0
         else:
             score = (g.weight_automated * (auto or 0.0) + g.weight_judge * (judge_score or 0.0)) / wsum
-    return ContractScore(score=min(1.0, max(0.0, score)), judge_usage=judge_usage)
+    return ContractScore(score=min(1.0, max(0.0, score)), judge_usage=judge_usage, faults=faults)
 
 
 def _model_of(events: list[Event]) -> str | None:

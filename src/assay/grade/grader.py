@@ -2,31 +2,39 @@
 
 The score follows SPEC.md: a task scores by the first of scenario, contract, rubric that
 it has; a contract that is not satisfied scores 0; the audit may then remove a positive.
+Who failed decides: a part whose grading failed on what the agent delivered (GradingFault)
+scores 0 and is listed in `grade.faults`; the caller finds out whether the task itself is
+broken (`assay.campaign.health`). Only GraderError (the harness or a provider) voids a run.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from assay.errors import GraderError
+from assay.config import settings
+from assay.errors import GraderError, GradingFault
+from assay.grade import workers
 from assay.grade.audit import audit_run
 from assay.grade.contract import check_contract
 from assay.grade.contract_grading import grade_contract, make_python_check
 from assay.grade.inputs import GradeInput
 from assay.grade.kpi import score_scenario
-from assay.grade.rubric import ItemVerdict, items_needing_judge, machine_verdicts, score_items
+from assay.grade.rubric import ItemVerdict, items_needing_judge, machine_verdicts, score_items, worst_verdicts
 from assay.record import (
     SCORE_ORDER,
     AssistantEvent,
     ContractGrade,
+    Fault,
     Grade,
     JudgeInfo,
     PredicateGrade,
+    RubricGrade,
+    ScenarioGrade,
     UsageCost,
 )
 from assay.task.model import Task
 
-__all__ = ["GradeInput", "GradeOutcome", "grade_run", "needs_judge"]
+__all__ = ["GradeInput", "GradeOutcome", "failed_grade", "failed_scenario", "grade_run", "needs_judge"]
 
 
 @dataclass
@@ -45,7 +53,15 @@ def needs_judge(task: Task) -> bool:
 
 async def _rubric(inp: GradeInput, grade: Grade) -> tuple[float | None, UsageCost]:
     task = inp.task
-    verdicts: dict[str, ItemVerdict] = machine_verdicts(task, inp.final_message)
+    verdicts: dict[str, ItemVerdict] = {}
+    assert task.rubric is not None
+    if any(it.check is not None for it in task.rubric.items):  # in a worker process: agent text, task patterns
+        try:
+            verdicts = await workers.call(machine_verdicts, task, inp.final_message,
+                                          timeout_s=settings().predicate_timeout_s)
+        except (workers.WorkerTimeout, workers.WorkerFailed) as e:
+            grade.faults.append(Fault(part="rubric_checks", reason=f"the rubric's checks on this answer {e}"))
+            verdicts = worst_verdicts(task, f"not decided: the checks {e}")
     pending = items_needing_judge(task)
     usage = UsageCost()
     info = None
@@ -62,11 +78,35 @@ async def _rubric(inp: GradeInput, grade: Grade) -> tuple[float | None, UsageCos
 async def _scenario(inp: GradeInput, grade: Grade) -> float:
     if inp.delivered is None:
         raise GraderError(f"task {inp.task.id} is a scenario but the run has no delivered system")
-    case = await inp.delivered.grade_case()
     texts = [e.content for e in inp.events if isinstance(e, AssistantEvent)]
-    grade.scenario = score_scenario(inp.delivered.spec, case, assistant_texts=texts, commands=inp.commands,
-                                    threshold=inp.task.pass_threshold())
+    try:
+        case = await inp.delivered.grade_case()
+        grade.scenario = score_scenario(inp.delivered.spec, case, assistant_texts=texts, commands=inp.commands,
+                                        threshold=inp.task.pass_threshold())
+    except GradingFault as e:  # the delivered system failed under its grader: it scores 0, not solved
+        fault = Fault(part=e.part, reason=e.reason)
+        grade.faults.append(fault)
+        grade.scenario = failed_scenario(fault, inp.level)
     return grade.scenario.score
+
+
+def failed_scenario(fault: Fault, level: str | None) -> ScenarioGrade:
+    """The scenario grade of a delivered system whose grading failed: no KPI, S = 0, not solved."""
+    return ScenarioGrade(kpi=None, kpi_baseline=None, kpi_reference=None, uplift=None, uplift_adj=0.0,
+                         incidents=[f"grading failed: {fault.reason}"[:500]], score=0.0, solved=False, level=level)
+
+
+def failed_grade(task: Task, level: str | None, fault: Fault) -> Grade:
+    """A grade of 0 in every kind the task has, for a run counted as failed without being
+    graded (void too many times: SPEC, `void_attempts`), so every kind's block counts it."""
+    grade = Grade(faults=[fault])
+    if task.rubric is not None:
+        grade.rubric = RubricGrade(expert_score=0.0)
+    if task.scenario is not None:
+        grade.scenario = failed_scenario(fault, level)
+    if "contract" in task.kinds:
+        grade.contract = ContractGrade(sat=False)
+    return grade
 
 
 async def _contract(inp: GradeInput, grade: Grade) -> tuple[float, UsageCost | None]:
@@ -78,6 +118,7 @@ async def _contract(inp: GradeInput, grade: Grade) -> tuple[float, UsageCost | N
         python_check = make_python_check(task, inp.workspace) if any(
             p.predicate == "python" for p in task.contract) else None
         sat, results = await check_contract(inp.workspace, task.contract, python_check)
+        grade.faults += [Fault(part=f"predicate:{r.path}", reason=r.reason) for r in results if r.fault]
         grade.contract.sat = sat
         grade.contract.predicates = [PredicateGrade(path=r.path, ok=r.ok, reason=r.reason, predicate=r.predicate,
                                                     required=p.required)
@@ -87,6 +128,7 @@ async def _contract(inp: GradeInput, grade: Grade) -> tuple[float, UsageCost | N
     if task.grading is None:
         return 1.0, None
     result = await grade_contract(inp, grade.contract)
+    grade.faults += [Fault(part=part, reason=reason) for part, reason in result.faults]
     return result.score, result.judge_usage
 
 
@@ -110,6 +152,8 @@ async def grade_run(inp: GradeInput) -> GradeOutcome:
         passed = None if score is None else score >= task.pass_threshold()
     # The evidence audit (docs/audit.md): a judge-given positive the trace does not support is removed.
     score, grade.audit, judge_usage = await audit_run(inp, grade, score, judge_usage)
+    if grade.scenario is None:  # the audited score decides (a re-judge without injected text may lower it)
+        passed = None if score is None else score >= task.pass_threshold()
     if grade.audit.removed:
         passed = False
     return GradeOutcome(score=score, passed=passed, grade=grade, judge_usage=judge_usage)

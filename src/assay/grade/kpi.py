@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from assay import metrics
-from assay.errors import GraderError
+from assay.errors import GradingFault
 from assay.record import CaseGrade, ScenarioGrade
 from assay.task.model import ScenarioSpec
 from assay.task.patterns import compile_pattern
@@ -50,11 +50,13 @@ def _number(result: dict[str, Any], key: str, *alts: str) -> float:
             try:
                 x = float(v)
             except (TypeError, ValueError):
-                raise GraderError(f"grader returned a non-numeric {k}: {v!r}") from None
+                raise GradingFault("kpi", f"grader returned a non-numeric {k}: {v!r:.200}") from None
+            except OverflowError:  # an integer too large for a float
+                raise GradingFault("kpi", f"grader returned a {k} too large for a number") from None
             if not math.isfinite(x):  # NaN or infinity would poison every mean of the report
-                raise GraderError(f"grader returned a non-finite {k}: {v!r}")
+                raise GradingFault("kpi", f"grader returned a non-finite {k}: {v!r}")
             return x
-    raise GraderError(f"grader returned no {key}")
+    raise GradingFault("kpi", f"grader returned no {key}")
 
 
 def framing(spec: ScenarioSpec, texts: list[str]) -> dict[str, bool]:
@@ -77,8 +79,8 @@ def score_scenario(spec: ScenarioSpec, case: CaseGrade, *, assistant_texts: list
     try:
         u = metrics.uplift(kpi, baseline, reference)
     except ValueError:
-        raise GraderError(f"{spec.case.name}/{spec.files.get('grader')}: reference KPI equals the baseline "
-                          f"({reference:g}); uplift is undefined") from None
+        raise GradingFault("kpi", f"{spec.case.name}/{spec.files.get('grader')}: reference KPI equals the "
+                                  f"baseline ({reference:g}); uplift is undefined") from None
     raw = result.get("incidents") or []
     incidents = [i if isinstance(i, str) else json.dumps(i, ensure_ascii=False)
                  for i in (raw if isinstance(raw, list) else [raw])]

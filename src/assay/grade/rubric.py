@@ -35,6 +35,15 @@ def machine_verdicts(task: Task, answer: str) -> dict[str, ItemVerdict]:
     return out
 
 
+def worst_verdicts(task: Task, reason: str) -> dict[str, ItemVerdict]:
+    """The machine-checked items as if every check went against the answer (positives not met,
+    negatives hit): what an answer gets whose checks could not be decided (they passed their
+    time or memory on it), so failing the checks never beats being checked."""
+    assert task.rubric is not None
+    return {it.id: ItemVerdict(id=it.id, weight=it.weight, tag=it.tag, hit=it.weight < 0, check=True, reason=reason)
+            for it in task.rubric.items if it.check is not None}
+
+
 def items_needing_judge(task: Task) -> list[RubricItem]:
     return [it for it in task.rubric.items if it.check is None] if task.rubric else []
 

@@ -66,7 +66,7 @@ MAX_RESULT_BYTES = 64 * 1024**2  # an upstream results file larger than this is 
 
 def load_json(path: Path, max_bytes: int = MAX_RESULT_BYTES) -> Any:
     """One upstream JSON file: a regular file (never a symlink or a device) of at most
-    `max_bytes`, nested at most `jsonio.MAX_DEPTH` deep, with no integer of more digits than
+    `max_bytes`, nested at most `jsonlimits.MAX_DEPTH` deep, with no integer of more digits than
     Python converts and no NaN or infinity (a score that is not a number would poison every
     mean of a report); InputError naming the file (and the line and column) otherwise."""
     if not path.is_file():

@@ -233,12 +233,13 @@ class AgentRuns:
 
     __slots__ = ("by_kind", "contract", "cost", "currencies", "done", "ends", "finished", "judge_cost", "judge_infos",
                  "modes", "pass_counts", "passes", "rubric", "runs", "scen", "scopes", "scored", "task_pairs",
-                 "tokens", "unpriced", "value_items", "versions")
+                 "tokens", "unpriced", "value_items", "versions", "void")
 
     def __init__(self, runs: list[ReportRun]) -> None:
         self.runs = runs
         self.scored: list[ReportRun] = []  # the done runs with a score
         self.done = 0
+        self.void = 0  # runs the harness failed (status void)
         self.passes = 0  # scored runs that passed
         self.pass_counts: PassCounts = {}  # of the scored runs, as `pass_counts` counts them
         # Sums over every run, in run order (as `sum` adds them); None: a price is unknown.
@@ -264,6 +265,12 @@ class AgentRuns:
         self.versions: set[str] = set()  # harness versions of every run
         self._scan()
 
+    def task_voids(self) -> dict[str, list[int]]:
+        """Task id -> [void runs, runs] (what `void_outliers` compares across agents)."""
+        runs = Counter(r.key.task_id for r in self.runs)
+        void = Counter(r.key.task_id for r in self.runs if r.status == "void") if self.void else Counter()
+        return {t: [void.get(t, 0), n] for t, n in runs.items()}
+
     def finished_kinds(self) -> dict[str, set[str]]:
         """Per kind the agent ran (void runs count), the tasks it finished: what `task_sets` reads."""
         return {kind: self.finished.get(kind, set()) for kind in self.by_kind}
@@ -272,7 +279,7 @@ class AgentRuns:
         """The one loop over the runs: the report's hot loop, so it reads each attribute once into
         a local, binds the methods it calls, and calls no function of its own per run (but
         `averaged` for scenario-graded runs)."""
-        cost, judge_cost, tokens, done, passes = self.cost, self.judge_cost, self.tokens, 0, 0
+        cost, judge_cost, tokens, done, passes, void = self.cost, self.judge_cost, self.tokens, 0, 0, 0
         ends, by_kind, finished = self.ends, self.by_kind, self.finished
         add_pair, add_version, add_currency = self.task_pairs.add, self.versions.add, self.currencies.add
         add_value, add_info, add_scored = self.value_items.append, self.judge_infos.append, self.scored.append
@@ -293,6 +300,7 @@ class AgentRuns:
             if kinds:
                 by_kind[kind].append(r)
             if r.status != "done":
+                void += r.status == "void"
                 continue
             done += 1
             if kinds:
@@ -341,6 +349,7 @@ class AgentRuns:
             of_modality[1] += v
             of_modality[2] += 1
         self.cost, self.judge_cost, self.tokens, self.done, self.passes = cost, judge_cost, tokens, done, passes
+        self.void = void
 
 
 def search_deltas(a: AgentRuns) -> dict[str, dict[str, Any]]:
@@ -373,7 +382,8 @@ def agent_summary(agent: str, a: AgentRuns, labels: list[dict[str, Any]] | None 
     for cur in a.currencies:
         econ.setdefault(cur, 0.0)
     summary: dict[str, Any] = {
-        "agent": agent, "runs": len(runs), "void": len(runs) - a.done,
+        "agent": agent, "runs": len(runs), "void": a.void, "void_rate": a.void / len(runs) if runs else None,
+        "void_outlier": None,  # set across agents (`void_outliers`)
         "pass_rate": a.passes / len(scored) if scored else None,
         # Scenario scores are floored at -1 for averaging only (FDE-Gym), as in mean_s.
         "economic_value": econ,
@@ -552,15 +562,58 @@ def build_report(campaign: str | None, runs: Iterable[RunRecord | ReportRun],
 def _build(campaign: str | None, runs: list[ReportRun], labels: list[dict[str, Any]] | None,
            skipped: list[dict[str, Any]] | None, shared_tasks: bool, details: bool | Literal["table"]
            ) -> dict[str, Any]:
-    agents = agent_runs(runs)
+    broken = broken_tasks(runs)
+    counted = [r for r in runs if (r.key.task_id, r.key.task_hash) not in broken] if broken else runs
+    agents = agent_runs(counted)
     sets = task_sets({name: a.finished_kinds() for name, a in agents.items()})
     if shared_tasks:
         runs = on_shared_tasks(runs, sets)
-        agents = agent_runs(runs)
+        counted = on_shared_tasks(counted, sets)
+        agents = agent_runs(counted)
     return assemble(campaign, agent_parts(agents, labels), skipped=skipped, shared_tasks=shared_tasks, sets=sets,
                     rows=[table_row(r) for r in runs] if details == "table" else
                     [run_row(r) for r in runs] if details else [],
-                    tasks=task_rows(runs) if details is True else [])
+                    tasks=task_rows(counted) if details is True else [], broken=broken)
+
+
+def broken_tasks(runs: Iterable[ReportRun]) -> dict[tuple[str, str], str]:
+    """(task id, task hash) -> reason, of every task with a broken run (SPEC: its grader fails on
+    its own reference): every agent's runs of such a task are left out of the numbers alike."""
+    out: dict[tuple[str, str], str] = {}
+    for r in runs:
+        if r.status == "broken":
+            key = (r.key.task_id, r.key.task_hash)
+            if not out.get(key):
+                out[key] = r.void_reason or ""
+    return out
+
+
+def fault_warnings(parts: dict[str, AgentPart], broken: dict[tuple[str, str], str] | None) -> list[str]:
+    """What the numbers leave out: broken tasks, and agents whose void runs stand out."""
+    out = [f"task {t} is broken and left out of every agent's numbers: {why or 'its grader fails on its own reference'}"
+           for (t, _h), why in sorted((broken or {}).items())]
+    for name, p in parts.items():
+        if p.summary.get("void_outlier"):
+            out.append(f"agent {name}: {p.summary['void']} of {p.summary['runs']} runs void, out of line with the "
+                       "other agents' on the same tasks; void runs are left out of its scores (see each run's "
+                       "void_reason)")
+    return out
+
+
+def void_outliers(parts: dict[str, AgentPart]) -> None:
+    """Set each agent's `void_outlier`: is its void rate out of line with the other agents' on
+    the same tasks (`metrics.void_outlier`)? None when no other agent ran its tasks."""
+    for name, part in parts.items():
+        void = runs = others_void = others_runs = 0
+        for task, (v, n) in part.task_voids.items():
+            theirs = [p.task_voids[task] for other, p in parts.items() if other != name and task in p.task_voids]
+            if not theirs:
+                continue
+            void, runs = void + v, runs + n
+            others_void += sum(t[0] for t in theirs)
+            others_runs += sum(t[1] for t in theirs)
+        part.summary["void_outlier"] = (metrics.void_outlier(void, runs, others_void, others_runs)
+                                        if others_runs else None)
 
 
 class AgentPart(BaseModel):
@@ -576,6 +629,7 @@ class AgentPart(BaseModel):
     task_pairs: set[tuple[str, str]]  # `AgentRuns.task_pairs`
     versions: set[str]  # `AgentRuns.versions`
     baseline: BaselineScores  # `baseline_scores`
+    task_voids: dict[str, list[int]]  # `AgentRuns.task_voids`
 
 
 def agent_part(agent: str, a: AgentRuns, labels: list[dict[str, Any]] | None,
@@ -587,7 +641,7 @@ def agent_part(agent: str, a: AgentRuns, labels: list[dict[str, Any]] | None,
     return AgentPart.model_construct(
         summary=agent_summary(agent, a, labels), search_deltas=search_deltas(a), scopes=a.scopes,
         unpriced=a.unpriced, finished=a.finished_kinds(), task_pairs=a.task_pairs, versions=a.versions,
-        baseline=baseline_scores(a.runs, baseline_scopes))
+        baseline=baseline_scores(a.runs, baseline_scopes), task_voids=a.task_voids())
 
 
 def agent_parts(agents: dict[str, AgentRuns], labels: list[dict[str, Any]] | None) -> dict[str, AgentPart]:
@@ -601,11 +655,14 @@ def agent_parts(agents: dict[str, AgentRuns], labels: list[dict[str, Any]] | Non
 
 def assemble(campaign: str | None, parts: dict[str, AgentPart], *, skipped: list[dict[str, Any]] | None,
              shared_tasks: bool, sets: dict[str, dict[str, Any]] | None = None,
-             rows: list[dict[str, Any]] | None = None, tasks: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+             rows: list[dict[str, Any]] | None = None, tasks: list[dict[str, Any]] | None = None,
+             broken: dict[tuple[str, str], str] | None = None) -> dict[str, Any]:
     """The report from its agents' parts (sorted names); `sets`: the task sets (`task_sets`)
     when the parts are of the shared tasks only (`--shared-tasks`), else the parts' own;
-    `rows`, `tasks`: the per-run and per-task rows (none by default)."""
+    `rows`, `tasks`: the per-run and per-task rows (none by default); `broken`: the broken
+    tasks the parts leave out (`broken_tasks`)."""
     sets = task_sets({name: p.finished for name, p in parts.items()}) if sets is None else sets
+    void_outliers(parts)
     deltas = {name: p.search_deltas for name, p in parts.items() if p.search_deltas}
     fronts, points = pareto_fronts(parts)
     return {
@@ -624,7 +681,8 @@ def assemble(campaign: str | None, parts: dict[str, AgentPart], *, skipped: list
         "shared_tasks": shared_tasks,
         "task_sets": sets,
         "human_baseline": human_baseline({name: p.baseline for name, p in parts.items()}),
-        "warnings": mixing_warnings(parts) + task_set_warnings(sets, shared_tasks),
+        "broken_tasks": [{"task_id": t, "task_hash": h, "reason": why} for (t, h), why in sorted((broken or {}).items())],
+        "warnings": mixing_warnings(parts) + task_set_warnings(sets, shared_tasks) + fault_warnings(parts, broken),
     }
 
 

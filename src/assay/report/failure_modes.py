@@ -68,13 +68,14 @@ def _what_went_wrong(r: RunRecord) -> list[str]:
         for it in g.rubric.items:
             if it.hit is False and it.weight > 0:
                 lines.append(f"- rubric item {it.id} (weight {it.weight:g}) not met" + (f": {it.reason}" if it.reason else ""))
+    lines += [f"- grading failed on the agent's work ({f.part}): {f.reason}" for f in g.faults]
     if g.contract is not None:
         for p in g.contract.predicates:
             if not p.ok:
                 lines.append(f"- predicate on {p.path} failed: {p.reason}")
     if g.scenario is not None:
         s = g.scenario
-        lines.append(f"- KPI {s.kpi:g} (baseline {s.kpi_baseline:g}, reference {s.kpi_reference:g}), "
+        lines.append(f"- KPI {s.kpi} (baseline {s.kpi_baseline}, reference {s.kpi_reference}), "
                      f"uplift {s.uplift_adj:g}, incidents: {', '.join(map(str, s.incidents)) or 'none'}")
     return lines
 

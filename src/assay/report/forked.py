@@ -72,6 +72,8 @@ def leaderboard(store: Store, campaign: str | None, *, agents: Collection[str] |
     n = cpus() if processes is None else processes
     if n < 2 or not hasattr(os, "fork") or not store.reopenable:
         return None
+    if store.has_broken(campaign):  # a broken task leaves every agent's runs of it out: not one group's to see
+        return None
     counts = {a: c for a, c in store.report_agents(campaign).items() if agents is None or a in agents}
     if len(counts) == 1:
         runs = _split_read(store, campaign, counts, labels, min_split)

@@ -362,7 +362,7 @@ svg .curve{fill:none;stroke-width:2}svg .tick,svg .lbl,svg .val{fill:#333}svg .a
 <td>{{ m.reason }}</td></tr>{% endfor %}</table></details></section>{% endif %}
 <details id="runs"><summary>Runs ({{ n_runs }}): sortable, filterable</summary>
 <p><label>filter <input id="runs-filter" type="search" placeholder="agent, task, status, score…"></label>
-<label>status <select id="runs-status"><option value="">any</option><option>done</option><option>void</option></select></label>
+<label>status <select id="runs-status"><option value="">any</option><option>done</option><option>void</option><option>broken</option></select></label>
 <span id="runs-shown"></span></p>
 <table id="runs-table"><thead><tr>{% for c in run_columns %}<th>{{ c }}</th>{% endfor %}</tr></thead><tbody></tbody></table>
 <noscript>The runs table needs JavaScript; the same rows are in the --json and --csv exports.</noscript>

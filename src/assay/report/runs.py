@@ -296,6 +296,11 @@ def summary_runs(store: Store, reads: Iterable[Sequence[Sequence[Any]]],
     for rows in reads:
         kept.append(rows)
         runs.extend(ReportRun.from_values(row, shared) for row in rows)
+    broken = [r for r in runs if r.status == "broken"]
+    if broken:  # the report lists why each broken task is broken
+        reasons = store.void_reasons([r.run_id for r in broken])
+        for r in broken:
+            r.void_reason = reasons.get(r.run_id)
     if labels:
         from assay.report.agreement import labelled
 

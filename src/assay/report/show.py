@@ -20,6 +20,7 @@ from assay.record import (
     AssistantEvent,
     AuditFlag,
     Event,
+    Grade,
     RunRecord,
     SystemEvent,
     ToolCallEvent,
@@ -92,10 +93,11 @@ def render_run(console: Console, rec: RunRecord, events: list[Event]) -> None:
             if judge.get("notes"):
                 lines.append(f"judge notes: {judge['notes']}")
         console.print(Panel(_text("\n".join(lines)), title="contract checks and judge"))
+    _faults(console, g)
     if g.scenario is not None:
         sg = g.scenario
-        lines = [f"KPI {sg.kpi:g} (baseline {sg.kpi_baseline:g}, reference {sg.kpi_reference:g})",
-                 f"uplift U {sg.uplift:.4g} · after incidents U_adj {sg.uplift_adj:.4g} · contact cost "
+        lines = [f"KPI {_num(sg.kpi)} (baseline {_num(sg.kpi_baseline)}, reference {_num(sg.kpi_reference)})",
+                 f"uplift U {_num(sg.uplift, '.4g')} · after incidents U_adj {sg.uplift_adj:.4g} · contact cost "
                  f"{sg.contact_cost:.4g} · S {sg.score:.4g} · solved {sg.solved}",
                  f"incidents: {'; '.join(sg.incidents) if sg.incidents else 'none'}",
                  f"questions asked: {sg.questions_asked} "
@@ -139,3 +141,15 @@ def _flag_lines(f: AuditFlag) -> str:
 def _score(x: object) -> str:
     """A score a flag records, as shown (`-` when it has none)."""
     return format(x, ".4g") if isinstance(x, int | float) else "-"
+
+
+def _faults(console: Console, g: Grade) -> None:
+    """The parts scored 0 because grading them failed on the agent's work (SPEC `faults`)."""
+    if g.faults:
+        console.print(Panel(_text("\n".join(f"{f.part}: {f.reason}" for f in g.faults)),
+                            title="grading faults (scored 0: grading failed on the agent's work)"))
+
+
+def _num(x: float | None, spec: str = "g") -> str:
+    """A number of the grade as shown, `-` where grading gave none (a fault)."""
+    return "-" if x is None else format(x, spec)

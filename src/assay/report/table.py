@@ -46,9 +46,18 @@ def leaderboard(report: dict[str, Any]) -> Table:
     for a in sorted(report["agents"], key=rank):
         cost = "-" if a["cost_usd"] is None else f"${a['cost_usd']:.4f}"
         heads = [_num(a[k][f]) if k in a else "-" for k, f, _l in kinds]
-        table.add_row(Text(a["agent"]), str(a["runs"]), str(a["void"]), _pct(a["pass_rate"]), *heads,
+        table.add_row(Text(a["agent"]), str(a["runs"]), _void(a), _pct(a["pass_rate"]), *heads,
                       _money(a["economic_value"]), cost, f"{a['tokens']:,}")
     return table
+
+
+def _void(a: dict[str, Any]) -> Text:
+    """Void runs and their rate; marked when out of line with the other agents' (SPEC `void_outlier`)."""
+    rate = a.get("void_rate")
+    text = f"{a['void']}" + (f" ({rate:.0%})" if a["void"] and rate is not None else "")
+    if a.get("void_outlier"):
+        return Text(text + " !", style="bold red")
+    return Text(text)
 
 
 def _ci_text(ci: list[float] | None) -> str:

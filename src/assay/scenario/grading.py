@@ -23,7 +23,13 @@ pointed at the staged copies.
 The copy sits on a volume of its own with the run's disk quota
 (`assay.env.workspace.grading_copy`), so delivered code cannot fill the host disk, and is
 capped (`grading_copy_limits`: ASSAY_COPY_MAX_FILES, ASSAY_COPY_MAX_DEPTH, and the quota):
-what passes the caps is left out and reported in the answer's `capped`. The worker dies with the harness: its process group is on the lifeline
+what passes the caps is left out and reported in the answer's `capped`. Root never follows a
+link in the copy: the worker sees it in a private mount namespace where it is `nosymfollow`
+(`assay.env.mountns`), so a link the still-running delivered code swaps in for its output
+fails the grader's read (ELOOP) instead of reaching a host file; delivered code gets the same
+copy through a second bind without that flag. The worker runs in a cgroup of its own (the
+run's memory and process ceilings) and everything in it is killed when it ends, children that
+called `setsid` included. The worker dies with the harness: its process group is on the lifeline
 (`assay.env.lifeline`), which kills it if the harness is killed (even with -9) while it
 runs. Delivered code gets the sandbox's limits: size-limited /tmp and /dev/shm, a read-only
 /, the seccomp filter, and a cgroup of the grade's own where one can be had.
@@ -44,9 +50,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from assay import fs
+from assay import fs, jsonlimits
 from assay.env import lifeline, seccomp
-from assay.env.cgroup import RunCgroup
+from assay.env.cgroup import RunCgroup, join
+from assay.env.mountns import nosymfollow_view
 from assay.env.net.forwarder import FORWARDER_NAME, wrap_command
 from assay.env.sandbox import (
     READ_ONLY_ROOT,
@@ -108,15 +115,19 @@ def case_context(spec: ScenarioSpec, level: str | None, run_dir: Path, facts: li
 
 
 def wrapper_config(*, workspace: Path, stage_root: Path, uid: int | None, isolated: bool,
-                   svc_dir: str | Path | None = None, pairs: list[tuple[int, str]] | None = None) -> dict[str, Any]:
+                   svc_dir: str | Path | None = None, pairs: list[tuple[int, str]] | None = None,
+                   source: Path | None = None) -> dict[str, Any]:
     """What the wrapper needs, computed by the harness (the bwrap layout is the sandbox's own).
 
-    `svc_dir` (isolated only) is bound read-only at /run/assay and, with `pairs` (port, socket
+    `source`: the same copy in a view where links work, when the worker sees the copy
+    `nosymfollow` (`assay.env.mountns`). `svc_dir` (isolated only) is bound read-only at /run/assay and, with `pairs` (port, socket
     inside), the forwarder there is started in front of the interpreter, so delivered code
     reaches the prod gateway and services at the same 127.0.0.1 ports as during development.
     """
     return {
         "workspace": os.path.realpath(workspace),
+        # where the sandbox binds the copy from: its link-following view (`mountns`), else itself
+        "workspace_source": os.path.realpath(source or workspace),
         "stage_root": str(stage_root),
         "uid": uid,
         "isolated": isolated,
@@ -160,6 +171,7 @@ def run_worker(call: WorkerCall, *, workspace: Path, spec: ScenarioSpec, isolate
     stage = ws_parent / "stage"
     uid = allocate_uid() if os.geteuid() == 0 else None
     cgroup: RunCgroup | None = None
+    worker_cg: RunCgroup | None = None
     volume: WorkspaceVolume | None = None
     try:
         volume, copied = grading_copy(workspace, ws_copy, owner=uid)
@@ -169,36 +181,30 @@ def run_worker(call: WorkerCall, *, workspace: Path, spec: ScenarioSpec, isolate
         stage.mkdir()
         os.chmod(stage, 0o711)
         isolated = isolated and bwrap_available()
+        view = ws_parent / "view" if os.geteuid() == 0 and isolated else None
+        if view is not None:
+            view.mkdir(mode=0o700)
         cfg = wrapper_config(workspace=ws_copy, stage_root=stage, uid=uid, isolated=isolated,
-                             svc_dir=call.svc_dir if isolated else None, pairs=call.pairs if isolated else None)
+                             svc_dir=call.svc_dir if isolated else None, pairs=call.pairs if isolated else None,
+                             source=view)
         if uid is not None:
-            cgroup = RunCgroup.create(Limits().memory_bytes, f"grade-{uid}", pids_max=Limits().nproc)
+            cgroup = _cgroup(f"grade-{uid}")
             if cgroup is not None:
-                for path in cgroup.paths:
-                    lifeline.keep("cgroup", str(path))
                 cfg["cgroup_procs"] = cgroup.procs_files()
-        wrapper = write_wrapper(wdir / "python3", cfg)
+            worker_cg = _cgroup(f"worker-{uid}")  # the worker's own ceilings, and a whole it is killed as
         out_file = wdir / "result.json"
-        argv = [sys.executable, "-m", "assay.scenario.worker", "grade", "--case", str(spec.case),
-                "--workspace", os.path.realpath(ws_copy), "--out", str(out_file), "--python", str(wrapper)]
-        grader, pilot = spec.case_file("grader"), spec.case_file("pilot")
-        if call.mode == "pilot" and pilot is not None:
-            argv += ["--pilot", str(pilot), "--pilot-day", str(call.day)]
-        elif grader is not None:
-            argv += ["--grader", str(grader)]
-        ctx_file = wdir / "ctx.json"
-        ctx_file.write_text(json.dumps(call.ctx, ensure_ascii=False, default=str), encoding="utf-8")
-        argv += ["--ctx", str(ctx_file)]
-        if call.two_arg:
-            argv.append("--two-arg")
-        answer = _wait_worker(argv, spec.case, {**env, "TMPDIR": str(tmp)}, wdir, out_file, call)
+        argv = _worker_argv(call, spec, ws_copy, out_file, write_wrapper(wdir / "python3", cfg), wdir)
+        answer = _wait_worker(argv, spec.case, {**env, "TMPDIR": str(tmp)}, wdir, out_file, call,
+                              view=(os.path.realpath(ws_copy), str(view)) if view is not None else None,
+                              cgroup=worker_cg)
         if copied.capped:
             answer["capped"] = copied.capped
         return answer
     finally:
-        if cgroup is not None and cgroup.remove():
-            for path in cgroup.paths:
-                lifeline.drop("cgroup", str(path))
+        for cg in (worker_cg, cgroup):
+            if cg is not None and cg.remove():
+                for path in cg.paths:
+                    lifeline.drop("cgroup", str(path))
         if volume is not None:
             discard_copy(volume)
         if uid is not None:
@@ -208,11 +214,62 @@ def run_worker(call: WorkerCall, *, workspace: Path, spec: ScenarioSpec, isolate
         lifeline.drop("tree", str(ws_parent))
 
 
+def _cgroup(tag: str) -> RunCgroup | None:
+    """A cgroup with a run's memory and process ceilings, on the lifeline (None where none can be had)."""
+    cg = RunCgroup.create(Limits().memory_bytes, tag, pids_max=Limits().nproc)
+    for path in cg.paths if cg is not None else ():
+        lifeline.keep("cgroup", str(path))
+    return cg
+
+
+def _worker_argv(call: WorkerCall, spec: ScenarioSpec, ws_copy: Path, out_file: Path, wrapper: Path,
+                 wdir: Path) -> list[str]:
+    """The grading worker's command line (its context written beside it)."""
+    argv = [sys.executable, "-m", "assay.scenario.worker", "grade", "--case", str(spec.case),
+            "--workspace", os.path.realpath(ws_copy), "--out", str(out_file), "--python", str(wrapper)]
+    grader, pilot = spec.case_file("grader"), spec.case_file("pilot")
+    if call.mode == "pilot" and pilot is not None:
+        argv += ["--pilot", str(pilot), "--pilot-day", str(call.day)]
+    elif grader is not None:
+        argv += ["--grader", str(grader)]
+    ctx_file = wdir / "ctx.json"
+    ctx_file.write_text(json.dumps(call.ctx, ensure_ascii=False, default=str), encoding="utf-8")
+    argv += ["--ctx", str(ctx_file)]
+    if call.two_arg:
+        argv.append("--two-arg")
+    return argv
+
+
 def _wait_worker(argv: list[str], case: Path, env: dict[str, str], wdir: Path, out_file: Path,
-                 call: WorkerCall) -> dict[str, Any]:
-    with open(wdir / "worker.log", "wb") as log:
-        p = subprocess.Popen(argv, cwd=str(case), env=env, stdin=subprocess.DEVNULL, stdout=log,
-                             stderr=subprocess.STDOUT, start_new_session=True)
+                 call: WorkerCall, view: tuple[str, str] | None = None,
+                 cgroup: RunCgroup | None = None) -> dict[str, Any]:
+    """Run the worker to its answer. `view` (copy, alias): the worker sees the copy in a private
+    mount namespace where no link on it is followed (`assay.env.mountns`). `cgroup`: the worker
+    joins it before it runs anything (its memory and process ceilings) and everything in it is
+    killed when the worker ends, by time or by itself."""
+    fds = cgroup.open_procs() if cgroup is not None else []
+
+    def hook() -> None:
+        join(fds)
+        if view is not None:
+            nosymfollow_view(*view)
+
+    try:
+        with open(wdir / "worker.log", "wb") as log:
+            p = subprocess.Popen(argv, cwd=str(case), env=env, stdin=subprocess.DEVNULL, stdout=log,
+                                 stderr=subprocess.STDOUT, start_new_session=True,
+                                 preexec_fn=hook if fds or view else None)  # noqa: PLW1509
+    finally:
+        for fd in fds:
+            os.close(fd)
+    try:
+        return _wait(p, wdir, out_file, call)
+    finally:
+        if cgroup is not None:
+            cgroup.kill_all()
+
+
+def _wait(p: subprocess.Popen[bytes], wdir: Path, out_file: Path, call: WorkerCall) -> dict[str, Any]:
     entry = lifeline.keep_group(p.pid)  # killed with its group if the harness dies while it runs
     try:
         p.wait(timeout=call.timeout_s)
@@ -227,7 +284,24 @@ def _wait_worker(argv: list[str], case: Path, env: dict[str, str], wdir: Path, o
         lifeline.drop_group(entry)
         p.wait()
     if not out_file.is_file():
-        tail = " | ".join((wdir / "worker.log").read_text(errors="replace").strip().splitlines()[-4:])
+        tail = " | ".join(_tail(wdir / "worker.log").strip().splitlines()[-4:])
         return {"ok": False, "error": f"{call.mode} worker crashed (exit {p.returncode}): {tail[:600]}"}
-    answer: dict[str, Any] = json.loads(out_file.read_text(encoding="utf-8"))
+    try:  # the grader's answer may carry what the delivered system printed: read it within limits
+        answer = jsonlimits.loads(fs.read_regular(out_file, max_bytes=ANSWER_BYTES), max_depth=ANSWER_DEPTH)
+    except (jsonlimits.JSONLimitError, fs.PathError) as e:
+        return {"ok": False, "error": f"{call.mode} worker's answer refused: {e}"}
+    if not isinstance(answer, dict):
+        return {"ok": False, "error": f"{call.mode} worker's answer is not an object"}
     return answer
+
+
+ANSWER_BYTES = 64 * 1024**2
+ANSWER_DEPTH = 200
+"""Limits of a grading worker's answer file (it may quote the delivered system's output)."""
+
+
+def _tail(log: Path, limit: int = 64 * 1024) -> str:
+    """The end of the worker's log (it holds the delivered system's output: never read whole)."""
+    with open(log, "rb") as f:
+        f.seek(max(0, os.fstat(f.fileno()).st_size - limit))
+        return f.read().decode("utf-8", errors="replace")

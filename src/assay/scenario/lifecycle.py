@@ -56,7 +56,7 @@ from assay.env.net.gateway import LLMGateway, gateway_model_spec, scenario_gatew
 from assay.env.net.llm_client import install_llm_client, llm_config
 from assay.env.net.relay import Relay
 from assay.env.sandbox import bwrap_available
-from assay.errors import GraderError, HarnessError
+from assay.errors import GraderError, GradingFault, HarnessError
 from assay.llm.resolve import Model, resolve_model
 from assay.people.ledger import LOG_RELPATH, Ledger
 from assay.people.routing import Router, make_router
@@ -514,7 +514,11 @@ class DeliveredCopy:
                 shutil.rmtree(prod_dir, ignore_errors=True)
                 lifeline.drop("tree", str(prod_dir))
         if not out.get("ok"):
-            raise GraderError(f"{run.spec.case.name}/{run.spec.files.get('grader')}: {out.get('error', 'failed')}")
+            where = f"{run.spec.case.name}/{run.spec.files.get('grader')}"
+            if out.get("retry") and not out.get("timeout"):  # the gateway or a judge failed: the harness's side
+                raise GraderError(f"{where}: {out.get('error', 'failed')}")
+            # The grader failed while grading the delivered system: a scored failure (or a broken task).
+            raise GradingFault("kpi", f"{where}: {str(out.get('error', 'failed'))[:1000]}")
         llm, llm_cost = self._llm_fields()
         if run.router is not None and run.router.fallback_count and run.transcript is not None:
             first = run.router.fallbacks[0]

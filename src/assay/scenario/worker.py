@@ -11,8 +11,10 @@ runs, `sys.executable` names the wrapper (`assay/env/inside/grader_wrapper.py`),
 the grader starts with `[sys.executable, ...]` (the delivered system) runs sandboxed.
 
 OUT.json receives `{"ok": true, "result": {...}}` or `{"ok": false, "error": "...", "retry":
-bool}`; `retry` is true when the grader asked for it (`"retry": true` in its dict) or its
-exception mentions the gateway or the judge.
+bool}`; `retry` is true only when the grader asked for it (`"retry": true` in its dict). An
+exception is never a retry, whatever its message says: the message may quote the delivered
+system's output, and a void run is not the agent's to choose (the harness sees the company
+LLM gateway's own faults itself).
 
 Only the standard library is imported: the worker must start fast and must not drag the
 harness into the grader's process.
@@ -25,15 +27,12 @@ import importlib.util
 import inspect
 import json
 import os
-import re
 import sys
 import traceback
 from pathlib import Path
 from typing import Any
 
 __all__ = ["main", "run_build", "run_grader", "run_pilot"]
-
-_RETRY_WORDS = re.compile(r"(?i)\b(gateway|judge|rate.?limit|temporar(il)?y unavailable)\b")
 
 
 def _load(case: Path, path: Path, name: str) -> Any:
@@ -154,8 +153,8 @@ def main(argv: list[str] | None = None) -> int:
                    "result": _jsonable(result)}
     except BaseException as e:  # everything is reported to the parent, which voids the run
         msg = f"{type(e).__name__}: {e}"
-        out = {"ok": False, "error": msg, "traceback": traceback.format_exc(limit=12),
-               "retry": bool(_RETRY_WORDS.search(msg))}
+        out = {"ok": False, "error": msg[:2000], "traceback": traceback.format_exc(limit=12)[-8000:],
+               "retry": False}
     tmp = a.out.with_name(a.out.name + ".tmp")
     tmp.write_text(json.dumps(out, ensure_ascii=False), encoding="utf-8")
     os.replace(tmp, a.out)

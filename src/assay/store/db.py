@@ -39,6 +39,7 @@ from sqlalchemy import (
     Connection,
     Engine,
     Table,
+    and_,
     bindparam,
     create_engine,
     event,
@@ -54,7 +55,7 @@ from sqlalchemy.pool import StaticPool
 
 from assay.config import store_url
 from assay.errors import InputError
-from assay.record import Event, RunRecord, event_from_wire, json_text
+from assay.record import VOID_REASONS, Event, RunRecord, event_from_wire, json_text
 from assay.store.models import (
     REPORT_COLUMNS,
     campaigns_t,
@@ -86,9 +87,19 @@ _PG_MIGRATION_LOCK = 0x61737361  # "assa": serialises concurrent migrations on P
 # costs more CPU than SQLite takes to run it.
 _SAVE_LOCK_LEASE = select(leases_t.c.attempt).where(
     leases_t.c.campaign == bindparam("c"), leases_t.c.key_digest == bindparam("d")).with_for_update()
+def _graded() -> ColumnElement[bool]:
+    """A stored attempt that finished its key by being graded: done (or its task broken), not
+    a key void too often and stored as failed (SPEC `void_attempts`: its end reason says void)."""
+    return and_(runs_t.c.status.in_(("done", "broken")), runs_t.c.end_reason.not_in(sorted(VOID_REASONS)))
+
+
+def _finished(retry_void: bool = False) -> ColumnElement[bool]:
+    """An attempt that finishes its key: graded, or (unless `retry_void`) void too often."""
+    return _graded() if retry_void else runs_t.c.status.in_(("done", "broken"))
+
+
 _SAVE_DONE = select(runs_t.c.key_digest).distinct().where(
-    runs_t.c.campaign == bindparam("c"), runs_t.c.key_digest.in_(bindparam("ds", expanding=True)),
-    runs_t.c.status == "done")
+    runs_t.c.campaign == bindparam("c"), runs_t.c.key_digest.in_(bindparam("ds", expanding=True)), _graded())
 # The claim's statements (`Store.claim_many`), built once for the same reason.
 _lk = leases_t.c
 _CLAIM_LEASES = select(_lk.key_digest, _lk.holder, _lk.heartbeat_at, _lk.ttl_s, _lk.attempt).where(
@@ -483,11 +494,11 @@ class Store:
                     if s.record.run_id in there:
                         s.stored = True
                 todo = [s for s in batch if s.record.run_id not in there]
-            finished = self._finished_keys(conn, [s for s in todo if s.record.status == "done"])
+            finished = self._finished_keys(conn, [s for s in todo if s.record.status != "void"])
             take: list[SaveOutcome] = []
             for s in todo:
                 key = (s.record.key.campaign, s.record.key.digest)
-                if s.record.status == "done":
+                if s.record.status != "void":
                     if key in finished:
                         log.warning("run %s not stored: run key %s of campaign %s is already finished (another "
                                     "worker took it over)", s.record.run_id, key[1], key[0])
@@ -673,22 +684,41 @@ class Store:
             )
             return [r[0] for r in rows]
 
-    def finished_digests(self, campaign: str) -> set[str]:
-        """Key digests of the campaign that have a ``done`` run."""
+    def finished_digests(self, campaign: str, *, retry_void: bool = False) -> set[str]:
+        """Key digests of the campaign that are finished: a ``done`` or ``broken`` run, or a
+        key void too often and stored as failed (not with `retry_void`: those run again)."""
         with self.engine.connect() as conn:
             rows = conn.execute(
                 select(runs_t.c.key_digest)
-                .where(runs_t.c.campaign == campaign, runs_t.c.status == "done")
+                .where(runs_t.c.campaign == campaign, _finished(retry_void))
                 .distinct()
             )
             return {r[0] for r in rows}
 
+    def has_broken(self, campaign: str | None) -> bool:
+        """Whether the campaign (every campaign: None) holds a run of a broken task."""
+        stmt = select(runs_t.c.run_id).where(runs_t.c.status == "broken")
+        if campaign is not None:
+            stmt = stmt.where(runs_t.c.campaign == campaign)
+        with self.engine.connect() as conn:
+            return conn.execute(stmt.limit(1)).first() is not None
+
+    def void_reasons(self, run_ids: Collection[str]) -> dict[str, str | None]:
+        """The `void_reason` of each of these runs (a summary read leaves it out), from their records."""
+        out: dict[str, str | None] = {}
+        ids = list(run_ids)
+        with self.engine.connect() as conn:
+            for i in range(0, len(ids), 500):
+                rows = conn.execute(select(runs_t.c.run_id, runs_t.c.record).where(runs_t.c.run_id.in_(ids[i:i + 500])))
+                out.update((rid, json.loads(rec).get("void_reason")) for rid, rec in rows)
+        return out
+
     def done_run(self, campaign: str, digest: str) -> RunRecord | None:
-        """The finished (``done``) attempt of one run key, if it has one (the latest when several)."""
+        """The finished (``done`` or ``broken``) attempt of one run key, if it has one (the latest when several)."""
         with self.engine.connect() as conn:
             row = conn.execute(
                 select(runs_t.c.record)
-                .where(runs_t.c.campaign == campaign, runs_t.c.key_digest == digest, runs_t.c.status == "done")
+                .where(runs_t.c.campaign == campaign, runs_t.c.key_digest == digest, _finished())
                 .order_by(runs_t.c.attempt.desc(), runs_t.c.created_at.desc())
                 .limit(1)
             ).first()

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, get_args
 
 from pydantic import BaseModel
 
-STATUSES = ("done", "void")
+from assay.record import RunStatus
+
+STATUSES: tuple[str, ...] = get_args(RunStatus)
 
 
 class RunFilter(BaseModel):

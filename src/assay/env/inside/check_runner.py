@@ -1,24 +1,44 @@
 """The runner of a contract task's automated checks, inside a fresh sandbox.
 
-`python3 -I -B runner.py MODE CHECKS_DIR WORKSPACE MARKER` (MODE: darebench, native or
-predicate) loads the task's `checks.py` from CHECKS_DIR (bound read-only), calls its
-`grade(...)` (or a predicate function) on the workspace copy, and prints the JSON result
-behind MARKER, a per-run random string, so nothing the checks print can pose as the result
-(`assay.grade.contract_grading` reads it). A crash prints the traceback and exits 3.
+`python3 -I -B runner.py MODE CHECKS_DIR WORKSPACE` (MODE: darebench, native or predicate)
+reads `{"code": ..., "marker": ...}` from its standard input: the task's checks code and a
+per-run random string. It calls the code's `grade(...)` (or a predicate function) on the
+workspace copy, reading its inputs (transcript, final message, predicate) from CHECKS_DIR
+(bound read-only), and prints the JSON result behind the marker, so nothing the checks print
+can pose as the result (`assay.grade.contract_grading` reads it). A crash prints the
+traceback and exits 3.
+
+Checks often run what the agent wrote (a `solve.py`), as this same uid in this same sandbox.
+That code must not read the checks' expected values, nor forge the result line: so the code
+and the marker never touch a file or the command line (both of which it could read), and
+before the checks run the process makes itself non-dumpable (`PR_SET_DUMPABLE` 0), which
+closes its /proc/PID/mem, environ and fd entries to other processes of its uid.
 """
 from __future__ import annotations
 
+import ctypes
 import json
 import sys
 import traceback
 from typing import Any
 
+PR_SET_DUMPABLE = 4
+
+
+def _undumpable() -> None:
+    """No other process of this uid may read this one's memory or descriptors from /proc."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
+
 
 def main() -> None:
-    mode, checks_dir, workspace, marker = sys.argv[1:5]
+    mode, checks_dir, workspace = sys.argv[1:4]
+    given = json.loads(sys.stdin.read())
+    code, marker = given["code"], given["marker"]
+    del given
+    _undumpable()
     sys.argv = [checks_dir + "/checks.py"]
-    with open(checks_dir + "/checks.py", encoding="utf-8") as f:
-        code = f.read()
     ns: dict[str, Any] = {"__name__": "assay_checks", "__file__": checks_dir + "/checks.py", "__builtins__": __builtins__}
     exec(compile(code, "checks.py", "exec"), ns)
     if mode == "darebench":

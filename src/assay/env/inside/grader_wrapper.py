@@ -5,8 +5,11 @@ isolated, calling `main()`) and its configuration beside it (`<launcher>.json`) 
 grade. Whatever the grader starts with `[sys.executable, ...]` (the delivered system) runs
 inside bubblewrap as the grade's own unprivileged uid: the workspace copy bound read-write
 at its own path, path arguments outside it staged (copied with `assay.fs.copy_tree`) and
-bound read-only, a private /tmp, no network, a cleared environment. Without bubblewrap the
-interpreter runs unsandboxed as that uid on the staged copies.
+bound read-only, a private /tmp, no network, a cleared environment. Its working directory is
+the grader's when that lies in the workspace copy or in the grader's own TMPDIR (staged
+then), else a private empty folder (/tmp inside the sandbox): never the case folder the grader
+runs in, with its held-out data.
+Without bubblewrap the interpreter runs unsandboxed as that uid on the staged copies.
 
 Limits (the sandbox's own, from the configuration): size-limited /tmp and /dev/shm, a
 read-only / and /dev, the seccomp filter, and the grade's cgroup folders (`cgroup_procs`,
@@ -80,17 +83,29 @@ def _bwrap_argv(cfg: dict[str, Any], staging: Staging, argv: list[str], cwd: str
             "--cap-drop", "ALL", "--hostname", "sandbox", "--die-with-parent", "--new-session", *cfg["layout"]]
     if seccomp_fd is not None:
         args += ["--seccomp", str(seccomp_fd)]
-    args += ["--proc", "/proc", "--dev", "/dev", *cfg["ram_mounts"], "--bind", ws, ws]
+    args += ["--proc", "/proc", "--dev", "/dev", *cfg["ram_mounts"], "--bind", cfg.get("workspace_source", ws), ws]
     for real, dst in staging.staged:
         args += ["--ro-bind", dst, real]
     if cfg.get("svc_dir"):
         args += ["--ro-bind", cfg["svc_dir"], "/run/assay"]
-    args += [*cfg["read_only_root"], "--chdir", os.path.realpath(cwd), "--clearenv"]
+    real_cwd = os.path.realpath(cwd)
+    known = under(real_cwd, ws) or any(under(real_cwd, real) for real, _dst in staging.staged)
+    inner_cwd = real_cwd if known else "/tmp"  # not the workspace nor a staged folder: private, empty
+    args += [*cfg["read_only_root"], "--chdir", inner_cwd, "--clearenv"]
     for k, v in env.items():
         args += ["--setenv", k, v]
     if cfg.get("prelude"):  # the service forwarder first, then the interpreter in its place
         return [*args, "--", "/bin/sh", "-c", cfg["prelude"] + "exec " + shlex.join([python, *argv])]
     return [*args, "--", python, *argv]
+
+
+def _private_dir(staging: Staging) -> str:
+    """An empty folder of the grade's uid: the cwd of delivered code a grader starts without
+    one inside the workspace (never the grader's own cwd, the case folder with its held-out data)."""
+    d = tempfile.mkdtemp(prefix="cwd-", dir=staging.root)
+    if staging.uid is not None:
+        os.chown(d, staging.uid, staging.uid)
+    return d
 
 
 def _drop_to(uid: int, cgroup_procs: list[str] | None) -> None:
@@ -123,8 +138,9 @@ def main() -> int:
     for a in argv:
         if a.startswith("/") and os.path.exists(a):
             staging.stage(a)
-    if not under(os.path.realpath(cwd), cfg["workspace"]):
-        staging.stage(cwd)
+    grader_tmp = os.environ.get("TMPDIR")
+    if grader_tmp and under(os.path.realpath(cwd), os.path.realpath(grader_tmp)):
+        staging.stage(cwd)  # the grader's own temporary folder (its driver script): staged like an argument
     uid = cfg["uid"] if os.geteuid() == 0 else None
     pass_fds: list[int] = []
     if cfg["isolated"]:
@@ -139,6 +155,8 @@ def main() -> int:
     else:  # no sandbox: point the arguments and the cwd at the staged copies the uid can read
         cmd = [cfg["python"], *(staging.mapped(a) for a in argv)]
         run_env, run_cwd = env, staging.mapped(os.path.realpath(cwd))
+        if run_cwd == os.path.realpath(cwd) and not under(run_cwd, cfg["workspace"]):
+            run_cwd = _private_dir(staging)
     cg = cfg.get("cgroup_procs")
     try:
         child = subprocess.Popen(cmd, env=run_env, cwd=run_cwd, pass_fds=pass_fds,

@@ -4,7 +4,7 @@ Why: these files come from the internet. Python's `json` recurses once per nesti
 200,000 nested brackets end in a RecursionError traceback (and whatever walks a structure
 hundreds of levels deep afterwards, pydantic or a placeholder filler, recurses too), and an
 integer of more than 4,300 digits raises a bare ValueError. `loads_json` checks the size, then
-the depth with one linear scan of the brackets outside strings, before `json.loads` runs, so
+the depth with `jsonlimits.deep_at` (one linear scan of the brackets outside strings), before `json.loads` runs, so
 the parser never recurses deeply; every refusal is an InputError naming the file, the field
 when the caller knows it, the line and column when known, and the reason (exit 2).
 
@@ -17,46 +17,18 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import sys
 from pathlib import Path
 from typing import Any
 
 from assay.errors import InputError
+from assay.jsonlimits import MAX_DEPTH, deep_at
 
-__all__ = ["MAX_DEPTH", "JSONSyntaxError", "deep_at", "loads_json", "loads_jsonl_line"]
-
-MAX_DEPTH = 64
-"""Arrays and objects nested deeper than this are refused."""
-
-# One match per bracket outside strings, and one at the end: everything before it (strings,
-# whatever else) is consumed possessively, and a string runs to its closing quote or to the end
-# of the text (an unterminated one, which json.loads then refuses). So every match starts where
-# the last one ended and none can fail: the scan moves strictly forward, linear in the text.
-_STRING = r'"(?:[^"\\]++|\\.)*+(?:"|\\?\Z)'
-_BRACKET = re.compile(rf'(?:{_STRING}|[^\[\]{{}}"]++)*+([\[\]{{}}]|\Z)', re.DOTALL)
-
+__all__ = ["JSONSyntaxError", "loads_json", "loads_jsonl_line"]
 
 class JSONSyntaxError(InputError):
     """The text is not JSON at all (as opposed to JSON refused for its size, depth or numbers):
     a caller that fills placeholders first may try again on the filled text."""
-
-
-def deep_at(text: str, max_depth: int = MAX_DEPTH) -> int | None:
-    """The offset of the first bracket (outside strings) past `max_depth` levels, or None.
-    One pass that stops there; closing brackets never take the level below zero."""
-    level = 0
-    for m in _BRACKET.finditer(text):
-        bracket = m.group(1)
-        if not bracket:  # the end of the text
-            break
-        if bracket in "[{":
-            level += 1
-            if level > max_depth:
-                return m.start(1)
-        elif level:
-            level -= 1
-    return None
 
 
 def _line_col(text: str, offset: int) -> tuple[int, int]:
