@@ -17,8 +17,10 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
 from statistics import NormalDist
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:  # numpy is imported by the functions that use it: listing or validating tasks needs none
+    import numpy as np
 
 __all__ = [
     "PASS_THRESHOLD",
@@ -296,6 +298,7 @@ def bootstrap_ci(
       levels) values at n = 5,001 to
       50,000. ``resamples`` and ``seed`` are then unused (the expansion draws nothing).
     """
+    import numpy as np
     arr = np.asarray(list(values), dtype=float)
     if arr.size == 0:
         raise ValueError("bootstrap_ci of no values")
@@ -334,6 +337,7 @@ def _bootstrap_counts(uniq: np.ndarray, counts: np.ndarray, n: int, resamples: i
     """The percentile bootstrap of many values on few levels: a resample's mean depends only
     on how often it drew each distinct value, and those counts are multinomial(n, share of
     each value), so drawing them is the same bootstrap at O(distinct values) per resample."""
+    import numpy as np
     rng = np.random.default_rng(seed)
     means = np.empty(resamples, dtype=float)
     per_batch = max(1, _BOOT_CHUNK // uniq.size)
@@ -347,6 +351,7 @@ def _bootstrap_counts(uniq: np.ndarray, counts: np.ndarray, n: int, resamples: i
 def _bootstrap_expansion(arr: np.ndarray, m: float, alpha: float) -> tuple[float, float]:
     """The ``alpha`` and ``1 - alpha`` quantiles of the bootstrap distribution of the mean by
     its Cornish-Fisher expansion (see `bootstrap_ci`)."""
+    import numpy as np
     n = arr.size
     dev = arr - m
     var = float(np.mean(dev * dev))
@@ -375,6 +380,7 @@ def paired_permutation_p(diffs: Sequence[float], resamples: int = 100_000, seed:
     observed one, ``(hits + 1) / (resamples + 1)``. 1.0 when every difference is 0;
     ``ValueError`` for no pairs.
     """
+    import numpy as np
     d = np.asarray(list(diffs), dtype=float)
     n = d.size
     if n == 0:
@@ -409,6 +415,7 @@ def pearson(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
     ``ValueError`` when the lengths differ, there are fewer than 3 points, or either input is
     constant (r undefined).
     """
+    import numpy as np
     from scipy import stats
 
     x = np.asarray(list(xs), dtype=float)

@@ -8,10 +8,12 @@ strings) is cheap for PyYAML, which shares aliased nodes, but every later walk o
 field where the limit was passed:
 - aliases that together stand for more than MAX_ALIAS_NODES nodes, and an alias of a node that
   holds it (a cycle);
-- nesting deeper than MAX_DEPTH (PyYAML composes recursively, and its scanner slows down with
-  every open flow level);
+- nesting deeper than MAX_DEPTH (PyYAML composes recursively);
 - integers of more digits than Python converts (a bare ValueError otherwise);
-- a document of more than MAX_YAML_CHARS characters (PyYAML's parser is pure Python).
+- a document of more than MAX_YAML_CHARS characters.
+Events come from libyaml's C parser (what PyYAML's CLoader uses, ~10x its pure-Python parser);
+the nodes are composed in Python, where the limits are counted, event by event: a document is
+refused at the first event past a limit, before the rest of it is parsed.
 JSON goes through `jsonio.loads_json` (size, then depth, then `json.loads`).
 """
 
@@ -19,9 +21,10 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
+from yaml._yaml import CParser
 
 from assay import fs
 from assay.errors import InputError
@@ -32,7 +35,7 @@ MAX_DEPTH = 64
 MAX_ALIAS_NODES = 10_000
 """Aliases may stand for this many nodes in all (an anchor reused for shared defaults stays far below)."""
 MAX_YAML_CHARS = 4 * 1024 * 1024
-"""A YAML document longer than this is refused (PyYAML reads about 1 MB/s)."""
+"""A YAML document longer than this is refused (a task file is far smaller)."""
 
 
 class _Refused(yaml.MarkedYAMLError):
@@ -43,11 +46,15 @@ class _Refused(yaml.MarkedYAMLError):
         self.field = field
 
 
-class BoundedLoader(yaml.SafeLoader):
-    """PyYAML's safe loader with the limits above, counted while the document is composed."""
+class BoundedLoader(yaml.composer.Composer, CParser, yaml.constructor.SafeConstructor, yaml.resolver.Resolver):
+    """PyYAML's safe loader on libyaml's events, with the limits above counted while the document
+    is composed (Python's `Composer` before `CParser` in the order, so composing is ours)."""
 
     def __init__(self, stream: str) -> None:
-        super().__init__(stream)
+        CParser.__init__(self, stream)
+        yaml.composer.Composer.__init__(self)
+        yaml.constructor.SafeConstructor.__init__(self)
+        yaml.resolver.Resolver.__init__(self)
         self._path: list[str] = []
         self._expanded = 0  # nodes of the document as if every alias were expanded
         self._via_aliases = 0  # of which aliases stand for
@@ -63,15 +70,14 @@ class BoundedLoader(yaml.SafeLoader):
             return f".{index.value}"
         return ""
 
-    def fetch_flow_collection_start(self, TokenClass: Any) -> None:  # noqa: N803 (PyYAML's own name)
-        if self.flow_level >= MAX_DEPTH:
-            raise _Refused(f"nested deeper than {MAX_DEPTH} levels", self.get_mark(), None)
-        super().fetch_flow_collection_start(TokenClass)
+    def _next_event(self) -> Any:
+        """The event about to be composed (libyaml's event types are not in PyYAML's stubs)."""
+        return self.peek_event()
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         step = self._step(parent, index)
         if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
+            event = self._next_event()
             target = self.anchors.get(event.anchor)
             if target is not None:
                 size = self._sizes.get(id(target))
@@ -85,8 +91,8 @@ class BoundedLoader(yaml.SafeLoader):
                                    f"at alias *{event.anchor}", event.start_mark, self._field(step))
             return super().compose_node(parent, index)
         if len(self._path) >= MAX_DEPTH:
-            raise _Refused(f"nested deeper than {MAX_DEPTH} levels", self.peek_event().start_mark, self._field(step))
-        anchor = self.peek_event().anchor
+            raise _Refused(f"nested deeper than {MAX_DEPTH} levels", self._next_event().start_mark, self._field(step))
+        anchor = self._next_event().anchor
         before = self._expanded
         self._path.append(step)
         try:
@@ -106,7 +112,7 @@ class BoundedLoader(yaml.SafeLoader):
                            node.start_mark, None) from None
 
 
-BoundedLoader.add_constructor("tag:yaml.org,2002:int", BoundedLoader.construct_yaml_int)
+cast("Any", BoundedLoader).add_constructor("tag:yaml.org,2002:int", BoundedLoader.construct_yaml_int)
 
 
 def load_yaml_text(text: str, file: Path | str) -> Any:
@@ -125,6 +131,8 @@ def load_yaml_text(text: str, file: Path | str) -> Any:
         line = mark.line + 1 if mark else None
         col = mark.column + 1 if mark else None
         reason = f"does not parse as YAML: {e.problem or e}"
+        if "maximum nesting depth" in str(e.problem):  # libyaml's own cap (1,000), met while it scans ahead
+            reason = f"refused: nested deeper than {MAX_DEPTH} levels"
         raise InputError(file, None, reason, line=line, column=col) from None
     except yaml.YAMLError as e:
         raise InputError(file, None, f"does not parse as YAML: {e}") from None
