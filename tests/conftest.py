@@ -4,9 +4,10 @@ backends (tests/pg.py); and the tiers.
 The tiers: `pytest -m "not slow"` is the fast tier, `pytest -m slow` the rest; together they
 are the whole suite. A test is slow when it needs what takes seconds to start or to tear
 down: every test under tests/e2e (real sandboxes, browsers, the local model) and
-tests/security (the red team), every test using PostgreSQL (the `pg_server` fixture, and
-`store_url`'s PostgreSQL case, marked in tests/pg.py), every test on a Ray cluster, and the
-modules in SLOW_MODULES. A test elsewhere that is slow on its own carries
+tests/security (the red team), every test using PostgreSQL (the `pg_server` fixture; a
+fixture asking for `pg_url` by name marks its PostgreSQL case itself, as `store_url` in
+tests/pg.py does, and `pg_url` fails a test that is not marked), every test on a Ray cluster,
+and the modules in SLOW_MODULES. A test elsewhere that is slow on its own carries
 `@pytest.mark.slow` in place.
 
 pytest-xdist's workers inherit a terminal size (COLUMNS=80, LINES=24) that a piped command
