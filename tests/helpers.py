@@ -1,15 +1,20 @@
-"""Shared test helpers: write small tasks, run the real CLI in a subprocess."""
+"""Shared test helpers: write small tasks, run the real CLI (in this process, or in one of its own)."""
 
 from __future__ import annotations
 
 import contextlib
+import gc
+import inspect
 import json
+import logging
 import os
+import signal
 import socket
 import subprocess
 import sys
 import textwrap
 import time
+import traceback
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -19,6 +24,14 @@ from typing import Any
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
+_NOT_INHERITED = ("OPENAI_", "ANTHROPIC_", "ASSAY_")  # a newcomer's shell has no provider keys, no assay settings
+_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD, signal.SIGPIPE)
+
+HOSTILE_S = 30.0
+"""The time bound on work over hostile input (a billion laughs, a ReDoS pattern, brackets
+200,000 deep): far above what the bounded code takes on a loaded machine, far below what the
+naive code would (minutes to hours), so it cannot flake. How fast the code is, is measured
+by bench/bench_timings.py, not asserted."""
 
 
 def write_task(folder: Path, spec: dict[str, Any], files: dict[str, str] | None = None) -> Path:
@@ -43,9 +56,64 @@ def answer_task(folder: Path, want: str = "42", **extra: Any) -> Path:
     return write_task(folder, spec, {"reference/answer.txt": f"{want}\n", "workspace/README.md": "hello\n"})
 
 
-def assay(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 300,
+def assay(*args: str, cwd: Path, env: dict[str, str] | None = None,
           input: str | None = None) -> subprocess.CompletedProcess[str]:
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "ASSAY_"))}
+    """`assay ARGS` in this test's process: the console script's own `assay.cli.main` under
+    typer's test runner, in `cwd`, in a newcomer's environment (no provider keys, no assay
+    settings) plus `env`. What a process would show is kept: main()'s exit code, the error
+    lines it writes, an uncaught exception as a traceback on stderr with exit 1. What the
+    command changes in this process is put back after: the working folder, the environment,
+    signal handlers, garbage collection, the root logger's handlers.
+
+    A process of its own is left to what only a process shows (`assay_process`): signals and
+    kills, a hard time limit, what is probed once per process (bubblewrap on PATH)."""
+    from typer.testing import CliRunner
+
+    from assay import cli
+
+    overrides: dict[str, str | None] = {k: None for k in os.environ if k.startswith(_NOT_INHERITED)}
+    overrides.update(env or {})
+    runner = CliRunner(**({"mix_stderr": False} if "mix_stderr" in inspect.signature(CliRunner).parameters else {}))
+    was_cwd, was_argv, was_gc = os.getcwd(), sys.argv, gc.isenabled()
+    was_signals = {sig: signal.getsignal(sig) for sig in _SIGNALS}
+    root = logging.getLogger()
+    was_handlers, was_level = list(root.handlers), root.level
+    code: int = 0
+    try:
+        os.chdir(cwd)
+        with runner.isolation(input=input, env=overrides) as streams:
+            sys.argv = ["assay", *args]
+            try:
+                cli.main()
+            except SystemExit as e:  # as the interpreter ends on it: None is 0, a message is printed and 1
+                if e.code is None or isinstance(e.code, int):
+                    code = e.code or 0
+                else:
+                    sys.stderr.write(f"{e.code}\n")
+                    code = 1
+            except Exception:  # as the interpreter ends on an exception nobody caught
+                traceback.print_exc()
+                code = 1
+            sys.stdout.flush()
+            sys.stderr.flush()
+            stdout, stderr = (s.getvalue().decode(errors="replace") for s in streams[:2])
+    finally:
+        os.chdir(was_cwd)
+        sys.argv = was_argv
+        for sig, handler in was_signals.items():
+            if handler is not None:
+                signal.signal(sig, handler)
+        root.handlers[:] = was_handlers
+        root.setLevel(was_level)
+        (gc.enable if was_gc else gc.disable)()
+    return subprocess.CompletedProcess(["assay", *args], code, stdout, stderr)
+
+
+def assay_process(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 300,
+                  input: str | None = None) -> subprocess.CompletedProcess[str]:
+    """`python -m assay.cli ARGS` in a process of its own, at most `timeout` seconds, in a
+    newcomer's environment plus `env`: for what only a process shows."""
+    full_env = clean_env()
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-m", "assay.cli", *args], cwd=cwd, env=full_env, text=True,
                           capture_output=True, timeout=timeout, input=input)
@@ -92,7 +160,7 @@ def free_port() -> int:
 
 def clean_env() -> dict[str, str]:
     """This environment without provider keys or assay settings, as a newcomer's shell."""
-    return {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "ASSAY_"))}
+    return {k: v for k, v in os.environ.items() if not k.startswith(_NOT_INHERITED)}
 
 
 def run_docs_bash(cwd: Path, shell: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:

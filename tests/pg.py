@@ -108,7 +108,12 @@ def postgres_server() -> Iterator[dict[str, Any]]:
 
 
 @pytest.fixture
-def pg_url(pg_server: dict[str, Any]) -> Iterator[str]:
+def pg_url(pg_server: dict[str, Any], request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh database on the session's server, for a test of the slow tier only: one asked
+    for by name (getfixturevalue) escapes tests/conftest.py's marking, so it is refused here."""
+    if request.node.get_closest_marker("slow") is None:
+        pytest.fail(f"{request.node.nodeid} uses PostgreSQL but is not marked slow: give its parameter "
+                    "pytest.param(..., marks=pytest.mark.slow) (tests/conftest.py says what is slow)")
     name = "t_" + uuid.uuid4().hex[:12]
     admin = create_engine(
         f"postgresql+psycopg://postgres@{pg_server['host']}:{pg_server['port']}/postgres",
@@ -124,9 +129,10 @@ def pg_url(pg_server: dict[str, Any]) -> Iterator[str]:
         admin.dispose()
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.slow)])
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A store URL on each backend: a SQLite file under tmp_path, then a PostgreSQL database."""
+    """A store URL on each backend: a SQLite file under tmp_path, then a PostgreSQL database
+    (the slow tier: tests/conftest.py)."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path}/.assay/assay.db"
     return str(request.getfixturevalue("pg_url"))

@@ -108,8 +108,8 @@ async def test_an_idle_connection_is_closed_and_so_is_its_upstream(echo: Echo, t
     try:
         r, w = await roundtrip(sock, b"hello")
         t0 = time.monotonic()
-        assert await asyncio.wait_for(r.read(), 5) == b""  # closed by the relay
-        assert 0.3 < time.monotonic() - t0 < 3
+        assert await asyncio.wait_for(r.read(), 5) == b""  # closed by the relay, within 5 s
+        assert time.monotonic() - t0 > 0.3  # and not before it was idle
         for _ in range(100):
             if echo.open == 0 and relay.conns.open == 0:
                 break

@@ -32,6 +32,7 @@ from assay.env.sandbox import (
     uid_processes,
 )
 from assay.errors import HarnessError
+from tests.helpers import HOSTILE_S
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) not installed")
 IS_ROOT = os.geteuid() == 0
@@ -270,7 +271,7 @@ async def test_no_process_left_behind(base: Path, isolated: bool) -> None:
         r = await s.run("setsid nohup sleep 1000 >/dev/null 2>&1 & nohup sleep 1001 & "
                         "(setsid sleep 1002 &) ; echo started")
         assert r.exit_code == 0 and "started" in r.output
-        assert time.monotonic() - t0 < 3  # a child holding stdout does not make run() hang
+        assert time.monotonic() - t0 < HOSTILE_S  # a child holding stdout does not make run() hang (1000 s)
         assert uid_processes(s.uid) == []
         r = await s.run("setsid sleep 1000 >/dev/null 2>&1 < /dev/null & disown; sleep 30", timeout_s=1)
         assert r.timed_out
@@ -289,7 +290,7 @@ async def test_close_kills_running_command(base: Path) -> None:
     t0 = time.monotonic()
     await s.close()
     r = await asyncio.wait_for(task, 5)
-    assert time.monotonic() - t0 < 3
+    assert time.monotonic() - t0 < HOSTILE_S  # not the 100 s of the sleeps
     assert r.exit_code != 0
     assert uid_processes(s.uid) == []
     await s.close()  # idempotent
@@ -390,10 +391,8 @@ async def test_nproc_limit(base: Path) -> None:
 
 
 async def test_output_flood(sb: Sandbox) -> None:
-    t0 = time.monotonic()
     r = await sb.run("yes | head -c 50000000; echo rc=$?", timeout_s=30)
-    assert time.monotonic() - t0 < 10
-    assert r.exit_code == 0 and r.output_truncated
+    assert r.exit_code == 0 and r.output_truncated  # read as it came: ended, not stopped by its timeout
     assert len(r.output) <= sb.limits.capture_bytes and len(r.output.encode()) <= sb.limits.capture_bytes
     # An endless flood is stopped by the timeout without blocking or hoarding memory.
     r = await sb.run("yes", timeout_s=1)
@@ -404,8 +403,8 @@ async def test_timeout_kills_children(sb: Sandbox) -> None:
     t0 = time.monotonic()
     r = await sb.run("sleep 30 & (setsid sleep 31 &); sleep 32", timeout_s=1)
     assert r.timed_out and r.exit_code is None
-    assert time.monotonic() - t0 < 2.5
-    assert 1 <= r.duration_s < 2.5
+    assert time.monotonic() - t0 < 20  # not the 30-32 s of the sleeps: the children were killed too
+    assert 1 <= r.duration_s < 20
     if IS_ROOT:
         assert uid_processes(sb.uid) == []
     r = await sb.run("echo still works")

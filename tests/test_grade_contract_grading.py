@@ -34,6 +34,7 @@ from assay.record import ContractGrade, Event, event_from_wire
 from assay.task.formats.darebench import read_darebench
 from assay.task.model import TOOL_NAMES, GradingSpec, Predicate, Task
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.helpers import HOSTILE_S
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None or not bwrap_available(),
                                 reason="bubblewrap cannot run here")
@@ -227,7 +228,7 @@ async def test_hanging_check_is_killed(workspace: Path, short_timeout: float) ->
     t0 = time.monotonic()
     res = await grade_contract(grade_input(darebench_task(code), workspace), {})
     assert res.score == 0.0 and "timed out" in res.faults[0][1]
-    assert time.monotonic() - t0 < short_timeout + 10
+    assert time.monotonic() - t0 < short_timeout + HOSTILE_S  # not killed, it would loop for ever
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the quota volume needs a root harness (else a checked budget)")

@@ -126,7 +126,7 @@ def test_fdegym_runs_become_scored_scenario_runs_and_compare_with_assay_runs(tmp
 
     # The same case through assay's own runner: the same task id, hash and level.
     r = assay("run", str(CASES / "tiny-case"), "--task", "tiny-case/base", "--agent", "literal", "--agent",
-              "reference", "-q", *NO_SANDBOX, cwd=tmp_path, env=_env(), timeout=600)
+              "reference", "-q", *NO_SANDBOX, cwd=tmp_path, env=_env())
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     own = {(x.key.agent, x.key.level): x for x in _runs(tmp_path, "default").values()}
     assert own[("reference", "L3")].key.task_hash == a1.key.task_hash

@@ -267,6 +267,7 @@ def test_a_bad_log_is_refused_naming_it_and_nothing_is_written(tmp_path: Path, p
     assert not (tmp_path / ".assay").exists()
 
 
+@pytest.mark.slow  # Inspect AI's own `inspect eval` in a shell: a minute and more
 def test_docs_example_runs(tmp_path: Path) -> None:
     """docs/interop-inspect.md: its python block saved as mock_eval.py, its bash block run as is."""
     text = (REPO / "docs" / "interop-inspect.md").read_text()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import time
 
 import pytest
 
@@ -328,9 +327,8 @@ async def test_delay_beyond_timeout_is_retried(both):
     provider, srv = both
     srv.script(delay(1.0, then=reply("too late")), reply("in time"))
     async with make(provider, srv, timeout_s=0.3) as client:
-        t0 = time.monotonic()
         r = await client.complete(CONVO)
-    assert r.text == "in time" and len(srv.requests) == 2 and time.monotonic() - t0 < 1.0
+    assert r.text == "in time" and len(srv.requests) == 2  # the first reply, had it been waited for, says "too late"
 
 
 async def test_timeouts_exhaust_retries(oai):
@@ -446,11 +444,9 @@ def test_make_client_and_keys(monkeypatch):
 async def test_concurrent_requests(oai):
     oai.latency_s = 0.3
     async with openai_client(oai) as client:
-        t0 = time.monotonic()
         replies = await asyncio.gather(*[client.complete(CONVO) for _ in range(60)])
-        elapsed = time.monotonic() - t0
     assert all(r.text == "ok" for r in replies) and len(oai.requests) == 60
-    assert elapsed < 5.0 and oai.max_in_flight >= 30  # sequential would take 18 s
+    assert oai.max_in_flight >= 30  # at least 30 of them at the server at once: not one after another
 
 
 async def test_handler_callback(ant):

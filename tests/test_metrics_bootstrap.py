@@ -9,7 +9,6 @@ values (scores on a grid of 101 or 1,001 levels, as rubric scores are)."""
 from __future__ import annotations
 
 import math
-import time
 from statistics import NormalDist
 
 import numpy as np
@@ -69,9 +68,7 @@ def test_monte_carlo_error_of_the_reports_resamples() -> None:
 def test_expansion_agrees_with_a_percentile_bootstrap(dist: str, n: int) -> None:
     vals = _values(dist, n, seed=n)
     assert np.unique(vals).size > metrics.BOOT_COUNTS_LEVELS and n > metrics.BOOT_COUNTS_FROM  # the expansion's case
-    t0 = time.perf_counter()
-    lo, hi = metrics.bootstrap_ci(vals, resamples=2000)
-    assert time.perf_counter() - t0 < 1.0  # nothing drawn
+    lo, hi = metrics.bootstrap_ci(vals, resamples=2000)  # nothing drawn (bench/bench_timings.py times it)
     resamples = max(800, DRAWS // n)
     ref_lo, ref_hi = _percentile_bootstrap(vals, resamples, seed=1)
     se = float(vals.std()) / math.sqrt(n)

@@ -103,7 +103,7 @@ def campaign(cwd: Path, handler: Callable[[dict[str, Any]], Response] | None, *a
             srv.handler = handler
             model_alias(cwd, "j", "openai", srv.url, model=JUDGE)
             extra = ["--judge", "j"]
-        r = assay("run", *args, *extra, "-q", "--json", out, *NO_SANDBOX, cwd=cwd, timeout=600,
+        r = assay("run", *args, *extra, "-q", "--json", out, *NO_SANDBOX, cwd=cwd,
                   env={"COLUMNS": "250"})  # wide enough for whole column names and agent specs
         prompts = [q.json["messages"][-1]["content"] for q in srv.requests if isinstance(q.json, dict)]
     assert r.returncode in (0, 1), r.stdout[-3000:] + r.stderr[-3000:]

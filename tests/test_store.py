@@ -505,12 +505,13 @@ def test_kill_9_mid_save_leaves_complete_runs_only(tmp_path: Path, seed: int, se
         assert raw.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
 
-def test_save_run_is_fast(tmp_path: Path) -> None:
+def test_many_saves_in_a_row_are_all_kept(tmp_path: Path) -> None:
+    """300 runs saved one after another are all there with their events (the time per save is
+    bench/bench_timings.py's `save_run`)."""
     with open_store(f"sqlite:///{tmp_path}/perf.db") as s:
         recs = [make_record(f"t{i}") for i in range(300)]
         evs = make_events(5)
-        t0 = time.perf_counter()
         for r in recs:
             s.save_run(r, evs)
-        per = (time.perf_counter() - t0) / len(recs)
-    assert per < 0.01, f"save_run took {per * 1000:.2f} ms"
+        assert {r.run_id for r in s.runs(recs[0].key.campaign)} == {r.run_id for r in recs}
+        assert [e.seq for e in s.events(recs[-1].run_id)] == [e.seq for e in evs]

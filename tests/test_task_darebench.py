@@ -14,6 +14,7 @@ from assay.errors import InputError
 from assay.task import discover as discover_mod
 from assay.task.formats.darebench import CELL_MAP_TABLE1, CELL_MAP_TABLE9, read_darebench
 from assay.task.model import TOOL_NAMES
+from tests.helpers import assay
 
 ROOT = Path(__file__).resolve().parent
 TASKS = ROOT / "fixtures" / "darebench" / "tasks"
@@ -221,9 +222,7 @@ def test_syntax_error_in_checks_has_file_line(tmp_path: Path) -> None:
 
 
 def _validate(path: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", "from assay.cli import main; main()", "validate", str(path)],
-                          capture_output=True, text=True, env={**os.environ, "COLUMNS": "400"}, cwd=ROOT.parent,
-                          timeout=120)
+    return assay("validate", str(path), cwd=ROOT.parent, env={"COLUMNS": "400"})
 
 
 @pytest.mark.parametrize(("name", "field", "reason"), [

@@ -312,7 +312,7 @@ def test_refusals_name_the_task_in_a_suite(tmp_path: Path) -> None:
 def test_run_through_the_scenario_session(tmp_path: Path) -> None:
     os.chmod(tmp_path, 0o711)
     r = assay("run", str(TINY), "--agent", "reference", "--agent", "noop", "--agent", "bypass:negative", "-q",
-              cwd=tmp_path, timeout=600)
+              cwd=tmp_path)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     runs = {(x["task_id"], x["agent"]): x for x in report(tmp_path)["runs"]}
     assert len(runs) == 6 and all(x["status"] == "done" for x in runs.values())

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +14,7 @@ from assay.task.formats.healthbench import read_healthbench
 from assay.task.formats.omb import read_omb
 from assay.task.formats.values import apply_found_value_tables
 from assay.task.hashing import content_hash
+from tests.helpers import assay
 
 FIX = Path(__file__).parent / "fixtures"
 OMB = FIX / "omb"
@@ -175,12 +173,8 @@ def test_discover_finds_both_formats():
 # ---------------------------------------------------------------- the CLI
 
 
-def _assay(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    exe = shutil.which("assay")
-    cmd = [exe, *args] if exe else [sys.executable, "-m", "assay.cli", *args]
-    env = {**os.environ, "COLUMNS": "400"}  # keep rich from wrapping long paths
-    env.pop("ASSAY_STORE", None)
-    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+def _assay(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return assay(*args, cwd=cwd, env={"COLUMNS": "400"})  # keep rich from wrapping long paths
 
 
 BAD_CASES = [

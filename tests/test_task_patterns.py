@@ -12,7 +12,7 @@ import assay
 from assay.errors import InputError
 from assay.task import patterns
 from assay.task.patterns import MAX_MATCHES, PatternError, check_pattern, compile_pattern, to_re2
-from tests.helpers import REPO
+from tests.helpers import HOSTILE_S, REPO
 
 REDOS = r"^(\d+\s?)+$"
 
@@ -152,7 +152,7 @@ def test_the_redos_pattern_runs_in_linear_time() -> None:
     assert p.search("1" * 34 + "x") is None
     assert p.search("1 " * 200_000 + "x") is None
     assert p.search("1 " * 200_000) is not None
-    assert time.monotonic() - t0 < 2
+    assert time.monotonic() - t0 < HOSTILE_S  # backtracking: 2**34 steps on the first text alone
 
 
 def test_lookarounds_and_word_boundaries_stay_linear() -> None:
@@ -162,7 +162,7 @@ def test_lookarounds_and_word_boundaries_stay_linear() -> None:
         t0 = time.monotonic()
         p.search(text)
         sum(1 for _ in p.finditer(text))
-        assert time.monotonic() - t0 < 10, pattern
+        assert time.monotonic() - t0 < HOSTILE_S, pattern
 
 
 def test_finditer_stops_at_max_matches() -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import assay, write_task
+from tests.helpers import assay, assay_process, write_task
 
 BASE: dict[str, Any] = {
     "title": "t", "execution": "single-step", "prompt": "Say hi.", "answer_path": "answer.txt",
@@ -164,9 +164,9 @@ def test_model_and_script_agents_refuse_without_bubblewrap(tmp_path: Path) -> No
     script = tmp_path / "s.jsonl"
     script.write_text(json.dumps({"tool": "write_file", "args": {"path": "answer.txt", "content": "hi"}}) + "\n")
     no_bwrap = {"PATH": str(tmp_path / "empty-bin")}
-    r = assay("run", str(folder), "--agent", f"script:{script}", cwd=tmp_path, env=no_bwrap)
+    r = assay_process("run", str(folder), "--agent", f"script:{script}", cwd=tmp_path, env=no_bwrap)
     _check_refused(r, tmp_path, "bubblewrap is not installed", "--unsafe-no-sandbox")
-    r = assay("run", str(folder), "--agent", f"script:{script}", "--unsafe-no-sandbox", "-q",
+    r = assay_process("run", str(folder), "--agent", f"script:{script}", "--unsafe-no-sandbox", "-q",
               "--json", "r.json", cwd=tmp_path, env=no_bwrap)
     assert r.returncode == 0, r.stderr
     (run,) = json.loads((tmp_path / "r.json").read_text())["runs"]

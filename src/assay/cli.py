@@ -25,9 +25,19 @@ if TYPE_CHECKING:
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="assay: measure what language agents are worth on real professional work.")
-# Piped output (CI logs, files) is not cut to 80 columns: ids and names stay whole.
-out = Console(width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 200)
-err = Console(stderr=True, width=None if sys.stderr.isatty() or os.environ.get("COLUMNS") else 200)
+
+
+def _console(stderr: bool = False) -> Console:
+    """Piped output (CI logs, files) is not cut to 80 columns: ids and names stay whole. The
+    width is read when a command starts (main): a terminal's, COLUMNS, else 200."""
+    stream = sys.stderr if stderr else sys.stdout
+    return Console(stderr=stderr, width=None if stream.isatty() or os.environ.get("COLUMNS") else 200)
+
+
+out = _console()
+err = _console(stderr=True)
+_closing: list[Callable[[], None]] = []  # what closes the stores this command opened; main calls them at its end
+
 
 def _fail(e: InputError) -> NoReturn:
     sys.stderr.write(f"error: {e.message}\n")
@@ -108,6 +118,7 @@ def run(
         prepared = prepare_campaign(req)
     except InputError as e:
         _fail(e)
+    _closing.append(prepared.close)  # its store, if opened, closed when the command ends
     _print_invalid(prepared.skipped)
     _print_skips(prepared.plan.skipped)
     if dry_run:
@@ -478,13 +489,22 @@ def _existing_store(store: str | None) -> tuple[str, Store, list[str]]:
 
 def _open_existing(url: str) -> Store:
     """The store at `url`; a SQLite file that does not exist yet is refused, not created."""
-    from assay.store import Store
-
     if url.startswith("sqlite:///"):
         path = Path(url.removeprefix("sqlite:///"))
         if not path.exists():
             raise InputError(path, None, "no store here yet (run `assay run` first, or pass --store)")
-    return Store(url)
+    return _command_store(url)
+
+
+def _command_store(url: str) -> Store:
+    """The store at `url`, closed when the command ends however it ends (main): its connections
+    (and a SQLite store's -wal and -shm files) do not outlive the command, in whatever process
+    runs it."""
+    from assay.store import Store
+
+    st = Store(url)
+    _closing.append(st.close)
+    return st
 
 
 @app.command()
@@ -573,11 +593,10 @@ app.add_typer(users_app, name="users")
 
 def _users_store(store: str | None, create: bool) -> Store:
     from assay.config import load_config, store_url
-    from assay.store import Store
 
     try:
         url = store_url(store, load_config())
-        return Store(url) if create else _open_existing(url)
+        return _command_store(url) if create else _open_existing(url)
     except InputError as e:
         _fail(e)
 
@@ -677,13 +696,12 @@ def _import(convert: Callable[[list[Path], str], list[Imported]], files: list[Pa
     """Read and convert every file (a bad one: exit 2, nothing written), then store the new runs."""
     from assay.config import load_config, store_url
     from assay.interop.runs import store_imported
-    from assay.store import Store
 
     try:
         url = store_url(store, load_config())
         if not campaign.strip():
             raise InputError(None, "--campaign", "empty campaign name")
-        result = store_imported(convert(files, campaign), Store(url), campaign, files)
+        result = store_imported(convert(files, campaign), _command_store(url), campaign, files)
     except InputError as e:
         _fail(e)
     out.print(f"{result.added} run(s) stored in campaign {campaign!r} ({result.void} void), "
@@ -793,11 +811,16 @@ def _root(
 
 
 def main() -> None:
+    global out, err
+    out, err = _console(), _console(stderr=True)  # this command's terminal and COLUMNS
     try:
         app()
     except InputError as e:  # bad input found deep in a command (a store that cannot be opened): exit 2
         sys.stderr.write(f"error: {e.message}\n")
         sys.exit(2)
+    finally:
+        while _closing:
+            _closing.pop()()
 
 
 if __name__ == "__main__":

@@ -80,7 +80,7 @@ def marker_judge(body: dict[str, Any], *, always_met: bool = False) -> Any:
 
 
 def calibrate(cwd: Path, *args: str) -> Any:
-    return assay("calibrate", *args, cwd=cwd, timeout=300)
+    return assay("calibrate", *args, cwd=cwd)
 
 
 # Per-answer expert scores over the items people scored (several people: the mean of their points):

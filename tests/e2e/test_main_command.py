@@ -16,7 +16,7 @@ pytestmark = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap is not
 
 def test_assay_run_starter_suite(tmp_path: Path) -> None:
     os.chmod(tmp_path, 0o711)
-    r = assay("run", str(REPO / "suites" / "starter"), "-q", "--concurrency", "4", cwd=tmp_path, timeout=1500)
+    r = assay("run", str(REPO / "suites" / "starter"), "-q", "--concurrency", "4", cwd=tmp_path)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "leaderboard" in r.stdout
     assert (tmp_path / ".assay" / "assay.db").is_file()
@@ -32,7 +32,7 @@ def test_assay_run_starter_suite(tmp_path: Path) -> None:
     assert not any(run["passed"] for run in by_agent["noop"])
     assert all(run["sandbox"] == "bwrap" for run in runs)
     # Running it again resumes: nothing new is run.
-    r2 = assay("run", str(REPO / "suites" / "starter"), "-q", "--json", "again.json", cwd=tmp_path, timeout=600)
+    r2 = assay("run", str(REPO / "suites" / "starter"), "-q", "--json", "again.json", cwd=tmp_path)
     assert r2.returncode == 0, r2.stderr
     assert "0 runs this time" in r2.stderr.replace("\n", " ")
     again = json.loads((tmp_path / "again.json").read_text())
@@ -54,7 +54,7 @@ def test_a_suite_in_a_private_folder_runs_every_kind(tmp_path: Path) -> None:
     work.mkdir()
     r = assay("run", str(suite), "--agent", "reference", "--agent", "noop", "--task", "refund-desk/base",
               "--task", "refund-desk-native/base", "--task", "text-mt-log-triage", "-q", "--json", "r.json",
-              cwd=work, timeout=1500)
+              cwd=work)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     runs = json.loads((work / "r.json").read_text())["runs"]
     assert len(runs) == 6 and all(x["status"] == "done" for x in runs), [

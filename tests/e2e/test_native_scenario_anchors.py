@@ -17,7 +17,7 @@ NATIVE = REPO / "suites" / "starter" / "scenarios-native"
 
 def test_anchors_pass_on_the_native_starter_scenario(tmp_path: Path) -> None:
     os.chmod(tmp_path, 0o711)
-    r = assay("validate", "--anchors", str(NATIVE), cwd=tmp_path, env={"COLUMNS": "200"}, timeout=1500)
+    r = assay("validate", "--anchors", str(NATIVE), cwd=tmp_path, env={"COLUMNS": "200"})
     assert r.returncode == 0, r.stdout[-5000:] + r.stderr[-3000:]
     rows = [ln for ln in r.stdout.splitlines() if "│" in ln]
     assert rows and not any("FAIL" in ln for ln in rows)

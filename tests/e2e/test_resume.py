@@ -53,7 +53,7 @@ def test_kill_minus_nine_then_resume(tmp_path: Path) -> None:
     proc.wait(timeout=10)
     assert 3 <= stored < 16, f"kill came too late or too early ({stored} runs stored)"
     r = assay("run", str(tasks), "--agent", f"script:{script}", "--agent", "noop", "--concurrency", "4", "-q",
-              cwd=tmp_path, timeout=300)
+              cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     rep = report(tmp_path)
     keys = [(x["task_id"], x["agent"], x["level"], x["epoch"]) for x in rep["runs"]]

@@ -64,7 +64,7 @@ def positives_met(item_id: str, weight: float, text: str, prompt: str) -> bool:
 def test_starter_rubric_tasks_graded_offline(tmp_path: Path) -> None:
     cwd = workdir(tmp_path)
     r = assay("run", str(RUBRIC), "--agent", "reference", "--agent", "noop", "--agent", "shortcut:plausible",
-              "-q", "--json", "run.json", cwd=cwd, timeout=600)
+              "-q", "--json", "run.json", cwd=cwd)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     rep = json.loads((cwd / "run.json").read_text())
     runs = rep["runs"]

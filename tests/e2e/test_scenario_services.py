@@ -71,7 +71,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory, fake: FakeOpenAIServer) -> di
     model_alias(cwd, "gw", "openai", fake.url)
     specs = {"probe": _script(cwd / "probe.jsonl", PROBE), "greedy": _script(cwd / "greedy.jsonl", GREEDY)}
     r = assay("run", str(CASE), "--agent", specs["probe"], "--agent", specs["greedy"], "--agent", "reference",
-              "--agent", "noop", "--gateway-model", "gw", "--concurrency", "2", "-q", cwd=cwd, timeout=600)
+              "--agent", "noop", "--gateway-model", "gw", "--concurrency", "2", "-q", cwd=cwd)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     by_spec = {v: k for k, v in specs.items()}
     out: dict[str, Any] = {}
@@ -137,7 +137,7 @@ def test_upstream_trouble_while_grading_retries_then_voids(tmp_path: Path) -> No
     with FakeOpenAIServer(default=fault(500)) as srv:
         model_alias(tmp_path, "gw", "openai", srv.url)
         r = assay("run", str(CASE), "--agent", "reference", "-q", cwd=tmp_path,
-                  env={"ASSAY_GATEWAY_MODEL": "gw"}, timeout=600)
+                  env={"ASSAY_GATEWAY_MODEL": "gw"})
     assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-3000:]
     (run,) = report(tmp_path)["runs"]
     assert run["status"] == "void" and run["end_reason"] == "grader_error"

@@ -167,8 +167,7 @@ def test_a_whole_scenario_in_the_workbench_scores_as_the_cli(tmp_path: Path) -> 
     script.write_text("".join(json.dumps(a) + "\n" for a in actions))
     cli = tmp_path / "cli"
     cli.mkdir(mode=0o711)
-    r = assay("run", str(SUITE), "--task", TASK, "--level", "L3", "--agent", f"script:{script}", "-q", cwd=cli,
-              timeout=600)
+    r = assay("run", str(SUITE), "--task", TASK, "--level", "L3", "--agent", f"script:{script}", "-q", cwd=cli)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     (cli_run,) = report(cli)["runs"]
     shown = assay("show", run_id, "--json", "--store", store, cwd=tmp_path)

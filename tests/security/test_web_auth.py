@@ -28,7 +28,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.helpers import answer_task, assay, free_port, served
+from tests.helpers import answer_task, assay, assay_process, free_port, served
 from tests.security._support import bwrap_ok, reap, workdir
 
 pytestmark = pytest.mark.skipif(not bwrap_ok(), reason="bubblewrap is not installed")
@@ -349,11 +349,12 @@ def test_a_shared_token_signs_in_as_admin(tmp_path: Path) -> None:
 def test_non_loopback_bind_without_sign_in_exits_2(tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path / 'store.db'}"
     for host in ("0.0.0.0", "::", "192.0.2.1"):
-        r = assay("serve", "--host", host, "--port", str(free_port()), "--store", store, cwd=tmp_path, timeout=60)
+        r = assay_process("serve", "--host", host, "--port", str(free_port()), "--store", store, cwd=tmp_path,
+                          timeout=60)
         assert r.returncode == 2, (host, r.returncode, r.stderr)
         assert "--host" in r.stderr and "assay users add" in r.stderr and "Traceback" not in r.stderr, r.stderr
         assert not (tmp_path / "store.db").exists()  # refused before anything is written
-    r = assay("serve", "--allowed-host", "http://x/", "--store", store, cwd=tmp_path, timeout=60)
+    r = assay_process("serve", "--allowed-host", "http://x/", "--store", store, cwd=tmp_path, timeout=60)
     assert r.returncode == 2 and "--allowed-host" in r.stderr and "Traceback" not in r.stderr, r.stderr
 
 
@@ -362,6 +363,6 @@ def test_a_port_in_use_exits_2(tmp_path: Path) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        r = assay("serve", "--port", str(port), "--store", f"sqlite:///{tmp_path / 'store.db'}", cwd=tmp_path,
-                  timeout=60)
+        r = assay_process("serve", "--port", str(port), "--store", f"sqlite:///{tmp_path / 'store.db'}",
+                          cwd=tmp_path, timeout=60)
     assert r.returncode == 2 and "--port" in r.stderr and "Traceback" not in r.stderr, r.stderr

@@ -73,6 +73,11 @@ class PreparedCampaign:
             self._store = Store(self.store_url)
         return self._store
 
+    def close(self) -> None:
+        """Close the store if it was opened (its connections, a SQLite store's -wal and -shm files)."""
+        if self._store is not None:
+            self._store.close()
+
 
 def _shown(ids: list[str], n: int = 10) -> str:
     return ", ".join(ids[:n]) + (f" and {len(ids) - n} more" if len(ids) > n else "")

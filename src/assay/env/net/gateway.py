@@ -907,14 +907,26 @@ def resolve_upstream(spec: str, config: Config | None = None, *, field: str = "-
                     api_key=resolved.key(), price=resolved.price)
 
 
-_RESOLVED: dict[str, Upstream] = {}
+_RESOLVED: dict[tuple[str, str, int], Upstream] = {}
+
+
+def _resolved_key(spec: str) -> tuple[str, str, int]:
+    """What an upstream is resolved from: the spec, and which assay.toml as it is now (another
+    folder's, or the file changed, resolves again, in a process that runs many campaigns)."""
+    path = settings().config.resolve()
+    try:
+        changed = path.stat().st_mtime_ns
+    except OSError:  # no assay.toml: the spec alone (openai/MODEL) decides
+        changed = 0
+    return spec, str(path), changed
 
 
 def scenario_gateway(engagement: Engagement, spec: str, *, phase: str,
                      log_path: str | Path | None = None) -> LLMGateway:
     """A gateway with the engagement's budgets and upstream's caps, forwarding to `spec`."""
-    up = _RESOLVED.get(spec)
+    key = _resolved_key(spec)
+    up = _RESOLVED.get(key)
     if up is None:
-        up = _RESOLVED[spec] = resolve_upstream(spec)
+        up = _RESOLVED[key] = resolve_upstream(spec)
     return LLMGateway.from_engagement(engagement.budgets, up.url, up.model, price=up.price, api_key=up.api_key,
                                       phase=phase, log_path=log_path)
