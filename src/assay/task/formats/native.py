@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from assay.errors import InputError
+from assay.plugins import entry_point_names
 from assay.task.formats.yamlio import load_yaml, read_text
 from assay.task.hashing import content_hash
 from assay.task.model import (
@@ -164,9 +165,11 @@ def read_native(folder: Path, raw: dict[str, Any] | None = None) -> Task:  # noq
                  "multi-step-with-tools": list(TOOL_NAMES)}[tf.execution]
     else:
         tools = list(tf.tools)
+        plugged = entry_point_names("assay.tools")  # a tool an installed package adds (assay.plugins)
         for i, t in enumerate(tools):
-            if t not in TOOL_NAMES:
-                raise InputError(file, f"tools[{i}]", f"unknown tool {t!r} (known: {', '.join(TOOL_NAMES)})")
+            if t not in TOOL_NAMES and t not in plugged:
+                raise InputError(file, f"tools[{i}]", f"unknown tool {t!r} (known: "
+                                                      f"{', '.join([*TOOL_NAMES, *plugged])})")
 
     workspace: list[WorkspaceFile] = []
     ws_dir = workspace_folder(folder, file)
