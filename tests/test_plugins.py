@@ -168,3 +168,22 @@ def test_check_task_tools_names_the_task_file(install: Install, tmp_path: Path) 
     assert e.value.file == found.origin and e.value.field == "tools[0]"
     assert "ModuleNotFoundError" in e.value.reason and "broken-tool 0.1" in e.value.reason
     assert json.dumps(e.value.reason)  # one line of text for the CLI
+
+
+async def test_a_tool_that_crashes_is_its_fault_not_the_agents(install: Install, tmp_path: Path) -> None:
+    """A ValueError is the agent's to read; any other exception leaves the tool box (the runner
+    makes the run void, harness_error)."""
+    from assay.llm.messages import ToolSpec
+
+    def run(arguments: dict[str, object], box: ToolBox) -> str:
+        if arguments.get("how") == "bad":
+            raise ValueError("a bad argument")
+        raise RuntimeError("the tool's own bug")
+
+    spec = ToolSpec(name="crashy", description="d",
+                    parameters={"type": "object", "properties": {"how": {"type": "string"}}})
+    tools.register_tool(Tool(spec, run))
+    box = ToolBox(tmp_path, None, ["crashy"])
+    assert (await box.run(ToolCall(id="a", name="crashy", arguments={"how": "bad"}))).text == "error: a bad argument"
+    with pytest.raises(RuntimeError, match="the tool's own bug"):
+        await box.run(ToolCall(id="b", name="crashy", arguments={}))
