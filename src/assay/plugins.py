@@ -19,10 +19,12 @@ distribution and the error.
 from __future__ import annotations
 
 import functools
-from importlib import metadata
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from assay.errors import InputError
+
+if TYPE_CHECKING:
+    from importlib import metadata
 
 __all__ = ["GROUPS", "Group", "PluginError", "entry_point_names", "load_entry_point", "plugin_error"]
 
@@ -38,6 +40,8 @@ class PluginError(InputError):
 def _entry_points(group: Group) -> dict[str, metadata.EntryPoint]:
     """The group's entry points by name (read once per process; the first of a name wins, as
     `importlib.metadata` orders distributions along sys.path)."""
+    from importlib import metadata  # only when a name is not a built-in one (the scan takes ~20 ms)
+
     out: dict[str, metadata.EntryPoint] = {}
     for ep in metadata.entry_points(group=group):
         out.setdefault(ep.name, ep)

@@ -25,7 +25,7 @@ from assay.plugins import entry_point_names, load_entry_point, plugin_error
 if TYPE_CHECKING:
     from assay.llm.clients.base import Fault, ModelClient
 
-__all__ = ["BUILTIN_PROVIDERS", "Provider", "get_provider", "provider_names", "register_provider",
+__all__ = ["BUILTIN_PROVIDERS", "Provider", "get_provider", "is_provider", "provider_names", "register_provider",
            "registered_providers", "stainless_classifier"]
 
 ClientFactory = Callable[..., "ModelClient"]
@@ -126,6 +126,11 @@ def register_provider(provider: Provider) -> None:
 def provider_names() -> list[str]:
     """Every provider a spec may name: the registered ones, then the installed plugins' (unloaded)."""
     return list(_registry) + [n for n in entry_point_names("assay.providers") if n not in _registry]
+
+
+def is_provider(name: str) -> bool:
+    """`name` is a registered provider or an installed plugin's (not imported)."""
+    return name in _registry or name in entry_point_names("assay.providers")
 
 
 def registered_providers() -> list[Provider]:

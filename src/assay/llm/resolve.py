@@ -18,7 +18,7 @@ from assay.config import Config, load_config
 from assay.errors import InputError
 from assay.llm.messages import Usage
 from assay.llm.prices import Price, cost_usd, lookup_price
-from assay.llm.providers import BUILTIN_PROVIDERS, Provider, get_provider, provider_names
+from assay.llm.providers import BUILTIN_PROVIDERS, Provider, get_provider, is_provider, provider_names
 from assay.llm.urls import is_loopback
 
 if TYPE_CHECKING:
@@ -124,7 +124,7 @@ class Model:
 def is_model_spec(spec: str, config: Config | None = None) -> bool:
     """A provider spec (`openai/...`, `anthropic/...`, a plugin provider's) or an alias of `assay.toml`."""
     config = config if config is not None else load_config()
-    return spec in config.models or ("/" in spec and spec.split("/", 1)[0] in provider_names())
+    return spec in config.models or ("/" in spec and is_provider(spec.split("/", 1)[0]))
 
 
 def resolve_model(spec: str, config: Config | None = None, *, field: str = "--agent",

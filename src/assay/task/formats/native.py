@@ -165,9 +165,9 @@ def read_native(folder: Path, raw: dict[str, Any] | None = None) -> Task:  # noq
                  "multi-step-with-tools": list(TOOL_NAMES)}[tf.execution]
     else:
         tools = list(tf.tools)
-        plugged = entry_point_names("assay.tools")  # a tool an installed package adds (assay.plugins)
         for i, t in enumerate(tools):
-            if t not in TOOL_NAMES and t not in plugged:
+            # Else a tool an installed package adds (assay.plugins): loaded when a campaign starts.
+            if t not in TOOL_NAMES and t not in (plugged := entry_point_names("assay.tools")):
                 raise InputError(file, f"tools[{i}]", f"unknown tool {t!r} (known: "
                                                       f"{', '.join([*TOOL_NAMES, *plugged])})")
 
