@@ -13,6 +13,7 @@ import pytest
 from assay import plugins
 from assay.agent import tools
 from assay.agent.tools import Tool, ToolBox, check_task_tools, get_tool, tool_names
+from assay.config import Config, ModelAlias
 from assay.errors import InputError
 from assay.llm import providers
 from assay.llm.clients.base import classify
@@ -109,6 +110,10 @@ def test_a_plugin_that_fails_to_load_is_an_input_error_naming_its_package(instal
            "load: RuntimeError: the plugin is broken"
     with pytest.raises(PluginError, match="broken-plugin 0.1"):
         get_tool("bad", "tools[0]")
+    config = Config(models={"b": ModelAlias(provider="broken", model="x", base_url="http://127.0.0.1:9")})
+    with pytest.raises(PluginError) as e:  # from an alias: the file and field are assay.toml's
+        resolve_model("b", config)
+    assert (e.value.file, e.value.field) == ("assay.toml", "models.b.provider")
 
 
 def test_a_plugin_of_the_wrong_type_is_refused(install: Install) -> None:

@@ -18,20 +18,15 @@ from assay.config import Config, load_config
 from assay.errors import InputError
 from assay.llm.messages import Usage
 from assay.llm.prices import Price, cost_usd, lookup_price
-from assay.llm.providers import BUILTIN_PROVIDERS, Provider, get_provider, is_provider, provider_names
+from assay.llm.providers import Provider, get_provider, is_provider, provider_names
 from assay.llm.urls import is_loopback
+from assay.plugins import PluginError
 
 if TYPE_CHECKING:
     from assay.llm.clients.base import ModelClient
 
-__all__ = ["DEFAULT_MAX_REPLY_TOKENS", "KEY_ENV", "PROVIDERS", "Model", "ModelSpec", "is_loopback", "is_model_spec",
-           "resolve_model"]
+__all__ = ["DEFAULT_MAX_REPLY_TOKENS", "Model", "ModelSpec", "is_loopback", "is_model_spec", "resolve_model"]
 
-PROVIDERS: tuple[str, ...] = tuple(BUILTIN_PROVIDERS)
-"""The built-in providers (`provider_names()` adds the installed plugins')."""
-KEY_ENV: dict[str, tuple[str, str]] = {p.name: (p.key_env, p.url_env) for p in BUILTIN_PROVIDERS.values()
-                                       if p.key_env is not None and p.url_env is not None}
-"""The built-in providers' key and base-URL environment variables."""
 DEFAULT_MAX_REPLY_TOKENS = 32_000
 
 
@@ -139,7 +134,11 @@ def resolve_model(spec: str, config: Config | None = None, *, field: str = "--ag
     alias = config.models.get(spec)
     if alias is not None:
         where = f"models.{spec}"
-        if get_provider(alias.provider, f"{where}.provider") is None:
+        try:
+            found = get_provider(alias.provider, f"{where}.provider")
+        except PluginError as e:
+            raise PluginError("assay.toml", e.field, e.reason) from e
+        if found is None:
             raise InputError("assay.toml", f"{where}.provider",
                              f"unknown provider {alias.provider!r} ({_known()})")
         key = None
