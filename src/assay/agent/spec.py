@@ -15,7 +15,8 @@ from assay.agent.loop import ModelAgent
 from assay.agent.policies import NoopAgent, PolicyAgent, ScriptAgent, load_script
 from assay.config import Config
 from assay.errors import InputError
-from assay.llm.resolve import PROVIDERS, Model, is_model_spec, resolve_model
+from assay.llm.providers import provider_names
+from assay.llm.resolve import Model, is_model_spec, resolve_model
 from assay.task.hashing import file_digest
 from assay.task.model import Task
 
@@ -47,7 +48,7 @@ class AgentFactory:
         else:
             raise InputError(None, "--agent", f"unknown agent spec {spec!r} (noop, reference, literal, "
                                               "shortcut:NAME, bypass:NAME, alternate:NAME, probe:NAME, script:PATH, "
-                                              f"{'/MODEL, '.join(PROVIDERS)}/MODEL, or a model alias from assay.toml)")
+                                              f"{'/MODEL, '.join(provider_names())}/MODEL, or a model alias from assay.toml)")
 
     def options(self) -> dict[str, object]:
         """What about this agent can change a result (goes into the options hash)."""

@@ -1,4 +1,11 @@
-"""The tool set every agent shares: five workspace tools, plus search where a task offers it.
+"""The agent's tools: one registry (`Tool`: a spec and its implementation) the tool box runs.
+
+The built-ins are five workspace tools, plus search where a task offers it; a third-party
+package adds a tool through the `assay.tools` entry point group (`assay.plugins`,
+docs/extending.md), and a task that names it in `tools:` is offered it. A task is offered
+exactly the tools it names (the formats' defaults are the five built-ins,
+`assay.task.model.TOOL_NAMES`), and its content hash covers those names only, so a new tool
+changes no existing task's hash.
 
 File tools run in the harness on the workspace through `assay.fs`, which refuses
 absolute paths, '..' and symlinks that lead out; `run_command` runs in the sandbox.
@@ -24,15 +31,19 @@ import asyncio
 import base64
 import errno
 import functools
+import inspect
 import json
 import math
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from assay import fs
 from assay.env.sandbox import Sandbox
+from assay.errors import InputError
 from assay.llm.messages import ImagePart, ToolCall, ToolSpec
+from assay.plugins import entry_point_names, load_entry_point, plugin_error
 from assay.record import escape_controls, safe_text
 
 if TYPE_CHECKING:
@@ -139,7 +150,7 @@ def _validator(tool: str) -> Validator:
     """The JSON-schema validator of a tool's declared arguments (jsonschema, imported on first use)."""
     from jsonschema.validators import validator_for
 
-    schema = TOOL_SPECS[tool].parameters
+    schema = tool_spec(tool).parameters
     cls = validator_for(schema)
     cls.check_schema(schema)
     return cls(schema)
@@ -184,7 +195,7 @@ def argument_errors(tool: str, args: dict[str, Any]) -> list[str]:
     """Why `args` do not fit the tool's declared JSON schema (empty: they do), checked by
     jsonschema: types as JSON has them, no coercion (`"5"` is no number, `true` is neither an
     integer nor a number), required arguments, and whatever else the schema says."""
-    schema = TOOL_SPECS[tool].parameters
+    schema = tool_spec(tool).parameters
     found: list[str] = []
     for e in sorted(_validator(tool).iter_errors(args), key=lambda e: [str(p) for p in e.path]):
         found.extend(m for m in _argument_error(e, schema) if m not in found)
@@ -194,7 +205,7 @@ def argument_errors(tool: str, args: dict[str, Any]) -> list[str]:
 def _present(tool: str, args: dict[str, Any]) -> dict[str, Any]:
     """`args` without the optional ones given as null: a model asked for strict arguments
     (OpenAI's strict mode) sends null for an optional argument it leaves out."""
-    required = set(TOOL_SPECS[tool].parameters.get("required", ()))
+    required = set(tool_spec(tool).parameters.get("required", ()))
     return {k: v for k, v in args.items() if v is not None or k in required}
 
 
@@ -254,6 +265,148 @@ class ToolOutput:
     images: list[ImagePart] = field(default_factory=list)
 
 
+ToolResult = str | ToolOutput
+ToolRun = Callable[[dict[str, Any], "ToolBox"], "ToolResult | Awaitable[ToolResult]"]
+"""A tool's implementation: `(arguments, box) -> text or ToolOutput`. The arguments are checked
+against the spec's schema before it runs; `box` is the run's ToolBox (`box.workspace`, the
+workspace folder or None; `box.sandbox`). A plain function runs in a worker thread (it may
+block), a coroutine function on the event loop. A ValueError (or KeyError, TypeError,
+`fs.PathError`, a missing file) is an error the agent reads; anything else is a fault of the
+tool, which makes the run void (harness_error)."""
+
+
+@dataclass(frozen=True)
+class Tool:
+    """An agent tool: what the model is told (`spec`: name, description, JSON schema of the
+    arguments) and what runs when it calls it (`run`)."""
+
+    spec: ToolSpec
+    run: ToolRun
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+
+async def _run_command(a: dict[str, Any], box: ToolBox) -> ToolResult:
+    if box.workspace is None:
+        return "error: this task has no workspace"
+    if box.sandbox is None:
+        return "error: commands are not available"
+    cmd = str(a["command"])
+    timeout = _timeout(a.get("timeout_s"))
+    box.commands.append(cmd)
+    try:
+        r = await box.sandbox.run(cmd, cwd=str(a.get("cwd") or "."), timeout_s=timeout)
+    except OSError as e:
+        if e.errno != errno.E2BIG:  # anything else is the machine's, not the agent's
+            raise
+        return "error: command refused: too long for the OS (E2BIG); write a script and run that"
+    if r.timed_out:
+        head = f"[timed out after {timeout:g} s; the command and its children were killed]"
+    else:
+        head = f"[exit code {r.exit_code}]"
+    if r.output_truncated:
+        head += " [output truncated]"
+    tail = "".join(f"\n{n}" for n in r.notes)
+    return f"{head}\n{r.output}{tail}"
+
+
+async def _web_search(a: dict[str, Any], box: ToolBox) -> ToolResult:
+    if box.search_backend is None:
+        return "error: this task offers no search"
+    return await asyncio.to_thread(box.search_backend.search, str(a["query"]))
+
+
+def _file_tool(name: str) -> ToolRun:
+    """A file tool: run as the run's uid, off the event loop (a file the agent made huge, or slow
+    to read, stalls this run only)."""
+
+    async def run(a: dict[str, Any], box: ToolBox) -> ToolResult:
+        ws = box.workspace
+        if ws is None:
+            return "error: this task has no workspace"
+        owner = box.sandbox.uid if box.sandbox is not None else None
+
+        def as_the_run() -> ToolResult:
+            with fs.acting_as(owner):  # the run's uid, in this worker thread only (setfsuid is per thread)
+                try:
+                    return box._file_tool(name, ws, a, owner)
+                except OSError as e:  # the file system said no (full, permission, ...): the agent's to handle
+                    return f"error: {a.get('path', '.')}: {e.strerror or e}"
+
+        return await asyncio.to_thread(as_the_run)
+
+    return run
+
+
+BUILTIN_TOOLS: dict[str, Tool] = {
+    "run_command": Tool(TOOL_SPECS["run_command"], _run_command),
+    **{n: Tool(TOOL_SPECS[n], _file_tool(n)) for n in ("read_file", "write_file", "edit_file", "list_files")},
+    "web_search": Tool(TOOL_SPECS["web_search"], _web_search),
+}
+_registry: dict[str, Tool] = dict(BUILTIN_TOOLS)
+
+
+def register_tool(tool: Tool) -> None:
+    """Register a tool in this process (what an `assay.tools` entry point does when first named)."""
+    if not isinstance(tool, Tool):
+        raise TypeError(f"register_tool takes a Tool, not {type(tool).__name__}")
+    _registry[tool.name] = tool
+
+
+def tool_names() -> list[str]:
+    """Every tool a task may name: the registered ones, then the installed plugins' (unloaded)."""
+    return list(_registry) + [n for n in entry_point_names("assay.tools") if n not in _registry]
+
+
+def get_tool(name: str, field: str = "tools") -> Tool | None:
+    """The tool `name`, loading its plugin on first use; None when no one provides it.
+
+    A plugin that fails to load, or whose entry point is not a Tool (or a callable returning
+    one) named `name`, is a PluginError (exit 2) naming its distribution."""
+    found = _registry.get(name)
+    if found is not None:
+        return found
+    obj = load_entry_point("assay.tools", name, field)
+    if obj is None:
+        return None
+    if not isinstance(obj, Tool) and callable(obj):
+        obj = obj()
+    if not isinstance(obj, Tool):
+        raise plugin_error("assay.tools", name, field, f"is a {type(obj).__name__}, not an assay.agent.tools.Tool")
+    if obj.name != name:
+        raise plugin_error("assay.tools", name, field, f"its Tool is named {obj.name!r}, not {name!r}")
+    try:
+        from jsonschema.validators import validator_for
+
+        validator_for(obj.spec.parameters).check_schema(obj.spec.parameters)
+    except Exception as e:  # noqa: BLE001 - jsonschema's SchemaError, or whatever a malformed schema raises
+        raise plugin_error("assay.tools", name, field, f"its parameters are not a JSON schema: {e}") from e
+    _registry[name] = obj
+    return obj
+
+
+def tool_spec(name: str) -> ToolSpec:
+    """The spec of a registered tool (KeyError for one not registered)."""
+    return _registry[name].spec
+
+
+def check_task_tools(tasks: Iterable[Any]) -> None:
+    """Load every tool the tasks name (InputError, exit 2, naming the task's file, before any run):
+    a task file's names were checked against the installed tools when it was read; this imports
+    the plugins and checks what they provide."""
+    for task in tasks:
+        for i, name in enumerate(task.tools):
+            where = task.origin or task.id
+            try:
+                found = get_tool(name, f"tools[{i}]")
+            except InputError as e:
+                raise type(e)(where, e.field, e.reason) from e
+            if found is None:
+                raise InputError(where, f"tools[{i}]", f"unknown tool {name!r} (known: {', '.join(tool_names())})")
+
+
 class ToolBox:
     """Executes tool calls for one run; every result is text as the model sees it, plus the
     images `read_file` returns to an agent that can see them (`images`)."""
@@ -268,9 +421,15 @@ class ToolBox:
             self.names.append("web_search")
         self.search_backend = search
         self.commands: list[str] = []
+        self.tools: dict[str, Tool] = {}
+        for name in self.names:
+            tool = get_tool(name)
+            if tool is None:  # task files are checked when read, and campaigns load their tools up front
+                raise ValueError(f"unknown tool {name!r} (known: {', '.join(tool_names())})")
+            self.tools[name] = tool
 
     def specs(self) -> list[ToolSpec]:
-        return [TOOL_SPECS[n] for n in self.names]
+        return [self.tools[n].spec for n in self.names]
 
     async def execute(self, call: ToolCall) -> str:
         return (await self.run(call)).text
@@ -293,46 +452,16 @@ class ToolBox:
             return ToolOutput(safe_text(clip(f"error: {e}")))
         if isinstance(out, ToolOutput):
             return ToolOutput(safe_text(clip(out.text)), out.images)
+        if not isinstance(out, str):
+            raise TypeError(f"tool {call.name!r} returned a {type(out).__name__}, not text or a ToolOutput")
         return ToolOutput(safe_text(clip(out)))
 
-    async def _dispatch(self, name: str, a: dict[str, Any]) -> str | ToolOutput:
-        ws = self.workspace
-        if name == "web_search":
-            assert self.search_backend is not None
-            return await asyncio.to_thread(self.search_backend.search, str(a["query"]))
-        if ws is None:
-            return "error: this task has no workspace"
-        if name == "run_command":
-            if self.sandbox is None:
-                return "error: commands are not available"
-            cmd = str(a["command"])
-            timeout = _timeout(a.get("timeout_s"))
-            self.commands.append(cmd)
-            try:
-                r = await self.sandbox.run(cmd, cwd=str(a.get("cwd") or "."), timeout_s=timeout)
-            except OSError as e:
-                if e.errno != errno.E2BIG:  # anything else is the machine's, not the agent's
-                    raise
-                return "error: command refused: too long for the OS (E2BIG); write a script and run that"
-            if r.timed_out:
-                head = f"[timed out after {timeout:g} s; the command and its children were killed]"
-            else:
-                head = f"[exit code {r.exit_code}]"
-            if r.output_truncated:
-                head += " [output truncated]"
-            tail = "".join(f"\n{n}" for n in r.notes)
-            return f"{head}\n{r.output}{tail}"
-        owner = self.sandbox.uid if self.sandbox is not None else None
-
-        def as_the_run() -> str | ToolOutput:
-            with fs.acting_as(owner):  # the run's uid, in this worker thread only (setfsuid is per thread)
-                try:
-                    return self._file_tool(name, ws, a, owner)
-                except OSError as e:  # the file system said no (full, permission, ...): the agent's to handle
-                    return f"error: {a.get('path', '.')}: {e.strerror or e}"
-
-        # Off the event loop: a file the agent made huge (or slow to read) stalls this run only.
-        return await asyncio.to_thread(as_the_run)
+    async def _dispatch(self, name: str, a: dict[str, Any]) -> ToolResult:
+        run = self.tools[name].run
+        if inspect.iscoroutinefunction(run):
+            return await run(a, self)
+        result = await asyncio.to_thread(run, a, self)
+        return await result if inspect.isawaitable(result) else result
 
     def _file_tool(self, name: str, ws: Path, a: dict[str, Any], owner: int | None) -> str | ToolOutput:
         sb = self.sandbox

@@ -40,7 +40,7 @@ from assay.config import Config
 from assay.env.sandbox import bwrap_available
 from assay.errors import HarnessError, InputError
 from assay.grade.judge import Judge
-from assay.llm.resolve import KEY_ENV
+from assay.llm.providers import registered_providers
 from assay.llm.urls import is_loopback
 from assay.record import RunKey, RunRecord
 from assay.store import Store
@@ -179,9 +179,10 @@ def check_ray_store(url: str, address: str | None) -> None:
 
 
 def _forwarded_env(config: Config) -> dict[str, str]:
-    """The environment a remote cluster's workers need: provider keys and URLs, the keys that
-    assay.toml names, Brave's key and every ASSAY_* setting (a local instance inherits them)."""
-    names = {n for pair in KEY_ENV.values() for n in pair} | set(FORWARDED_ENV)
+    """The environment a remote cluster's workers need: provider keys and URLs (of the built-in
+    providers and the plugins' the campaign resolved), the keys that assay.toml names, Brave's
+    key and every ASSAY_* setting (a local instance inherits them)."""
+    names = {n for p in registered_providers() for n in (p.key_env, p.url_env) if n} | set(FORWARDED_ENV)
     names |= {m.api_key_env for m in config.models.values() if m.api_key_env}
     names |= {n for n in os.environ if n.startswith("ASSAY_")}
     return {n: os.environ[n] for n in sorted(names) if n in os.environ}

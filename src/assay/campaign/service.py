@@ -19,6 +19,7 @@ from sqlalchemy import Table
 
 from assay.agent.brave import BRAVE_URL, BraveSearch
 from assay.agent.spec import AgentFactory
+from assay.agent.tools import check_task_tools
 from assay.campaign.options import RunOptions
 from assay.campaign.plan import Plan, build_plan
 from assay.campaign.runner import RunContext, execute_run
@@ -107,6 +108,7 @@ def prepare_campaign(req: RunOptions) -> PreparedCampaign:
         apply_value_table(tasks, req.values)
     else:
         apply_found_value_tables(tasks, req.paths)
+    check_task_tools(tasks)  # a plugin tool that fails to load is exit 2 now, not a void run each
     agents = [AgentFactory(spec, config) for spec in req.agents]
     options = req.model_copy(update={"gateway_model": _gateway_model(req, config),
                                      "router_model": _router_model(req, config)})

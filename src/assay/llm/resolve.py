@@ -1,4 +1,5 @@
-"""One resolver of model specs: `openai/MODEL`, `anthropic/MODEL` or an `assay.toml` alias.
+"""One resolver of model specs: `PROVIDER/MODEL` (openai, anthropic, or a provider a plugin
+registers: `assay.llm.providers`) or an `assay.toml` alias.
 
 Every user of a model (agents, judges, the meta-judge, the stakeholder router, the company
 LLM gateway) resolves its spec here, so one alias means one provider, endpoint, key and
@@ -9,7 +10,7 @@ needs no key) and prices usage with its one price.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -17,18 +18,15 @@ from assay.config import Config, load_config
 from assay.errors import InputError
 from assay.llm.messages import Usage
 from assay.llm.prices import Price, cost_usd, lookup_price
+from assay.llm.providers import Provider, get_provider, is_provider, provider_names
 from assay.llm.urls import is_loopback
+from assay.plugins import PluginError
 
 if TYPE_CHECKING:
     from assay.llm.clients.base import ModelClient
 
-__all__ = ["DEFAULT_MAX_REPLY_TOKENS", "KEY_ENV", "PROVIDERS", "Model", "ModelSpec", "is_loopback", "is_model_spec",
-           "resolve_model"]
+__all__ = ["DEFAULT_MAX_REPLY_TOKENS", "Model", "ModelSpec", "is_loopback", "is_model_spec", "resolve_model"]
 
-Provider = Literal["openai", "anthropic"]
-PROVIDERS: tuple[Provider, ...] = ("openai", "anthropic")
-KEY_ENV: dict[str, tuple[str, str]] = {"openai": ("OPENAI_API_KEY", "OPENAI_BASE_URL"),
-                                       "anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")}
 DEFAULT_MAX_REPLY_TOKENS = 32_000
 
 
@@ -38,7 +36,7 @@ class ModelSpec(BaseModel):
 
     model_config = ConfigDict(frozen=True)
     spec: str  # as the user gave it
-    provider: Provider
+    provider: str  # a registered provider (`assay.llm.providers`)
     model: str
     alias: bool = False
     base_url: str | None = None
@@ -67,12 +65,20 @@ class ModelSpec(BaseModel):
             out["context"] = self.context
         return out
 
+    def _provider(self) -> Provider:
+        found = get_provider(self.provider)
+        if found is None:  # a ModelSpec is made by resolve_model, which refuses unknown providers
+            raise ValueError(f"unknown model provider {self.provider!r}")
+        return found
+
     def endpoint(self) -> str | None:
         """The base URL calls go to: the alias's, else the provider's environment variable."""
-        return self.base_url or os.environ.get(KEY_ENV[self.provider][1]) or None
+        url_env = self._provider().url_env
+        return self.base_url or (os.environ.get(url_env) if url_env else None) or None
 
     def key(self) -> str | None:
-        return self.api_key or os.environ.get(KEY_ENV[self.provider][0]) or None
+        key_env = self._provider().key_env
+        return self.api_key or (os.environ.get(key_env) if key_env else None) or None
 
 
 class Model:
@@ -111,9 +117,9 @@ class Model:
 
 
 def is_model_spec(spec: str, config: Config | None = None) -> bool:
-    """A provider spec (`openai/...`, `anthropic/...`) or an alias of `assay.toml`."""
+    """A provider spec (`openai/...`, `anthropic/...`, a plugin provider's) or an alias of `assay.toml`."""
     config = config if config is not None else load_config()
-    return spec in config.models or ("/" in spec and spec.split("/", 1)[0] in PROVIDERS)
+    return spec in config.models or ("/" in spec and is_provider(spec.split("/", 1)[0]))
 
 
 def resolve_model(spec: str, config: Config | None = None, *, field: str = "--agent",
@@ -128,9 +134,13 @@ def resolve_model(spec: str, config: Config | None = None, *, field: str = "--ag
     alias = config.models.get(spec)
     if alias is not None:
         where = f"models.{spec}"
-        if alias.provider not in PROVIDERS:
+        try:
+            found = get_provider(alias.provider, f"{where}.provider")
+        except PluginError as e:
+            raise PluginError("assay.toml", e.field, e.reason) from e
+        if found is None:
             raise InputError("assay.toml", f"{where}.provider",
-                             f"unknown provider {alias.provider!r} (openai or anthropic)")
+                             f"unknown provider {alias.provider!r} ({_known()})")
         key = None
         if alias.api_key_env:
             key = os.environ.get(alias.api_key_env)
@@ -149,9 +159,9 @@ def resolve_model(spec: str, config: Config | None = None, *, field: str = "--ag
             _require_key(resolved, field)
         return resolved
     provider, _, model = spec.partition("/")
-    if provider not in PROVIDERS or not model:
-        raise InputError(None, field, f"unknown model spec {spec!r} (openai/MODEL, anthropic/MODEL or a model "
-                                      "alias from assay.toml)")
+    if not model or get_provider(provider, field) is None:
+        raise InputError(None, field, f"unknown model spec {spec!r} ({'/MODEL, '.join(provider_names())}/MODEL "
+                                      "or a model alias from assay.toml)")
     resolved = ModelSpec(spec=spec, provider=provider, model=model,
                          price=lookup_price(provider, model, overrides))
     if require_key:
@@ -161,7 +171,13 @@ def resolve_model(spec: str, config: Config | None = None, *, field: str = "--ag
 
 def _require_key(spec: ModelSpec, field: str) -> None:
     """Refuse up front (exit 2) rather than void every run when no key is set."""
-    if spec.key() or is_loopback(spec.endpoint()):
+    provider = spec._provider()
+    if provider.key_env is None or spec.key() or is_loopback(spec.endpoint()):
         return
-    key_env, url_env = KEY_ENV[spec.provider]
-    raise InputError(None, field, f"{key_env} is not set (or point {url_env} at a local server)")
+    local = f"point {provider.url_env} at a local server" if provider.url_env else "use a local server"
+    raise InputError(None, field, f"{provider.key_env} is not set (or {local})")
+
+
+def _known() -> str:
+    names = provider_names()
+    return ", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else names[0]

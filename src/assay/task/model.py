@@ -18,6 +18,10 @@ LEVELS = ("L0", "L1", "L2", "L3")
 MODALITIES = ("text", "multimodal")
 EXECUTIONS = ("single-step", "multi-step", "multi-step-with-tools")
 TOOL_NAMES = ("run_command", "read_file", "write_file", "edit_file", "list_files")
+"""The built-in workspace tools: what a task that names none is offered (by its execution), and
+what every scenario and DareBench task takes. Fixed: a task's hash covers the names in its
+`tools`, so a new tool (built-in or a plugin's, `assay.tools`) is offered only to a task that
+names it, and no stored result loses its task."""
 CURRENCIES = ("USD", "CNY", "EUR", "GBP", "JPY")
 
 Kind = Literal["rubric", "scenario", "contract"]

@@ -1,4 +1,7 @@
-"""Model clients over the official provider SDKs, behind one provider-neutral interface."""
+"""Model clients over the official provider SDKs, behind one provider-neutral interface.
+
+Which provider makes which client is the registry's (`assay.llm.providers`); this package
+holds the built-in clients and the interface every client, a plugin's too, implements."""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from assay.llm.clients.base import ModelClient
+from assay.llm.providers import get_provider, provider_names
 
 if TYPE_CHECKING:
     from assay.llm.clients.anthropic_client import AnthropicClient
@@ -14,14 +18,18 @@ if TYPE_CHECKING:
 
 __all__ = ["AnthropicClient", "ModelClient", "OpenAIClient", "make_client"]
 
-# Each SDK takes seconds to import; load only the one a campaign uses, before runs start.
+# The built-in clients by class name, for `from assay.llm.clients import OpenAIClient`: each SDK
+# takes seconds to import, so neither is imported before it is named.
 _MODULES = {"openai": ("assay.llm.clients.openai_client", "OpenAIClient"),
             "anthropic": ("assay.llm.clients.anthropic_client", "AnthropicClient")}
 
 
 def client_class(provider: str) -> Callable[..., ModelClient]:
-    module, name = _MODULES[provider]
-    return getattr(importlib.import_module(module), name)
+    """The client factory of a registered provider (its SDK imported); ValueError for an unknown one."""
+    found = get_provider(provider)
+    if found is None:
+        raise ValueError(f"unknown model provider {provider!r} (expected one of: {', '.join(provider_names())})")
+    return found.load()
 
 
 def __getattr__(name: str) -> Any:
@@ -44,13 +52,11 @@ def make_client(
     timeout_s: float = 600.0,
     **extra: Any,
 ) -> ModelClient:
-    """A client for ``provider`` ("openai" or "anthropic"); other providers raise ValueError.
+    """A client for a registered ``provider`` (openai, anthropic, a plugin's); others raise ValueError.
 
     ``extra`` passes client-specific options through (max_reply_tokens, retry_max_delay,
     web_search_mode for OpenAI).
     """
-    if provider not in _MODULES:
-        raise ValueError(f"unknown model provider {provider!r} (expected one of: {', '.join(_MODULES)})")
     cls = client_class(provider)
     return cls(model, base_url=base_url, api_key=api_key, context_tokens=context_tokens,
                temperature=temperature, max_retries=max_retries, retry_base_delay=retry_base_delay,

@@ -12,7 +12,6 @@ import asyncio
 import json
 import logging
 import random
-import sys
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
@@ -39,36 +38,19 @@ class Fault:
     retry_after: float | None = None
 
 
-def _retry_after(response: Any) -> float | None:
-    try:
-        value = response.headers.get("retry-after")
-        return float(value) if value is not None else None
-    except (AttributeError, TypeError, ValueError):
-        return None
-
-
-def _sdk_errors(name: str) -> tuple[type[BaseException], ...]:
-    """The SDKs' exception class `name`, of the SDKs that are loaded: an SDK's exception can only
-    come from an SDK already imported, and importing both up front costs seconds per command."""
-    return tuple(getattr(m, name) for m in (sys.modules.get("openai"), sys.modules.get("anthropic")) if m is not None)
-
-
 def classify(exc: BaseException) -> Fault | None:
-    """Map an SDK or decoding exception to a Fault; None for exceptions that are not provider faults."""
-    # Timeouts are connection errors in both SDKs: check them first for a clearer reason.
-    if isinstance(exc, _sdk_errors("APITimeoutError")):
-        return Fault(True, "request timed out")
-    if isinstance(exc, _sdk_errors("APIConnectionError")):
-        return Fault(True, f"connection error: {exc}")
-    if isinstance(exc, _sdk_errors("APIStatusError")):
-        status: int = getattr(exc, "status_code", 0)
-        message = getattr(exc, "message", None) or str(exc)
-        reason = f"HTTP {status}: {message}"
-        # 408 is a server-side timeout; we retry timeouts.
-        retriable = status == 429 or status == 408 or status >= 500
-        return Fault(retriable, reason, status, _retry_after(getattr(exc, "response", None)))
-    if isinstance(exc, _sdk_errors("APIResponseValidationError")):
-        return Fault(True, f"malformed reply: {exc}", getattr(exc, "status_code", None))
+    """Map an exception a client raised to a Fault; None for exceptions that are not provider faults.
+
+    Each registered provider names its own exceptions (`assay.llm.providers.Provider.classify`:
+    the SDK's timeouts, connection and HTTP errors); a reply body that would not decode is a
+    fault of any provider."""
+    from assay.llm.providers import registered_providers
+
+    for provider in registered_providers():
+        if provider.classify is not None:
+            fault = provider.classify(exc)
+            if fault is not None:
+                return fault
     if isinstance(exc, json.JSONDecodeError | UnicodeDecodeError | MalformedReply):
         return Fault(True, f"malformed reply: {exc}")
     return None

@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from assay.errors import InputError
+from assay.plugins import entry_point_names
 from assay.task.formats.yamlio import load_yaml, read_text
 from assay.task.hashing import content_hash
 from assay.task.model import (
@@ -165,8 +166,10 @@ def read_native(folder: Path, raw: dict[str, Any] | None = None) -> Task:  # noq
     else:
         tools = list(tf.tools)
         for i, t in enumerate(tools):
-            if t not in TOOL_NAMES:
-                raise InputError(file, f"tools[{i}]", f"unknown tool {t!r} (known: {', '.join(TOOL_NAMES)})")
+            # Else a tool an installed package adds (assay.plugins): loaded when a campaign starts.
+            if t not in TOOL_NAMES and t not in (plugged := entry_point_names("assay.tools")):
+                raise InputError(file, f"tools[{i}]", f"unknown tool {t!r} (known: "
+                                                      f"{', '.join([*TOOL_NAMES, *plugged])})")
 
     workspace: list[WorkspaceFile] = []
     ws_dir = workspace_folder(folder, file)
