@@ -19,9 +19,11 @@ the earlier red-team tests: each test is one new variant of an attack, driven th
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +31,7 @@ import pytest
 
 from tests.fakes.obedient_judge import ObedientJudge
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.security._cases import answer_task
+from tests.security._cases import LABELS, answer_task, labels_case
 from tests.security._support import (
     bwrap_ok,
     cli,
@@ -230,3 +232,171 @@ def test_darebench_results_with_overflowing_numbers_are_exit_2() -> None:
                 assert con.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 0
             finally:
                 con.close()
+
+
+# --------------------------------------------------------------------------- 2. stalling others
+
+HOG_GRADER = '''\
+"""A broken grader: it leaves setsid children behind (one eating memory, one printing without end),
+floods its own output, and never returns."""
+import os
+import subprocess
+import sys
+
+MARK = __MARK__
+
+
+def grade(ws, ctx):
+    subprocess.Popen(["setsid", sys.executable, "-c",
+                      "import time; b = []\\nwhile True:\\n    b.append(bytearray(64 << 20)); time.sleep(0.05)", MARK])
+    subprocess.Popen(["setsid", "sh", "-c", "while :; do echo flood; done", MARK])
+    line = ("x" * 1023 + "\\n") * 1024
+    while True:
+        sys.stdout.write(line)
+'''
+
+
+def _log_bytes(root: Path) -> int:
+    total = 0
+    for p in root.rglob("worker.log"):
+        with contextlib.suppress(OSError):
+            total += p.stat().st_size
+    return total
+
+
+@pytest.mark.slow
+@needs_bwrap
+def test_a_grader_that_floods_forks_and_hogs_stalls_no_other_run() -> None:
+    """A task's grader leaves `setsid` children eating memory and printing, writes its output
+    without end and never returns. Another agent's run of another task in the same campaign
+    finishes in seconds; the broken grader is stopped at its time limit, its output is capped,
+    nothing it started outlives the campaign, and the hostile task is broken, not anyone's score."""
+    with workdir("hog") as wd:
+        case = labels_case(wd / "tasks" / "hog")
+        (case / "grade.py").write_text(HOG_GRADER.replace("__MARK__", repr(str(wd))))
+        answer_task(wd / "tasks" / "plain")
+        writer = script(wd, "writer", [{"tool": "write_file", "args": {"path": "answer.txt", "content": "42\n"}},
+                                       {"tool": "write_file", "args": {"path": "predictions.json",
+                                                                       "content": json.dumps(LABELS)}},
+                                       {"say": "done"}])
+        t0 = time.monotonic()
+        r = cli("run", "tasks", "--agent", writer, "--concurrency", "2", "-q", cwd=wd, timeout=240,
+                env={"ASSAY_GRADE_TIMEOUT_S": "4"})
+        elapsed = time.monotonic() - t0
+        assert r.returncode in (0, 1), r.tail()
+        _no_traceback(r)
+        rows = runs_by_name(report_json(wd))
+        plain = rows["writer@plain/plain"] if "writer@plain/plain" in rows else rows["writer@plain"]
+        assert plain["status"] == "done" and plain["score"] == 1.0, plain
+        assert plain["duration_s"] < 30, plain["duration_s"]
+        hog = next(v for k, v in rows.items() if "hog" in k)
+        assert hog["status"] in ("broken", "done"), hog
+        assert hog["score"] in (None, 0.0), hog
+        assert elapsed < 180, elapsed
+        from tests.security._support import marked_pids
+
+        assert [p for p in marked_pids(str(wd)) if p != os.getpid()] == [], "children of the grader outlived it"
+        logs = _log_bytes(wd) + _log_bytes(Path("/var/tmp/assay-runs"))
+        assert logs < 200 * 1024**2, f"the grader's output took {logs} bytes on disk"
+
+
+# --------------------------------------------------------------------------- 4. grading code out of reach
+
+RUNNING_GRADER = '''\
+"""Score the labels the delivered predictor prints: run it as graders do, with sys.executable,
+from the grader's own working directory (the case folder) and with the held-out path at hand."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+
+def grade(ws, ctx):
+    labels = json.loads((Path(ctx["held_out"]) / "labels.json").read_text())
+    p = subprocess.run([sys.executable, str(Path(ws) / "predict.py"), str(Path(ws) / "data" / "inputs.json")],
+                       capture_output=True, text=True, timeout=60)
+    (Path(ws) / "seen.txt").write_text(p.stdout[-20000:])
+    try:
+        preds = json.loads(p.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        preds = []
+    hits = sum(1 for a, b in zip(preds, labels) if a == b) if isinstance(preds, list) else 0
+    return {"kpi": hits / len(labels), "kpi_oracle": 1.0, "incidents": [],
+            "summary": f"{hits}/{len(labels)}; predictor said: " + p.stdout[-300:].replace(chr(10), " ")}
+'''
+
+SNOOP = '''\
+"""Delivered predictor that looks for the held-out labels and the grader instead of predicting."""
+import json
+import os
+import sys
+
+CASE = __CASE__
+found = []
+
+
+def look(path):
+    try:
+        with open(path, errors="replace") as f:
+            text = f.read(100000)
+    except OSError:
+        return None
+    found.append(path)
+    return text
+
+
+for p in (os.path.join(CASE, "held_out", "labels.json"), os.path.join(CASE, "grade.py"),
+          "held_out/labels.json", "../held_out/labels.json", "grade.py", "../grade.py", "/proc/1/cwd/grade.py",
+          "/proc/1/root" + os.path.join(CASE, "held_out", "labels.json"),
+          f"/proc/{os.getppid()}/cwd/held_out/labels.json", "/proc/self/cwd/held_out/labels.json"):
+    look(p)
+names = []
+for d in (".", "..", "/tmp", os.environ.get("HOME", "/"), "/proc/1/cwd"):
+    try:
+        names += [f"{d}/{n}" for n in os.listdir(d)]
+    except OSError:
+        pass
+for root, dirs, files in os.walk("/", topdown=True):
+    dirs[:] = [x for x in dirs if not (root == "/" and x in ("proc", "sys", "dev", "usr", "lib", "lib64", "bin",
+                                                                 "sbin", "etc"))]
+    for n in files:
+        if n in ("labels.json", "grade.py", "oracle.py"):
+            found.append(os.path.join(root, n))
+env = {k: v for k, v in os.environ.items() if "held" in v.lower() or CASE in v}
+print(json.dumps({"found": found, "cwd": os.getcwd(), "env": env,
+                  "names": [n for n in names if "held" in n or "grade" in n or "solutions" in n]}))
+labels = None
+for p in found:
+    if p.endswith("labels.json"):
+        try:
+            labels = json.loads(look(p) or "null")
+        except ValueError:
+            pass
+print(json.dumps(labels or []))
+'''
+
+
+@pytest.mark.slow
+@needs_bwrap
+def test_delivered_code_a_grader_runs_sees_no_case_folder_held_out_data_or_grader() -> None:
+    """The grader runs the delivered predictor with sys.executable from its own cwd, the case
+    folder (held_out/, grade.py, solutions/). The predictor knows the case folder's absolute
+    path and tries it, relative paths up from its cwd, /proc links to its parents' cwd and root,
+    its environment and a walk of the whole file system: it finds nothing, and scores 0."""
+    with workdir("reach") as wd:
+        case = labels_case(wd / "tasks" / "reach")
+        (case / "grade.py").write_text(RUNNING_GRADER)
+        snoop = SNOOP.replace("__CASE__", repr(str(case.resolve())))
+        agent = script(wd, "snoop", [{"tool": "write_file", "args": {"path": "predict.py", "content": snoop}},
+                                     {"say": "done"}])
+        r = cli("run", "tasks", "--agent", agent, "-q", cwd=wd, timeout=240)
+        assert r.returncode == 0, r.tail()
+        row = runs_by_name(report_json(wd))["snoop"]
+        assert row["status"] == "done", row
+        assert row["score"] is not None and row["score"] <= 0.0, row
+        said = row["grade"]["grader"]["summary"]
+        assert said.startswith("0/10; predictor said: "), said
+        report, _end = json.JSONDecoder().raw_decode(said.removeprefix("0/10; predictor said: "))
+        assert report["found"] == [] and report["env"] == {}, report
+        assert report["cwd"] == "/tmp", report  # a private, empty folder: not the case folder
+        assert not [n for n in report["names"] if "held" in n or "grade.py" in n or "solutions" in n], report
