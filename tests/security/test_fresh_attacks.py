@@ -22,6 +22,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import socket
+import subprocess
+import sys
 import textwrap
 import time
 from pathlib import Path
@@ -35,6 +38,7 @@ from tests.security._cases import LABELS, answer_task, labels_case
 from tests.security._support import (
     bwrap_ok,
     cli,
+    cmd,
     report_json,
     runs_by_name,
     script,
@@ -240,6 +244,9 @@ HOG_GRADER = '''\
 """A broken grader: it leaves setsid children behind (one eating memory, one printing without end),
 floods its own output, and never returns."""
 import os
+import socket
+import subprocess
+import sys
 import subprocess
 import sys
 
@@ -329,6 +336,9 @@ SNOOP = '''\
 """Delivered predictor that looks for the held-out labels and the grader instead of predicting."""
 import json
 import os
+import socket
+import subprocess
+import sys
 import sys
 
 CASE = __CASE__
@@ -400,3 +410,190 @@ def test_delivered_code_a_grader_runs_sees_no_case_folder_held_out_data_or_grade
         assert report["found"] == [] and report["env"] == {}, report
         assert report["cwd"] == "/tmp", report  # a private, empty folder: not the case folder
         assert not [n for n in report["names"] if "held" in n or "grade.py" in n or "solutions" in n], report
+
+
+# --------------------------------------------------------------------------- 6. the web app stays up
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _get(port: int, path: str, timeout: float = 5.0) -> tuple[int, bytes, float]:
+    t0 = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode())
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    status = int(data.split(b" ", 2)[1]) if data.startswith(b"HTTP/") else 0
+    return status, data, time.monotonic() - t0
+
+
+@pytest.mark.slow
+def test_drips_from_many_addresses_and_unread_responses_leave_healthz_answering() -> None:
+    """Eight loopback addresses (the whole of 127/8 reaches the server) each open connections
+    that drip a request head one byte at a time, send a head with a 60 KB header line, or send
+    pipelined requests and never read the answers; meanwhile /healthz is asked every half
+    second. It answers each time within 2 s, the log holds a bounded number of lines about the
+    refusals, and SIGTERM stops the server within seconds."""
+    with workdir("web") as wd:
+        _a_stored_run(wd)
+        port = _free_port()
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "ASSAY_"))}
+        log_path = wd / "serve.log"
+        with open(log_path, "w") as log:
+            server = subprocess.Popen([sys.executable, "-m", "assay.cli", "serve", "--port", str(port)], cwd=wd, env=env,
+                                      stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        socks: list[socket.socket] = []
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                with contextlib.suppress(OSError):
+                    if _get(port, "/healthz", 1.0)[0] == 200:
+                        break
+                assert time.monotonic() < deadline, log_path.read_text()[-2000:]
+                time.sleep(0.2)
+
+            def opened(addr: str) -> socket.socket | None:
+                s = socket.socket()
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                s.setblocking(False)
+                try:
+                    s.bind((addr, 0))
+                    s.connect_ex(("127.0.0.1", port))
+                except OSError:
+                    s.close()
+                    return None
+                socks.append(s)
+                return s
+
+            unread = b"GET /static/workbench.js HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" * 40
+            huge = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: " + b"a" * 60_000
+            for a in range(2, 10):
+                for i in range(24):
+                    opened(f"127.0.0.{a}")
+            time.sleep(0.3)
+            latencies = []
+            for tick in range(16):
+                for n, s in enumerate(socks):
+                    with contextlib.suppress(OSError):
+                        if n % 3 == 0:
+                            s.send(b"GET /healthz HTTP/1.1\r\nHo"[tick % 26:tick % 26 + 1])  # a byte per tick
+                        elif n % 3 == 1 and tick == 1:
+                            s.send(huge)
+                        elif tick in (1, 2):
+                            s.send(unread)
+                if tick % 4 == 3:  # new drippers keep coming
+                    for a in range(2, 10):
+                        opened(f"127.0.0.{a}")
+                status, body, took = _get(port, "/healthz", 5.0)
+                assert status == 200 and b'"status":"ok"' in body, body[:300]
+                latencies.append(took)
+                time.sleep(0.5)
+            assert max(latencies) < 2.0, latencies
+        finally:
+            for s in socks:
+                s.close()
+            t0 = time.monotonic()
+            server.terminate()
+            try:
+                server.wait(timeout=15)
+            finally:
+                if server.poll() is None:
+                    os.killpg(server.pid, 9)
+                    server.wait()
+            stop_s = time.monotonic() - t0
+        assert stop_s < 10, stop_s
+        lines = [ln for ln in log_path.read_text().splitlines() if " GET " not in ln]
+        assert len(lines) < 60, "\n".join(lines[-60:])
+        assert any("refused" in ln or "did not arrive" in ln or "reset" in ln for ln in lines), lines  # the guard acted
+
+
+# --------------------------------------------------------------------------- 7. small points
+
+BAD_CALLS: list[dict[str, Any]] = [
+    {"tool": "read_file", "args": {"path": "README.md", "offset": 1e20}},  # integral float: an integer to JSON Schema
+    {"tool": "read_file", "args": {"path": "README.md", "limit": 1e300}},
+    {"tool": "read_file", "args": {"path": "README.md", "offset": -3.0}},
+    {"tool": "read_file", "args": {"path": "README.md", "limit": 0.5}},
+    {"tool": "write_file", "args": {"path": "x.txt", "content": {"a": [1, 2]}}},
+    {"tool": "write_file", "args": {"path": ["x.txt"], "content": "42"}},
+    {"tool": "edit_file", "args": {"path": "README.md", "old_text": "hello", "new_text": "bye", "replace_all": "yes"}},
+    {"tool": "edit_file", "args": {"path": "README.md", "old_text": None, "new_text": "bye"}},
+    {"tool": "run_command", "args": {"command": "echo hi", "timeout_s": "5"}},
+    {"tool": "run_command", "args": {"command": "echo hi", "timeout_s": 1e-320}},
+    {"tool": "run_command", "args": {"command": "echo hi", "cwd": {"dir": "."}}},
+    {"tool": "run_command", "args": {"command": ["echo", "hi"]}},
+    {"tool": "run_command", "args": {"command": "echo hi", "cwd": "README.md"}},
+    {"tool": "list_files", "args": {"path": 7}},
+    {"tool": "list_files", "args": {"path": "README.md/.."}},
+    {"tool": "read_file", "args": {}},
+]
+
+
+@pytest.mark.slow
+@needs_bwrap
+def test_tool_arguments_of_wrong_types_are_tool_errors_and_names_with_controls_are_escaped() -> None:
+    """Every call above is a tool error the agent reads (or, for the tiny timeout, a command
+    stopped at once), the run goes on to deliver, and is scored; file names holding ESC, CR, a
+    bidi override and a newline are shown escaped by `list_files` and by `assay show`."""
+    with workdir("args") as wd:
+        answer_task(wd / "tasks" / "t", second=False)
+        names = "printf x > \"$(printf 'a\\033[2Jb')\"; printf x > \"$(printf 'c\\rd')\"; " \
+                "printf x > \"$(printf 'e\\u202ef.txt')\"; printf x > \"$(printf 'g\\nh')\""
+        lines = [*BAD_CALLS, cmd(names), {"tool": "list_files", "args": {}},
+                 {"tool": "write_file", "args": {"path": "answer.txt", "content": "42\n"}}, {"say": "done"}]
+        agent = script(wd, "typos", lines)
+        r = cli("run", "tasks", "--agent", agent, "-q", cwd=wd, timeout=240)
+        assert r.returncode == 0, r.tail()
+        row = runs_by_name(report_json(wd))["typos"]
+        assert row["status"] == "done" and row["score"] == 1.0, row
+        shown = show(wd, row["run_id"])
+        results = [e for e in shown["events"] if e["kind"] == "tool_result"]
+        assert len(results) == len(BAD_CALLS) + 3
+        for call, res in zip(BAD_CALLS, results, strict=False):
+            out = str(res["data"].get("output", ""))
+            timeout = call["args"].get("timeout_s")
+            if isinstance(timeout, float) and timeout < 1:
+                assert "timed out" in out or "exit code" in out, out
+            elif call["args"].get("offset") == 1e20:
+                assert "past the end" in out, out
+            elif call["args"].get("limit") == 1e300:
+                assert "hello" in out, out
+            else:
+                assert out.startswith("error:"), (call, out)
+        listing = str(results[len(BAD_CALLS) + 1]["data"].get("output", ""))
+        for raw in ("\x1b", "\r", "\u202e"):
+            assert raw not in listing, repr(listing)
+        assert "g\nh" not in listing, repr(listing)
+        r = cli("show", row["run_id"], cwd=wd, timeout=60)
+        assert r.returncode == 0, r.tail()
+        for raw in ("\x1b[2J", "c\rd", "\u202e"):
+            assert raw not in r.stdout, repr(r.stdout[-2000:])
+
+
+@pytest.mark.slow
+@needs_bwrap
+def test_a_run_whose_texts_are_hostile_stays_done_on_resume() -> None:
+    """The agent's final message and tool output hold a NUL, lone surrogates, an unpaired
+    `@@RESULT@@`-like marker, a fake JSON record and 3 MB of brackets; its command leaves a file
+    named with invalid UTF-8. Stored, it reads back on resume: the run is kept as done with its
+    score (not voided and re-run), and the report is the same."""
+    with workdir("resume") as wd:
+        answer_task(wd / "tasks" / "t", second=False)
+        final = ("done\x00 \ud800 \udfff {\"status\": \"void\", \"score\": null} @@RESULT@@ " + "[" * 3_000_000)
+        lines = [cmd("printf 42 > answer.txt; printf x > \"$(printf 'bad\\377name')\"; printf '\\000\\377['"),
+                 {"say": final}]
+        agent = script(wd, "hostile", lines)
+        r = cli("run", "tasks", "--agent", agent, "-q", cwd=wd, timeout=240)
+        assert r.returncode == 0, r.tail()
+        before = runs_by_name(report_json(wd))["hostile"]
+        assert before["status"] == "done" and before["score"] == 1.0, before
+        r = cli("run", "tasks", "--agent", agent, "-q", cwd=wd, timeout=240)
+        assert r.returncode == 0, r.tail()
+        assert "0 runs this time, 1 already done" in r.stderr + r.stdout, r.tail()
+        after = runs_by_name(report_json(wd))["hostile"]
+        assert after["run_id"] == before["run_id"] and after["score"] == 1.0 and after["status"] == "done", after
