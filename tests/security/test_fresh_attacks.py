@@ -27,6 +27,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -432,6 +433,69 @@ def _get(port: int, path: str, timeout: float = 5.0) -> tuple[int, bytes, float]
     return status, data, time.monotonic() - t0
 
 
+@contextlib.contextmanager
+def _server(wd: Path, log_path: Path) -> Iterator[tuple[int, dict[str, float]]]:
+    """`assay serve` in `wd` on a free port, up and answering /healthz; stopped by SIGTERM at
+    the end, the seconds that took in the yielded dict (`stop_s`)."""
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "ASSAY_"))}
+    with open(log_path, "w") as log:
+        server = subprocess.Popen([sys.executable, "-m", "assay.cli", "serve", "--port", str(port)], cwd=wd, env=env,
+                                  stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    timing: dict[str, float] = {}
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            with contextlib.suppress(OSError):
+                if _get(port, "/healthz", 1.0)[0] == 200:
+                    break
+            assert time.monotonic() < deadline, log_path.read_text()[-2000:]
+            time.sleep(0.2)
+        yield port, timing
+    finally:
+        t0 = time.monotonic()
+        server.terminate()
+        try:
+            server.wait(timeout=15)
+        finally:
+            if server.poll() is None:
+                os.killpg(server.pid, 9)
+                server.wait()
+        timing["stop_s"] = time.monotonic() - t0
+
+
+def _attacker(port: int, addr: str, socks: list[socket.socket]) -> None:
+    """A non-blocking connection from `addr` with a small receive window, kept in `socks`."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.setblocking(False)
+    try:
+        s.bind((addr, 0))
+        s.connect_ex(("127.0.0.1", port))
+    except OSError:
+        s.close()
+        return
+    socks.append(s)
+
+
+UNREAD = b"GET /static/workbench.js HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" * 40
+HUGE_HEAD = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: " + b"a" * 60_000
+DRIP = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+
+
+def _attack_tick(socks: list[socket.socket], tick: int) -> None:
+    """One round: a third of the connections drip a byte of a head, a third send a head with a
+    60 KB header line once, a third send 40 pipelined requests twice and never read."""
+    for n, s in enumerate(socks):
+        with contextlib.suppress(OSError):
+            if n % 3 == 0:
+                s.send(DRIP[tick % len(DRIP):tick % len(DRIP) + 1])
+            elif n % 3 == 1 and tick == 1:
+                s.send(HUGE_HEAD)
+            elif n % 3 == 2 and tick in (1, 2):
+                s.send(UNREAD)
+
+
 @pytest.mark.slow
 def test_drips_from_many_addresses_and_unread_responses_leave_healthz_answering() -> None:
     """Eight loopback addresses (the whole of 127/8 reaches the server) each open connections
@@ -441,72 +505,29 @@ def test_drips_from_many_addresses_and_unread_responses_leave_healthz_answering(
     refusals, and SIGTERM stops the server within seconds."""
     with workdir("web") as wd:
         _a_stored_run(wd)
-        port = _free_port()
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "ASSAY_"))}
         log_path = wd / "serve.log"
-        with open(log_path, "w") as log:
-            server = subprocess.Popen([sys.executable, "-m", "assay.cli", "serve", "--port", str(port)], cwd=wd, env=env,
-                                      stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         socks: list[socket.socket] = []
-        try:
-            deadline = time.monotonic() + 30
-            while True:
-                with contextlib.suppress(OSError):
-                    if _get(port, "/healthz", 1.0)[0] == 200:
-                        break
-                assert time.monotonic() < deadline, log_path.read_text()[-2000:]
-                time.sleep(0.2)
-
-            def opened(addr: str) -> socket.socket | None:
-                s = socket.socket()
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-                s.setblocking(False)
-                try:
-                    s.bind((addr, 0))
-                    s.connect_ex(("127.0.0.1", port))
-                except OSError:
-                    s.close()
-                    return None
-                socks.append(s)
-                return s
-
-            unread = b"GET /static/workbench.js HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" * 40
-            huge = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: " + b"a" * 60_000
-            for a in range(2, 10):
-                for i in range(24):
-                    opened(f"127.0.0.{a}")
-            time.sleep(0.3)
-            latencies = []
-            for tick in range(16):
-                for n, s in enumerate(socks):
-                    with contextlib.suppress(OSError):
-                        if n % 3 == 0:
-                            s.send(b"GET /healthz HTTP/1.1\r\nHo"[tick % 26:tick % 26 + 1])  # a byte per tick
-                        elif n % 3 == 1 and tick == 1:
-                            s.send(huge)
-                        elif tick in (1, 2):
-                            s.send(unread)
-                if tick % 4 == 3:  # new drippers keep coming
-                    for a in range(2, 10):
-                        opened(f"127.0.0.{a}")
-                status, body, took = _get(port, "/healthz", 5.0)
-                assert status == 200 and b'"status":"ok"' in body, body[:300]
-                latencies.append(took)
-                time.sleep(0.5)
-            assert max(latencies) < 2.0, latencies
-        finally:
-            for s in socks:
-                s.close()
-            t0 = time.monotonic()
-            server.terminate()
+        latencies = []
+        with _server(wd, log_path) as (port, timing):
             try:
-                server.wait(timeout=15)
+                for a in range(2, 10):
+                    for _ in range(24):
+                        _attacker(port, f"127.0.0.{a}", socks)
+                time.sleep(0.3)
+                for tick in range(16):
+                    _attack_tick(socks, tick)
+                    if tick % 4 == 3:  # new drippers keep coming
+                        for a in range(2, 10):
+                            _attacker(port, f"127.0.0.{a}", socks)
+                    status, body, took = _get(port, "/healthz", 5.0)
+                    assert status == 200 and b'"status":"ok"' in body, body[:300]
+                    latencies.append(took)
+                    time.sleep(0.5)
             finally:
-                if server.poll() is None:
-                    os.killpg(server.pid, 9)
-                    server.wait()
-            stop_s = time.monotonic() - t0
-        assert stop_s < 10, stop_s
+                for s in socks:
+                    s.close()
+        assert max(latencies) < 2.0, latencies
+        assert timing["stop_s"] < 10, timing
         lines = [ln for ln in log_path.read_text().splitlines() if " GET " not in ln]
         assert len(lines) < 60, "\n".join(lines[-60:])
         assert any("refused" in ln or "did not arrive" in ln or "reset" in ln for ln in lines), lines  # the guard acted
