@@ -618,3 +618,60 @@ def test_a_run_whose_texts_are_hostile_stays_done_on_resume() -> None:
         assert "0 runs this time, 1 already done" in r.stderr + r.stdout, r.tail()
         after = runs_by_name(report_json(wd))["hostile"]
         assert after["run_id"] == before["run_id"] and after["score"] == 1.0 and after["status"] == "done", after
+
+
+@pytest.mark.parametrize("where, value, field", [
+    (("npcs", 0, "cost"), "1e999", "npcs.0.cost"),
+    (("npcs", 0, "cost"), "-1e308", "npcs.0.cost"),
+    (("pilot", "max_runs"), "1" + "0" * 30, "pilot.max_runs"),
+    (("pilot", "cost", 0), "1e400", "pilot.cost.0"),
+    (("npcs", 0, "patience"), "-5", "npcs.0.patience"),
+])
+def test_people_json_numbers_out_of_range_are_exit_2(where: tuple[Any, ...], value: str, field: str) -> None:
+    """A stakeholder's cost of 1e999 (JSON for infinity) or -1e308, a pilot of 10^30 trial days,
+    a negative patience: `assay validate` took them (exit 0); an infinite contact cost makes the
+    score of every agent that asks -inf."""
+    with workdir("people") as wd:
+        case = labels_case(wd / "tasks" / "p")
+        spec = json.loads((case / "people.json").read_text())
+        node = spec
+        for key in where[:-1]:
+            node = node[key]
+        node[where[-1]] = "__VALUE__"
+        (case / "people.json").write_text(json.dumps(spec).replace('"__VALUE__"', value))
+        r = cli("validate", "tasks", cwd=wd, timeout=60)
+        assert r.returncode == 2, r.tail()
+        _no_traceback(r)
+        assert "people.json" in r.stderr and f"field '{field}'" in r.stderr, r.tail()
+
+
+# --------------------------------------------------------------------------- 2. (bis) task patterns
+
+PATTERN_CHECK = {"regex": [r"(?<!x)\b(\w+\s?)+\b(?!y)$", r"^(\d+\s?)+$", r"(?<=a)(a|aa)+(?=b)"],
+                 "number_pattern": r"(?<![\d.])((\d+,?)+)(?!\d)"}
+
+
+@pytest.mark.slow
+def test_backtracking_patterns_on_a_large_answer_stall_no_one() -> None:
+    """A rubric task's checks carry patterns that take exponential time on Python's `re` (nested
+    quantifiers), with lookarounds and `\\b` (run by Python beside RE2), against a 2 MB answer
+    built to make them backtrack; another agent's run of the same task beside it. Both runs are
+    graded in seconds."""
+    with workdir("patterns") as wd:
+        spec = {"title": "Patterns", "domain": "test", "execution": "single-step", "prompt": "Say something.",
+                "rubric": {"items": [{"id": "p", "text": "Pattern check.", "weight": 5, "tag": "AR",
+                                      "check": PATTERN_CHECK},
+                                     {"id": "q", "text": "Says hello.", "weight": 5, "tag": "AR",
+                                      "check": {"regex": "hello"}}]}}
+        write_yaml(wd / "tasks" / "pat", spec)
+        bomb = ("a " * 400_000 + "x") + "\n" + "1 " * 300_000 + "x" + "a" * 200_000 + "c" + "1," * 100_000
+        slow = script(wd, "bomb", [{"say": bomb}])
+        quick = script(wd, "quick", [{"say": "hello"}])
+        t0 = time.monotonic()
+        r = cli("run", "tasks", "--agent", slow, "--agent", quick, "--concurrency", "2", "-q", cwd=wd, timeout=240)
+        elapsed = time.monotonic() - t0
+        assert r.returncode == 0, r.tail()
+        rows = runs_by_name(report_json(wd))
+        assert rows["quick"]["status"] == "done" and rows["quick"]["score"] == 0.5, rows["quick"]
+        assert rows["bomb"]["status"] == "done", rows["bomb"]
+        assert rows["quick"]["duration_s"] < 30 and elapsed < 120, (rows["quick"]["duration_s"], elapsed)
