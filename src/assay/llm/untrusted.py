@@ -24,7 +24,8 @@ meta-judge) builds on these pieces:
 A fence makes an order inside it data; it does not stop an obedient model from following it.
 So the audit also *finds* the passages an agent addresses to its grader (`PassageFinder`),
 in English and Chinese (and their commonest forms in German, French, Spanish, Italian and
-Portuguese), and has the run judged again without them: instructions to an
+Portuguese; in the text and in its `skeleton`, past invisible characters, compatibility forms
+and lookalike letters), and has the run judged again without them: instructions to an
 evaluator, grader, judge or model; verdict-shaped JSON blocks (`{"met": true}`,
 `{"items": [...]}`, `{"scores": ..., "total": ...}`, OneMillion-Bench rows, HealthBench's
 `criteria_met`); claims that the rubric's items are met; orders to ignore the instructions;
@@ -39,11 +40,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 __all__ = ["ANSWER_CHARS", "PASSAGE_KINDS", "Cut", "Passage", "PassageFinder", "boundary", "cut_text", "fence",
-           "strip_passages", "untrusted_note"]
+           "skeleton", "strip_passages", "untrusted_note"]
 
 ANSWER_CHARS = 60_000
 """The most characters of an answer (a final message) a judge is shown."""
@@ -485,9 +487,23 @@ class PassageFinder:
         self.rules = [r for r in RULES if not _disabled(r, context)]
 
     def find(self, text: str) -> list[Passage]:
-        """The passages of `text`, in order, overlapping ones merged."""
+        """The passages of `text`, in order, overlapping ones merged: found in the text as it
+        is, and in its `skeleton` (what a model reads past invisible characters, compatibility
+        forms and lookalike letters), each mapped back to the text's own characters."""
         if not text:
             return []
+        found = self._find(text)
+        if text.isascii():
+            return found
+        skel, origin = skeleton(text)
+        if skel == text:
+            return found
+        spans = [(p.start, p.end, p.kind) for p in found]
+        for p in self._find(skel):
+            spans.extend((origin[p.start], origin[p.end - 1] + 1, kind) for kind in p.kind.split(","))
+        return _merge(text, spans)
+
+    def _find(self, text: str) -> list[Passage]:
         spans: list[tuple[int, int, str]] = []
         blocks: list[tuple[int, int]] = []
         budget = _Budget(text)
@@ -531,6 +547,48 @@ class PassageFinder:
     def strip(self, text: str) -> str:
         """`text` without its passages (everything else as it was)."""
         return strip_passages(text, self.find(text))
+
+
+_LOOKALIKES = str.maketrans({
+    # Cyrillic and Greek letters drawn like Latin ones ("grаder" with a Cyrillic а)
+    "а": "a", "е": "e", "о": "o", "р": "p", "с": "c", "у": "y", "х": "x", "і": "i", "ј": "j", "ѕ": "s", "ԁ": "d",
+    "ɡ": "g", "һ": "h", "ӏ": "l", "ԛ": "q", "ԝ": "w", "А": "A", "В": "B", "Е": "E", "К": "K", "М": "M", "Н": "H",
+    "О": "O", "Р": "P", "С": "C", "Т": "T", "Х": "X", "І": "I", "Ј": "J", "Ѕ": "S", "ο": "o", "ν": "v", "ρ": "p",
+    "ι": "i", "α": "a", "Α": "A", "Β": "B", "Ε": "E", "Ζ": "Z", "Η": "H", "Ι": "I", "Κ": "K", "Μ": "M", "Ν": "N",
+    "Ο": "O", "Ρ": "P", "Τ": "T", "Υ": "Y", "Χ": "X",
+})
+
+
+def skeleton(text: str) -> tuple[str, list[int]]:
+    """`text` as a model reads it, for finding passages, and for each of its characters the
+    index of the character of `text` it came from. Invisible format characters (zero-width
+    spaces and joiners, soft hyphens, bidi controls: Unicode category Cf) and combining marks
+    are dropped; Unicode tag characters (U+E0020..U+E007E, invisible on screen, read by models
+    as the ASCII they shadow) become that ASCII; compatibility forms (full-width letters,
+    mathematical bold) become their plain letters (NFKC, character by character); Cyrillic and
+    Greek lookalikes become Latin. ASCII is kept as it is."""
+    if text.isascii():
+        return text, list(range(len(text)))
+    out: list[str] = []
+    origin: list[int] = []
+    for i, ch in enumerate(text):
+        if ch < "\x80":
+            out.append(ch)
+            origin.append(i)
+            continue
+        cp = ord(ch)
+        if 0xE0020 <= cp <= 0xE007E:
+            plain = chr(cp - 0xE0000)
+        else:
+            cat = unicodedata.category(ch)
+            if cat == "Cf" or cat == "Mn":
+                continue
+            plain = unicodedata.normalize("NFKC", ch).translate(_LOOKALIKES)
+        for c in plain:
+            if unicodedata.category(c) not in ("Cf", "Mn"):
+                out.append(c)
+                origin.append(i)
+    return "".join(out), origin
 
 
 def _opened(text: str, m: re.Match[str]) -> bool:
