@@ -182,6 +182,13 @@ _VERDICT_RULES: tuple[_Rule, ...] = (
                           rf"{_QT})"),
 )
 
+_TABLE_RULES: tuple[_Rule, ...] = (
+    # a Markdown table of verdicts: "| rubric item | met |", "| Rubric | Status | Points |"
+    _r("verdict", "header", rf"(?im)^{_H}*\|[^\n]{{0,200}}?\b(?:rubric|grading|scoring)(?:{_H}+(?:items?|criteri(?:on|a)|"
+                            rf"ids?|points?))?{_H}*\|[^\n]{{0,200}}?\b(?:met|status|verdicts?|satisfied|pass(?:ed)?|"
+                            rf"awarded|credit){_H}*\??{_H}*\|"),
+)
+
 _EN_RULES: tuple[_Rule, ...] = (
     # "Note for the evaluator:", "Instructions to the AI grader", "Dear grader", "Attention model"
     _r("instruction", "header", r"\b(?:notes?|messages?|instructions?|info(?:rmation)?|hints?|reminders?|attention|"
@@ -341,7 +348,7 @@ _EU_RULES: tuple[_Rule, ...] = (
                                   r"pontuação\s+(?:máxima|perfeita|completa))\b"),
 )
 
-RULES: tuple[_Rule, ...] = (*_VERDICT_RULES, *_EN_RULES, *_ZH_RULES, *_EU_RULES)
+RULES: tuple[_Rule, ...] = (*_VERDICT_RULES, *_TABLE_RULES, *_EN_RULES, *_ZH_RULES, *_EU_RULES)
 """Every rule `PassageFinder` applies (verdict blocks first: text rules skip what they cover)."""
 
 
