@@ -6,9 +6,11 @@ they backtrack, so one such predicate in a thread of the harness froze every run
 campaign. `call` runs a function in a pool of worker processes (pebble's `ProcessPool`,
 started by a fork server: never a fork of the harness with its threads) with a wall-clock
 limit, past which the worker is killed and replaced while the other calls go on, and an
-address-space limit per worker. A call that passes its limit raises `WorkerTimeout`; one
-that runs out of memory or kills its worker raises `WorkerFailed`; the caller decides whose
-fault that is (for a predicate: the agent's artifact, a failed predicate).
+address-space and a recursion limit per worker. A call that passes its time limit raises
+`WorkerTimeout`; one that runs out of memory, passes the recursion limit (a task's recursive
+JSON Schema `$ref` walked down an artifact nested a few hundred levels deep) or kills its
+worker raises `WorkerFailed`; the caller decides whose fault that is (for a predicate: the
+agent's artifact, a failed predicate). Any other exception of `fn` is raised as it is.
 """
 
 from __future__ import annotations
@@ -83,5 +85,7 @@ async def call(fn: Callable[..., T], *args: Any, timeout_s: float) -> T:
         raise WorkerTimeout(f"stopped after {timeout_s:g} s (killed)") from None
     except MemoryError:
         raise WorkerFailed(f"ran out of its {MEMORY_BYTES // 1024**3} GiB of memory") from None
+    except RecursionError:  # the worker's own ceiling (RECURSION), like its memory
+        raise WorkerFailed(f"passed its recursion limit of {RECURSION} frames") from None
     except ProcessExpired as e:
         raise WorkerFailed(f"its process died ({e})") from None

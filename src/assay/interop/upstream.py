@@ -23,7 +23,7 @@ import math
 import re
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -225,11 +225,18 @@ class _Grading(_Loose):
     runs: list[_GradingRun] = Field(default_factory=list)
 
 
+MAX_TOKENS = 10**15
+"""Most tokens one count of an upstream file may give (a million times a long campaign): a
+larger integer (JSON allows 4,300 digits) overflows the store's integers and every cost."""
+
+Tokens = Annotated[int, Field(le=MAX_TOKENS)]
+
+
 class _DareUsage(_Loose):
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
+    input_tokens: Tokens = 0
+    output_tokens: Tokens = 0
+    cache_read_tokens: Tokens = 0
+    cache_write_tokens: Tokens = 0
     cost_usd: float | None = None
 
 
@@ -280,6 +287,9 @@ def _dare_task(path: Path, res: _DareResults, t: _DareTask, campaign: str, price
         score = run.score / run.max_score if run.max_score else run.score
         if not math.isfinite(score):
             raise InputError(path, f"tasks[{t.task_id}].grading.runs[{j}].score", "not a finite number")
+        if not 0.0 <= score <= 1.0:  # a score of 1e308 is finite, and makes every mean of a report infinite
+            raise InputError(path, f"tasks[{t.task_id}].grading.runs[{j}].score",
+                             f"score / max_score is {score:g}, outside 0..1")
         grade = Grade(contract=ContractGrade.model_validate({
             "checks": safe_json(run.breakdown), "judge": {"notes": safe_text(run.notes or "")},
             "darebench": safe_json({"grading_type": run.grading_type, "score": run.score, "max_score": run.max_score,

@@ -19,7 +19,6 @@ the ceiling a judge can be expected to reach.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
@@ -28,6 +27,8 @@ from typing import Any
 from assay import metrics
 from assay.errors import InputError
 from assay.report.runs import ReportJudgeInfo, ReportRun
+from assay.task.formats.jsonio import loads_json, loads_jsonl_line
+from assay.task.formats.yamlio import read_text
 
 YES = {"true", "yes", "y", "met", "1", "是", "命中"}
 NO = {"false", "no", "n", "not met", "0", "否", "未命中"}
@@ -49,21 +50,18 @@ def load_labels(path: Path) -> list[dict[str, Any]]:
 
     `met` is a boolean, yes/no, or a number (non-zero = met, as OneMillion-Bench scores).
     `run_id` (or a prefix of at least 6 characters) names the run whose answer was labelled.
+    Read as task files are (`assay.task.formats`): a regular file, UTF-8, within the JSON
+    readers' limits of size, depth and digits; every refusal an InputError naming the file.
     """
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise InputError(path, None, f"cannot read labels file: {e}") from None
+    text = read_text(path)
     rows: list[Any]
-    stripped = text.lstrip()
-    try:
-        if stripped.startswith("["):
-            rows = json.loads(text)
-        else:
-            rows = [json.loads(ln) for ln in text.splitlines() if ln.strip()]
-    except json.JSONDecodeError as e:
-        raise InputError(path, None, f"not JSON lines: {e.msg}", line=e.lineno, column=e.colno) from None
+    if text.lstrip().startswith("["):
+        rows = loads_json(text, path)
+    else:
+        rows = [loads_jsonl_line(ln, path, n) for n, ln in enumerate(text.splitlines(), start=1) if ln.strip()]
+    if not isinstance(rows, list):
+        raise InputError(path, None, "a labels file is JSON lines or one JSON array")
     out: list[dict[str, Any]] = []
     for i, row in enumerate(rows):
         where = f"[{i}]"

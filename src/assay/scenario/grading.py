@@ -40,11 +40,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any, Literal
 
@@ -254,22 +256,91 @@ def _wait_worker(argv: list[str], case: Path, env: dict[str, str], wdir: Path, o
         if view is not None:
             nosymfollow_view(*view)
 
+    r, w = os.pipe()
     try:
-        with open(wdir / "worker.log", "wb") as log:
-            p = subprocess.Popen(argv, cwd=str(case), env=env, stdin=subprocess.DEVNULL, stdout=log,
-                                 stderr=subprocess.STDOUT, start_new_session=True,
-                                 preexec_fn=hook if fds or view else None)  # noqa: PLW1509
+        p = subprocess.Popen(argv, cwd=str(case), env=env, stdin=subprocess.DEVNULL, stdout=w,
+                             stderr=subprocess.STDOUT, start_new_session=True,
+                             preexec_fn=hook if fds or view else None)  # noqa: PLW1509
+    except BaseException:
+        os.close(r)
+        raise
     finally:
+        os.close(w)
         for fd in fds:
             os.close(fd)
+    log = WorkerLog(r, wdir / "worker.log")
     try:
-        return _wait(p, wdir, out_file, call)
+        return _wait(p, wdir, out_file, call, log)
     finally:
         if cgroup is not None:
             cgroup.kill_all()
+        log.finish(grace_s=0.5)
 
 
-def _wait(p: subprocess.Popen[bytes], wdir: Path, out_file: Path, call: WorkerCall) -> dict[str, Any]:
+LOG_HEAD_BYTES = 4 * 1024**2
+LOG_TAIL_BYTES = 64 * 1024
+"""What `worker.log` keeps of a grading worker's output (the grader's own prints, and those of
+the delivered code it starts without capturing them): the first LOG_HEAD_BYTES and the last
+LOG_TAIL_BYTES. A grader printing without end wrote 200 MB a second to the run folder until its
+time limit (600 s by default): enough to fill the disk under every run of the campaign."""
+
+
+class WorkerLog:
+    """Drains a worker's output pipe in a thread of its own into `path`, capped: the head, then
+    a note of how much was left out, then the tail (written when the output ends). The thread
+    owns the pipe's read end: it polls it, and stops (closing it, so a child still writing gets
+    EPIPE) when the output ends or `finish` tells it to."""
+
+    def __init__(self, fd: int, path: Path) -> None:
+        self._fd = fd
+        self._file = open(path, "wb")  # noqa: SIM115 (closed by `finish`, after the thread)
+        self._written = 0
+        self._dropped = 0
+        self._tail = bytearray()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._drain, name="grading-worker-log", daemon=True)
+        self._thread.start()
+
+    def _drain(self) -> None:
+        poller = select.poll()
+        poller.register(self._fd, select.POLLIN)
+        try:
+            while not self._stop.is_set():
+                if not poller.poll(200):
+                    continue
+                chunk = os.read(self._fd, 256 * 1024)
+                if not chunk:
+                    break
+                room = LOG_HEAD_BYTES - self._written
+                if room > 0:
+                    self._file.write(chunk[:room])
+                    self._written += min(room, len(chunk))
+                    chunk = chunk[room:]
+                if chunk:
+                    self._dropped += len(chunk)
+                    self._tail += chunk
+                    del self._tail[:-LOG_TAIL_BYTES]
+        finally:
+            os.close(self._fd)
+
+    def finish(self, grace_s: float = 1.0) -> None:
+        """Wait (at most `grace_s`) for the output to end, then write what the log keeps, so the
+        output's end is on disk for `_tail`. A child still holding the pipe is cut off."""
+        self._thread.join(grace_s)
+        if self._thread.is_alive():
+            self._stop.set()
+            self._thread.join()
+        if self._file.closed:
+            return
+        dropped = self._dropped - len(self._tail)
+        if dropped > 0:
+            self._file.write(f"\n[... {dropped:,} bytes of output left out by assay ...]\n".encode())
+        self._file.write(bytes(self._tail))
+        self._file.close()
+
+
+def _wait(p: subprocess.Popen[bytes], wdir: Path, out_file: Path, call: WorkerCall,
+          log: WorkerLog | None = None) -> dict[str, Any]:
     entry = lifeline.keep_group(p.pid)  # killed with its group if the harness dies while it runs
     try:
         p.wait(timeout=call.timeout_s)
@@ -283,6 +354,8 @@ def _wait(p: subprocess.Popen[bytes], wdir: Path, out_file: Path, call: WorkerCa
             os.killpg(p.pid, signal.SIGKILL)
         lifeline.drop_group(entry)
         p.wait()
+    if log is not None:
+        log.finish()
     if not out_file.is_file():
         tail = " | ".join(_tail(wdir / "worker.log").strip().splitlines()[-4:])
         return {"ok": False, "error": f"{call.mode} worker crashed (exit {p.returncode}): {tail[:600]}"}

@@ -52,6 +52,16 @@ def _routing_pattern(pattern: str) -> str:
 RoutingPattern = Annotated[str, AfterValidator(_routing_pattern)]
 """One element of `triggers`/`requires`: a refusal names its index (`triggers[2]`)."""
 
+MAX_COUNT = 10**9
+"""The largest count (patience, asks, trial days, questions) a stakeholder spec may give."""
+Cost = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+"""A cost or a span of time in a stakeholder spec: finite and not negative. `1e999` reads as
+infinity in JSON (and `.inf` in a variant's parameters), and a score less an infinite contact
+cost is -inf for every agent that asks, which no mean of a report survives; a negative cost
+pays an agent for every question."""
+Count = Annotated[int, Field(ge=0, le=MAX_COUNT)]
+"""A count in a stakeholder spec: not negative, at most MAX_COUNT."""
+
 
 class _Tolerant(BaseModel):
     """Known fields typed; upstream's other keys kept, never refused."""
@@ -74,9 +84,9 @@ class Topic(_Tolerant):
     requires_miss: str | None = None
     stall: list[str] = Field(default_factory=list)
     stall_again: str | None = None
-    stall_seconds: float = 0.0
+    stall_seconds: Cost = 0.0
     available_at: str | None = None
-    available_after_hours: float | None = None
+    available_after_hours: Cost | None = None
 
     @field_validator("available_at")
     @classmethod
@@ -101,16 +111,16 @@ class Npc(_Tolerant):
     blurb: str = ""
     topics: list[Topic] = Field(default_factory=list)
     fallback: str = DEFAULT_FALLBACK
-    patience: int | None = None
+    patience: Count | None = None
     out_of_patience: str | None = None
-    cost: float = 0.0
-    soft_limit: int | None = None
-    over_factor: float = 3.0
+    cost: Cost = 0.0
+    soft_limit: Count | None = None
+    over_factor: Cost = 3.0
     off_limits: bool = False
     off_limits_reply: str | None = None
-    gone_after_hours: float | None = None
+    gone_after_hours: Cost | None = None
     gone_at: str | None = None
-    gone_after_asks: int | None = None
+    gone_after_asks: Count | None = None
     gone_label: str | None = None
     gone_reply: str | None = None
     overflow: str | None = None
@@ -134,8 +144,8 @@ class Npc(_Tolerant):
 
 class Clock(_Tolerant):
     start: str
-    ask_minutes: float = 120.0
-    wait_cost_per_day: float = 0.0
+    ask_minutes: Cost = 120.0
+    wait_cost_per_day: Cost = 0.0
     lang: str | None = None
 
     @field_validator("start")
@@ -145,9 +155,9 @@ class Clock(_Tolerant):
 
 
 class PilotSpec(_Tolerant):
-    max_runs: int = 3
+    max_runs: Count = 3
     exhausted: str = "The trial window is used up."
-    cost: list[float] = Field(default_factory=lambda: [0.0])
+    cost: list[Cost] = Field(default_factory=lambda: [0.0])
 
 
 class InboxMessage(_Tolerant):
@@ -155,15 +165,15 @@ class InboxMessage(_Tolerant):
     from_: str = Field(alias="from")
     text: str
     facts: list[str] = Field(default_factory=list)
-    after_hours: float | None = None
-    after_asks: int | None = None
+    after_hours: Cost | None = None
+    after_asks: Count | None = None
     after_fact: str | None = None
 
 
 class NpcSpec(_Tolerant):
     npcs: list[Npc]
     matcher: Literal["regex", "llm", "lexical", "embedding"] = "regex"
-    total_questions: int | None = None
+    total_questions: Count | None = None
     show_budget: bool = True
     clock: Clock | None = None
     pilot: PilotSpec | None = None

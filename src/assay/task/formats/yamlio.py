@@ -59,6 +59,7 @@ class BoundedLoader(yaml.composer.Composer, CParser, yaml.constructor.SafeConstr
         self._expanded = 0  # nodes of the document as if every alias were expanded
         self._via_aliases = 0  # of which aliases stand for
         self._sizes: dict[int, int] = {}  # id(anchored node) -> its size, aliases expanded
+        self._fields: dict[int, str | None] = {}  # id(node) -> its field path (for errors in construction)
 
     def _field(self, extra: str = "") -> str | None:
         return ("".join(self._path) + extra).lstrip(".") or None
@@ -100,16 +101,33 @@ class BoundedLoader(yaml.composer.Composer, CParser, yaml.constructor.SafeConstr
         finally:
             self._path.pop()
         self._expanded += 1
+        self._fields[id(node)] = self._field(step)
         if anchor is not None:
             self._sizes[id(node)] = self._expanded - before
         return node
 
+    def construct_object(self, node: Any, deep: bool = False) -> Any:
+        """PyYAML's, with a value its constructors cannot build refused at the node: an
+        impossible date (`2024-13-45` resolves as a timestamp, and `datetime.date` raises
+        ValueError), `!!bool maybe` (KeyError), `!!float abc`, `!!timestamp x` (AttributeError)
+        raise no YAMLError of their own."""
+        try:
+            return super().construct_object(node, deep=deep)
+        except yaml.YAMLError:
+            raise
+        except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as e:
+            raise _Refused(f"the value {str(node.value)[:60]!r} cannot be read as {node.tag.rsplit(':', 1)[-1]} "
+                           f"({type(e).__name__}: {str(e)[:120]})", node.start_mark,
+                           self._fields.get(id(node))) from None
+
     def construct_yaml_int(self, node: Any) -> int:
         try:
             return int(super().construct_yaml_int(node))
-        except ValueError:  # int() refuses more digits than sys.get_int_max_str_digits()
+        except ValueError as e:  # int() refuses more digits than sys.get_int_max_str_digits()
+            if "digits" not in str(e):
+                raise  # not an integer at all (`!!int 0x`): `construct_object` says so
             raise _Refused(f"an integer of more than {sys.get_int_max_str_digits():,} digits",
-                           node.start_mark, None) from None
+                           node.start_mark, self._fields.get(id(node))) from None
 
 
 cast("Any", BoundedLoader).add_constructor("tag:yaml.org,2002:int", BoundedLoader.construct_yaml_int)
