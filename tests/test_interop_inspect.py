@@ -264,6 +264,16 @@ def test_a_bad_log_is_refused_naming_it_and_nothing_is_written(tmp_path: Path, p
     with pytest.raises(InputError) as e:
         convert_logs([forged], "default")
     assert e.value.file == str(forged) and e.value.field == "samples[0]"
+    # A score near the float limit: two of them would make a report's mean infinite.
+    log = inspect_ai.log.read_eval_log(good)
+    assert log.samples
+    name = next(iter(log.samples[1].scores))
+    log.samples[1].scores[name].value = 1e308
+    huge = tmp_path / "huge.json"
+    inspect_ai.log.write_eval_log(log, str(huge))
+    r = assay("import", "inspect", str(huge), cwd=tmp_path, env=_env())
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert "huge.json" in r.stderr and f"samples[1].scores.{name}.value" in r.stderr and "1e+308" in r.stderr
     assert not (tmp_path / ".assay").exists()
 
 

@@ -113,6 +113,11 @@ def _number(v: Any) -> float | None:
     return None
 
 
+MAX_SCORE = 1e9
+"""An imported score beyond ± this is refused: Inspect scorers have no fixed range, but a mean of
+scores near the float limit is infinite, and no scorer's scale is that wide."""
+
+
 def score_value(v: Any) -> float | None:
     """An Inspect score value as a number: numbers as is, C/I/P/N as 1/0/0.5/0, a dict or a
     list as the mean of its members that are numbers; None when nothing is a number."""
@@ -257,6 +262,9 @@ def _sample_run(path: Path, i: int, log: EvalLog, sample: EvalSample, campaign: 
         end_reason = LIMIT_END.get(str(sample.limit.type), "finished")  # type: ignore[assignment]
     void_reason: str | None = None
     value = score_value(first.value) if first is not None else None
+    if value is not None and abs(value) > MAX_SCORE:
+        raise InputError(path, f"samples[{i}].scores.{next(iter(scores))}.value",
+                         f"{value:g} is beyond ±{MAX_SCORE:g}; assay reports means of scores, which such a value overflows")
     if sample.error is not None:
         end_reason, void_reason = "harness_error", f"Inspect sample error: {safe_text(sample.error.message)[:2000]}"
     elif first is None:
