@@ -10,8 +10,8 @@ transaction (one transaction per run would take the fill minutes), once as disti
 epochs each, then times the real CLI in a subprocess (start-up, store read, report build,
 rendering; stdout to a file, as in a pipe), `--repeat` times each: the fastest and the median
 are given, beside `machine_loop_s` (a plain Python loop's time: this machine's speed). The
-terminal and the HTML report read the runs' summaries (`Store.report_values`,
-`assay.store.summaries`), not their records. `--in-process` also
+terminal and the HTML report read the current runs' columns (`assay.store.current`), not
+their records. `--in-process` also
 times, in this process (CPU seconds), the store read + `build_report` through whole validated
 `RunRecord`s (`Store.runs`, the old path) against the light read, for the terminal (no per-run
 rows) and for report files (with them). Targets (issue 11): terminal <= 3 s, HTML <= 10 s.
@@ -35,15 +35,15 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from assay.record import Grade, RubricGrade, RunKey, RunRecord, UsageCost  # noqa: E402
-from assay.store import Store  # noqa: E402
+from assay.store import Store, current  # noqa: E402
 from assay.store.db import SaveOutcome  # noqa: E402
-from assay.store.models import grades_t, runs_t, summaries_t  # noqa: E402
+from assay.store.models import grades_t, runs_t  # noqa: E402
 
 
 def _rows(r: RunRecord) -> tuple[dict[str, object], dict[str, object], dict[str, object]]:
-    """The `runs`, `grades` and `run_summaries` rows of one run, as `Store.save_runs` writes them."""
+    """The `runs`, `grades` and `current_runs` rows of one run, as `Store.save_runs` writes them."""
     save = SaveOutcome(r, [])
-    return save.run_row(time.time()), save.grade_row(), save.summary_row()
+    return save.run_row(time.time()), save.grade_row(), save.current_row()
 
 
 def fill(db: Path, runs: int, agents: int, tasks: int | None, answer_chars: int = 0) -> float:
@@ -77,7 +77,7 @@ def fill(db: Path, runs: int, agents: int, tasks: int | None, answer_chars: int 
                 with st.engine.begin() as conn:
                     conn.execute(runs_t.insert(), [r for r, _g, _s in rows])
                     conn.execute(grades_t.insert(), [g for _r, g, _s in rows])
-                    conn.execute(summaries_t.insert(), [s for _r, _g, s in rows])
+                    current.upsert(conn, [s for _r, _g, s in rows])
                 batch = []
     st.close()
     return time.perf_counter() - t0

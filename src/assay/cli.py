@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import json
 import os
 import sys
@@ -248,67 +247,37 @@ def report(
     agents = set(agent or [])
     rep: dict[str, Any] = {}
     targets: list[str | None] = [*chosen] or [None]
-    from concurrent.futures import ThreadPoolExecutor
-
-    from assay.report.runs import ReportRun, no_gc, read_runs
+    from assay.report.build import build_report
+    from assay.report.runs import read_runs
+    from assay.report.table import leaderboard, runs_table
 
     # Per-run rows (--json, --csv, --md, --runs) need whole records; the leaderboard and the
-    # HTML's runs table (`details="table"`) read a projection.
+    # HTML's runs table (`details="table"`) read the current runs' columns.
     whole = runs or any(v is not None for v in (json_out, csv_out, md_out))
     details: bool | Literal["table"] = True if whole else "table" if html is not None else False
-    # The report's objects live until they are printed and written: collections would only
-    # rescan them (0.25 s over 100,000 runs), so none runs but while the failure-mode judge is called.
-    # The terminal leaderboard alone is built by one process per group of agents where several
-    # CPUs are free (`assay.report.forked`); then no thread may run (a fork copies none).
-    try:
-        processes = settings().report_processes
-    except InputError as e:
-        _fail(e)
-    forked = details is False and not shared_tasks and failure_judge is None and processes != 1
-    stored: list[ReportRun] = []
-    selected: list[ReportRun] = []
-    with no_gc(), ThreadPoolExecutor(max_workers=1) as pool:
-        # The first campaign is read while the report's modules import: the store's sort runs
-        # in C without the GIL (0.3 s over 100,000 runs on SQLite), the imports meanwhile.
-        first = None if forked else pool.submit(read_runs, st, targets[0], whole=whole, labels=human_labels,
-                                                 task_meta=details is not False)
-        from assay.report.build import build_report
-        from assay.report.forked import leaderboard as forked_leaderboard
-        from assay.report.table import leaderboard, runs_table
+    for name in targets:
+        stored = read_runs(st, name, whole=whole, labels=human_labels, agents=agents or None)
+        selected = [r for r in stored if kind is None or r.kind == kind]
+        if agents and name is not None and not stored:
+            sys.stderr.write(f"note: campaign {name!r} has no runs of {', '.join(sorted(agents))}\n")
+        rep = build_report(name, selected, labels=human_labels, shared_tasks=shared_tasks, details=details)
+        out.print(leaderboard(rep))
+        if failure_judge is not None:
+            from assay.campaign.failures import failure_modes as classify_failures
+            from assay.report.build import on_shared_tasks
 
-        for i, name in enumerate(targets):
-            built = (forked_leaderboard(st, name, agents=agents or None, kind=kind, labels=human_labels,
-                                        processes=processes) if forked else None)
-            if built is not None:
-                rep = built
-            else:
-                stored = first.result() if i == 0 and first is not None else read_runs(
-                    st, name, whole=whole, labels=human_labels, task_meta=details is not False)
-                selected = [r for r in stored if (not agents or r.key.agent in agents)
-                            and (kind is None or r.kind == kind)]
-                if agents and name is not None and not any(r.key.agent in agents for r in stored):
-                    sys.stderr.write(f"note: campaign {name!r} has no runs of {', '.join(sorted(agents))}\n")
-                rep = build_report(name, selected, labels=human_labels, shared_tasks=shared_tasks,
-                                   details=details)
-            out.print(leaderboard(rep))
-            if failure_judge is not None:
-                from assay.campaign.failures import failure_modes as classify_failures
-                from assay.report.build import on_shared_tasks
-
-                gc.enable()  # the judge's calls over the network leave cyclic garbage
-                try:
-                    chosen_ids = {r.run_id for r in (on_shared_tasks(selected, rep["task_sets"]) if shared_tasks else selected)}
-                    records = [r for r in st.runs(name) if r.run_id in chosen_ids]  # the judge reads whole records
-                    rep["failure_modes"] = asyncio.run(classify_failures(failure_judge, st, records))
-                except InputError as e:
-                    _fail(e)
-            _print_blocks(rep)
-            for w in rep["warnings"]:
-                sys.stderr.write(f"warning: campaign {name}: {w}\n")
-            if runs:
-                out.print(runs_table(rep))
-        _write_report_files(rep, json_out, csv_out, md_out, html)
-        del stored, selected, rep, first  # freed now, so collecting after the block has nothing to rescan
+            chosen_ids = {r.run_id for r in (on_shared_tasks(selected, rep["task_sets"]) if shared_tasks else selected)}
+            records = [r for r in st.runs(name) if r.run_id in chosen_ids]  # the judge reads whole records
+            try:
+                rep["failure_modes"] = asyncio.run(classify_failures(failure_judge, st, records))
+            except InputError as e:
+                _fail(e)
+        _print_blocks(rep)
+        for w in rep["warnings"]:
+            sys.stderr.write(f"warning: campaign {name}: {w}\n")
+        if runs:
+            out.print(runs_table(rep))
+    _write_report_files(rep, json_out, csv_out, md_out, html)
 
 
 def _failure_judge(failure_modes: bool, judge: list[str] | None) -> str | None:

@@ -39,7 +39,7 @@ from pydantic import BaseModel
 from assay import metrics
 from assay.record import Audit, RunRecord, primary_kind
 from assay.report.agreement import human_agreement, judge_summary
-from assay.report.runs import ReportJudgeInfo, ReportRubric, ReportRun, ReportScenario, as_report_runs, no_gc
+from assay.report.runs import ReportJudgeInfo, ReportRubric, ReportRun, ReportScenario, as_report_runs
 
 SCHEMA = "assay.report/1"
 R = TypeVar("R", RunRecord, ReportRun)
@@ -555,8 +555,7 @@ def build_report(campaign: str | None, runs: Iterable[RunRecord | ReportRun],
     the runs as `table_row`s and no task rows, what the HTML report shows). `runs`
     are `RunRecord`s or the lighter `ReportRun`s a store reads for reports
     (`assay.report.runs.read_runs`): the report is the same."""
-    with no_gc():
-        return _build(campaign, as_report_runs(runs), labels, skipped, shared_tasks, details)
+    return _build(campaign, as_report_runs(runs), labels, skipped, shared_tasks, details)
 
 
 def _build(campaign: str | None, runs: list[ReportRun], labels: list[dict[str, Any]] | None,
@@ -618,8 +617,7 @@ def void_outliers(parts: dict[str, AgentPart]) -> None:
 
 class AgentPart(BaseModel):
     """What the report takes of one agent's runs, computed from them alone (`agent_part`): its
-    summary and what the blocks across agents combine (`assemble`). So a report is the same
-    whether the parts are built in one process or each in its own (`assay.report.forked`)."""
+    summary and what the blocks across agents combine (`assemble`)."""
 
     summary: dict[str, Any]  # the report's `agents` entry
     search_deltas: dict[str, dict[str, Any]]  # `search_deltas`
