@@ -331,7 +331,8 @@ def compare(
     json_out: Annotated[Path | None, typer.Option("--json", help="write the comparison JSON (assay.compare/1)")] = None,
 ) -> None:
     """Paired comparison of B against A on the run keys both finished: difference, CI, p-value."""
-    from assay.report.compare import compare_runs
+    from assay.report.compare import agents as compare_agents
+    from assay.report.compare import compare_sides, finished
     from assay.report.table import compare_table
 
     url, st, names = _existing_store(store)
@@ -345,15 +346,14 @@ def compare(
     for opt, name in (("--campaign", campaign), ("--against-campaign", against_campaign)):
         if name is not None and name not in names:
             _fail(InputError(None, opt, f"no campaign named {name!r} in {url}"))
-    runs_a = st.runs(campaign)
-    runs_b = st.runs(against_campaign) if against_campaign is not None else runs_a
-    for arg, agent, runs, camp in (("AGENT_A", agent_a, runs_a, campaign),
-                                   ("AGENT_B", agent_b, runs_b, against_campaign or campaign)):
-        if not any(r.key.agent == agent for r in runs):
-            agents = sorted({r.key.agent for r in runs})
+    sides = []
+    for arg, agent, camp in (("AGENT_A", agent_a, campaign), ("AGENT_B", agent_b, against_campaign or campaign)):
+        there = compare_agents(st, camp)
+        if agent not in there:
             _fail(InputError(None, arg, f"agent {agent!r} has no runs in campaign {camp!r} "
-                                        f"(agents there: {', '.join(agents[:10]) or 'none'})"))
-    cmp = compare_runs(agent_a, agent_b, runs_a, runs_b, campaign=campaign, against=against_campaign)
+                                        f"(agents there: {', '.join(there[:10]) or 'none'})"))
+        sides.append(finished(st, camp, agent))
+    cmp = compare_sides(agent_a, agent_b, *sides, campaign=campaign, against=against_campaign)
     out.print(compare_table(cmp))
     if cmp["only_a"] or cmp["only_b"]:
         sys.stderr.write(f"not paired: {len(cmp['only_a'])} key(s) only {agent_a} finished, "
