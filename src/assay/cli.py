@@ -7,7 +7,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -17,7 +17,7 @@ from assay.errors import InputError
 from assay.version import __version__
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     from assay.interop.runs import Imported
     from assay.store import Store
@@ -251,16 +251,16 @@ def report(
     from assay.report.runs import read_runs
     from assay.report.table import leaderboard, runs_table
 
-    # Per-run rows (--json, --csv, --md, --runs) need whole records; the leaderboard and the
-    # HTML's runs table (`details="table"`) read the current runs' columns.
-    whole = runs or any(v is not None for v in (json_out, csv_out, md_out))
-    details: bool | Literal["table"] = True if whole else "table" if html is not None else False
+    # The numbers come from the current runs' columns; the outputs that list runs hold each
+    # run's table row (`build.table_row`), and --json and --csv stream every whole record once.
+    listing = runs or any(v is not None for v in (json_out, csv_out, md_out, html))
     for name in targets:
-        stored = read_runs(st, name, whole=whole, labels=human_labels, agents=agents or None)
+        stored = read_runs(st, name, whole=False, labels=human_labels, agents=agents or None)
         selected = [r for r in stored if kind is None or r.kind == kind]
         if agents and name is not None and not stored:
             sys.stderr.write(f"note: campaign {name!r} has no runs of {', '.join(sorted(agents))}\n")
-        rep = build_report(name, selected, labels=human_labels, shared_tasks=shared_tasks, details=details)
+        rep = build_report(name, selected, labels=human_labels, shared_tasks=shared_tasks,
+                           details="table" if listing else False, tasks=json_out is not None)
         out.print(leaderboard(rep))
         if failure_judge is not None:
             from assay.campaign.failures import failure_modes as classify_failures
@@ -277,7 +277,7 @@ def report(
             sys.stderr.write(f"warning: campaign {name}: {w}\n")
         if runs:
             out.print(runs_table(rep))
-    _write_report_files(rep, json_out, csv_out, md_out, html)
+    _write_report_files(st, rep, agents or None, json_out, csv_out, md_out, html)
 
 
 def _failure_judge(failure_modes: bool, judge: list[str] | None) -> str | None:
@@ -303,14 +303,26 @@ def _print_blocks(rep: dict[str, Any]) -> None:
         out.print(failure_table(rep["failure_modes"]))
 
 
-def _write_report_files(rep: dict[str, Any], json_out: Path | None, csv_out: Path | None, md_out: Path | None,
-                        html: Path | None) -> None:
+def _write_report_files(st: Store, rep: dict[str, Any], agents: set[str] | None, json_out: Path | None,
+                        csv_out: Path | None, md_out: Path | None, html: Path | None) -> None:
+    """The report files of one campaign's report `rep` (its runs as table rows): --json and
+    --csv with each run's whole row, streamed from the store's records (`runs.stream_whole`)."""
+    from assay.report.build import run_row
+    from assay.report.runs import stream_whole
+
+    ids = {r["run_id"] for r in rep.get("runs", [])}
+
+    def rows() -> Iterator[dict[str, Any]]:
+        return (run_row(r) for r in stream_whole(st, rep["campaign"], ids, agents))
+
     if json_out is not None:
-        _write_json(json_out, rep)
+        from assay.report.export import write_json
+
+        write_json(rep, json_out, rows())
     if csv_out is not None:
         from assay.report.export import write_csv
 
-        write_csv(rep, csv_out)
+        write_csv(rows(), csv_out)
     if md_out is not None:
         from assay.report.export import write_markdown
 

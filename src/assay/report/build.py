@@ -546,21 +546,24 @@ def _removed(r: ReportRun) -> int:
 def build_report(campaign: str | None, runs: Iterable[RunRecord | ReportRun],
                  labels: list[dict[str, Any]] | None = None,
                  skipped: list[dict[str, Any]] | None = None, *,
-                 shared_tasks: bool = False, details: bool | Literal["table"] = True) -> dict[str, Any]:
+                 shared_tasks: bool = False, details: bool | Literal["table"] = True,
+                 tasks: bool | None = None) -> dict[str, Any]:
     """`labels`: human labels from a labels file (`assay.report.agreement.load_labels`), if any;
     `skipped`: task files left out by `--skip-invalid` (file, field, reason);
     `shared_tasks`: keep, per kind, only the tasks every agent that ran the kind has a done run
     on (`assay report --shared-tasks`); `details`: build the per-run and per-task rows (`runs`,
     `tasks`; left empty when False, for a terminal leaderboard that shows neither; `"table"`:
-    the runs as `table_row`s and no task rows, what the HTML report shows). `runs`
+    the runs as `table_row`s, what the HTML report shows); `tasks`: build the per-task rows
+    (default: when `details` is True; they need no whole record). `runs`
     are `RunRecord`s or the lighter `ReportRun`s a store reads for reports
     (`assay.report.runs.read_runs`): the report is the same."""
-    return _build(campaign, as_report_runs(runs), labels, skipped, shared_tasks, details)
+    return _build(campaign, as_report_runs(runs), labels, skipped, shared_tasks, details,
+                  details is True if tasks is None else tasks)
 
 
 def _build(campaign: str | None, runs: list[ReportRun], labels: list[dict[str, Any]] | None,
-           skipped: list[dict[str, Any]] | None, shared_tasks: bool, details: bool | Literal["table"]
-           ) -> dict[str, Any]:
+           skipped: list[dict[str, Any]] | None, shared_tasks: bool, details: bool | Literal["table"],
+           tasks: bool) -> dict[str, Any]:
     broken = broken_tasks(runs)
     counted = [r for r in runs if (r.key.task_id, r.key.task_hash) not in broken] if broken else runs
     agents = agent_runs(counted)
@@ -572,7 +575,7 @@ def _build(campaign: str | None, runs: list[ReportRun], labels: list[dict[str, A
     return assemble(campaign, agent_parts(agents, labels), skipped=skipped, shared_tasks=shared_tasks, sets=sets,
                     rows=[table_row(r) for r in runs] if details == "table" else
                     [run_row(r) for r in runs] if details else [],
-                    tasks=task_rows(counted) if details is True else [], broken=broken)
+                    tasks=task_rows(counted) if tasks else [], broken=broken)
 
 
 def broken_tasks(runs: Iterable[ReportRun]) -> dict[tuple[str, str], str]:

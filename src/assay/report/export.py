@@ -1,10 +1,40 @@
-"""Flat exports of a report: one CSV row per run; Markdown tables."""
+"""Exports of a report: the report JSON with its per-run rows streamed; one CSV row per run;
+Markdown tables."""
 
 from __future__ import annotations
 
 import csv
+import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+
+def _dumps(value: Any, **kw: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str, **kw)
+
+
+def write_json(report: dict[str, Any], path: Path, rows: Iterable[dict[str, Any]] | None = None) -> None:
+    """The report JSON, as `json.dumps(report, indent=2)` writes it, with `rows` (when given)
+    as its `runs`: written one row at a time as they come, so a report over 100,000 runs never
+    holds every row (`runs.stream_whole`)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write("{")
+        for i, (key, value) in enumerate(report.items()):
+            f.write("," if i else "")
+            if key == "runs" and rows is not None:
+                f.write(f"\n  {_dumps(key)}: [")
+                n = 0
+                for row in rows:
+                    f.write(("," if n else "") + "\n    " + _dumps(row).replace("\n", "\n    "))
+                    n += 1
+                f.write("\n  ]" if n else "]")
+            else:  # the key's line as the whole dump has it: {key: value} without its braces
+                f.write(_dumps({key: value})[1:-2])
+        f.write("\n}" if report else "}")
+    tmp.replace(path)
 
 COLUMNS = ["run_id", "task_id", "task_hash", "kinds", "agent", "level", "epoch", "status", "end_reason", "sandbox",
            "score", "passed", "value_amount", "value_currency", "input_tokens", "output_tokens",
@@ -12,13 +42,14 @@ COLUMNS = ["run_id", "task_id", "task_hash", "kinds", "agent", "level", "epoch",
            "task_title", "domain", "language", "modality", "execution", "model", "turns", "duration_s", "search"]
 
 
-def write_csv(report: dict[str, Any], path: Path) -> None:
+def write_csv(rows: Iterable[dict[str, Any]], path: Path) -> None:
+    """One row per run of `rows` (the report's `runs`, `build.run_row`'s keys), written as they come."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
     with open(tmp, "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
         w.writerow(COLUMNS)
-        for r in report["runs"]:
+        for r in rows:
             v = r.get("value") or {}
             u = r["usage"]
             w.writerow([r["run_id"], r["task_id"], r["task_hash"], ";".join(r["kinds"]), r["agent"], r["level"] or "",

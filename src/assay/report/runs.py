@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Container, Iterator, Sequence
 from typing import Any
 
 from assay.record import RunRecord, key_digest, primary_kind
@@ -311,3 +311,21 @@ def read_runs(store: Store, campaign: str | None, *, whole: bool, labels: list[d
             grade.rubric = rubric
             r.grade = grade
     return runs
+
+
+STREAM_BATCH = 500
+"""Whole records fetched at a time by `stream_whole` (memory stays flat however many runs)."""
+
+
+def stream_whole(store: Store, campaign: str | None, ids: Container[str],
+                 agents: Collection[str] | None = None) -> Iterator[ReportRun]:
+    """The current runs of `campaign` whose run ids are in `ids`, each built from its whole
+    record, in `Store.runs` order, one at a time: the per-run rows of `--json` and `--csv` are
+    written as they come, never all held (`ReportRun.from_dict`)."""
+    stmt = current.select_current(campaign, store.engine.dialect.name, None if agents is None else sorted(agents),
+                                  record=True)
+    n, width = len(Store.REPORT_COLUMNS), len(current.READ)
+    with store.engine.connect() as conn:
+        for row in conn.execution_options(yield_per=STREAM_BATCH).execute(stmt):
+            if row[0] in ids:
+                yield ReportRun.from_dict(row[:n], json.loads(row[width]))
