@@ -265,11 +265,11 @@ class AgentRuns:
         self.versions: set[str] = set()  # harness versions of every run
         self._scan()
 
-    def task_voids(self) -> dict[str, list[int]]:
-        """Task id -> [void runs, runs] (what `void_outliers` compares across agents)."""
+    def task_voids(self) -> tuple[Counter[str], Counter[str]]:
+        """Runs per task id and void runs per task id (what `void_outliers` compares across agents)."""
         runs = Counter(r.key.task_id for r in self.runs)
         void = Counter(r.key.task_id for r in self.runs if r.status == "void") if self.void else Counter()
-        return {t: [void.get(t, 0), n] for t, n in runs.items()}
+        return runs, void
 
     def finished_kinds(self) -> dict[str, set[str]]:
         """Per kind the agent ran (void runs count), the tasks it finished: what `task_sets` reads."""
@@ -605,15 +605,20 @@ def fault_warnings(parts: dict[str, AgentPart], broken: dict[tuple[str, str], st
 def void_outliers(parts: dict[str, AgentPart]) -> None:
     """Set each agent's `void_outlier`: is its void rate out of line with the other agents' on
     the same tasks (`metrics.void_outlier`)? None when no other agent ran its tasks."""
-    for name, part in parts.items():
-        void = runs = others_void = others_runs = 0
-        for task, (v, n) in part.task_voids.items():
-            theirs = [p.task_voids[task] for other, p in parts.items() if other != name and task in p.task_voids]
-            if not theirs:
-                continue
-            void, runs = void + v, runs + n
-            others_void += sum(t[0] for t in theirs)
-            others_runs += sum(t[1] for t in theirs)
+    runs_all: Counter[str] = Counter()
+    void_all: Counter[str] = Counter()
+    agents_of: Counter[str] = Counter()  # task -> how many agents ran it
+    for part in parts.values():
+        runs_all.update(part.task_voids[0])
+        void_all.update(part.task_voids[1])
+        agents_of.update(part.task_voids[0].keys())
+    for part in parts.values():
+        own_runs, own_void = part.task_voids
+        shared = [t for t in own_runs if agents_of[t] > 1]  # tasks some other agent ran too
+        runs = sum(own_runs[t] for t in shared)
+        void = sum(own_void[t] for t in shared) if own_void else 0
+        others_runs = sum(runs_all[t] for t in shared) - runs
+        others_void = (sum(void_all[t] for t in shared) if void_all else 0) - void
         part.summary["void_outlier"] = (metrics.void_outlier(void, runs, others_void, others_runs)
                                         if others_runs else None)
 
@@ -630,7 +635,7 @@ class AgentPart(BaseModel):
     task_pairs: set[tuple[str, str]]  # `AgentRuns.task_pairs`
     versions: set[str]  # `AgentRuns.versions`
     baseline: BaselineScores  # `baseline_scores`
-    task_voids: dict[str, list[int]]  # `AgentRuns.task_voids`
+    task_voids: tuple[Counter[str], Counter[str]]  # `AgentRuns.task_voids`
 
 
 def agent_part(agent: str, a: AgentRuns, labels: list[dict[str, Any]] | None,
