@@ -8,7 +8,7 @@ values; contract runs of both modalities; scenario runs of levels and families, 
 the task's hash or options, an agent run with and without search, people (`human:`), human
 labels, two campaigns. Run ids are fixed, so the outputs are too.
 
-Regenerate (only when a change of the report is meant): `python -m tests.report_golden`.
+Regenerate (only when a change of the report is meant): `python -m tests.report_golden [CASE...]`.
 """
 
 from __future__ import annotations
@@ -79,6 +79,7 @@ CASES: dict[str, list[str]] = {
                  "--json", "{out}/filtered.json"],
     "labelled": ["report", "--campaign", "c", "--labels", "{store}/labels.jsonl", "--json", "{out}/labelled.json"],
     "other": ["report", "--campaign", "other", "--md", "{out}/other.md"],
+    "html": ["report", "--campaign", "c", "--html", "{out}/r.html"],
     "compare": ["compare", "m1", "m2", "--campaign", "c", "--json", "{out}/compare.json"],
     "compare_against": ["compare", "m1", "m1", "--campaign", "c", "--against-campaign", "other",
                         "--json", "{out}/compare_against.json"],
@@ -117,13 +118,14 @@ def same(a: Any, b: Any, path: str = "$") -> list[str]:
     return [] if a == b and type(a) is type(b) else [f"{path}: {a!r} != {b!r}"]
 
 
-def main() -> None:
+def main(names: list[str]) -> None:
+    """Write the golden outputs of the cases `names` (all when empty)."""
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
         store = build_store(Path(tmp) / "store")
         GOLDEN.mkdir(parents=True, exist_ok=True)
-        for name in CASES:
+        for name in names or CASES:
             out = Path(tmp) / name
             out.mkdir()
             for file, text in run_case(name, store, out).items():
@@ -131,5 +133,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    import sys
+
     os.environ.setdefault("PYTHONPATH", str(REPO / "src"))
-    main()
+    main(sys.argv[1:])

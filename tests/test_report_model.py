@@ -14,14 +14,23 @@ from jsonschema.validators import validator_for
 from pydantic import ValidationError
 
 from assay.report.build import build_report
-from assay.report.model import SCHEMA, SCHEMA_FILE, Report, report_schema, schema_text
+from assay.report.model import (
+    COMPARE_SCHEMA_FILE,
+    SCHEMA,
+    SCHEMA_FILE,
+    Compare,
+    Report,
+    compare_schema,
+    report_schema,
+    schema_text,
+)
 from assay.report.runs import read_runs
 from assay.store import Store
 from tests.report_golden import CASES, build_store, run_case
 
 
-def _validator() -> Any:
-    shipped = json.loads(SCHEMA_FILE.read_text())
+def _validator(file: Path = SCHEMA_FILE) -> Any:
+    shipped = json.loads(file.read_text())
     cls = validator_for(shipped)
     cls.check_schema(shipped)
     return cls(shipped)
@@ -30,6 +39,15 @@ def _validator() -> Any:
 def test_the_shipped_schema_is_the_generated_one() -> None:
     assert SCHEMA_FILE.read_text() == schema_text(), "run `python -m assay.report.model` to regenerate it"
     assert report_schema()["$id"] == SCHEMA and "Report" in report_schema()["title"]
+    assert COMPARE_SCHEMA_FILE.read_text() == schema_text(compare_schema())
+
+
+@pytest.mark.parametrize("case", ["compare", "compare_against"])
+def test_assay_compare_json_validates_against_its_schema_and_model(golden_store: Path, tmp_path: Path,
+                                                                   case: str) -> None:
+    cmp = json.loads(run_case(case, golden_store, tmp_path)[f"{case}.json"])
+    assert not [e.message for e in _validator(COMPARE_SCHEMA_FILE).iter_errors(cmp)]
+    assert Compare.model_validate(cmp).overall.n == cmp["overall"]["n"] > 0
 
 
 @pytest.fixture(scope="module")

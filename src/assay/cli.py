@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
     from assay.interop.runs import Imported
+    from assay.report.model import Report
     from assay.store import Store
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -126,9 +127,10 @@ def run(
     except KeyboardInterrupt:
         err.print("[yellow]interrupted; finished runs are stored, run the same command again to resume[/]")
         raise typer.Exit(130) from None
+    from assay.report.model import summary_model
     from assay.report.table import leaderboard
 
-    out.print(leaderboard(report))
+    out.print(leaderboard(summary_model(report)))
     for w in report["warnings"]:
         sys.stderr.write(f"warning: {w}\n")
     for r in [r for r in report["runs"] if r["status"] == "void"][:20]:
@@ -248,6 +250,7 @@ def report(
     rep: dict[str, Any] = {}
     targets: list[str | None] = [*chosen] or [None]
     from assay.report.build import build_report
+    from assay.report.model import summary_model
     from assay.report.runs import read_runs
     from assay.report.table import leaderboard, runs_table
 
@@ -261,7 +264,8 @@ def report(
             sys.stderr.write(f"note: campaign {name!r} has no runs of {', '.join(sorted(agents))}\n")
         rep = build_report(name, selected, labels=human_labels, shared_tasks=shared_tasks,
                            details="table" if listing else False, tasks=json_out is not None)
-        out.print(leaderboard(rep))
+        model = summary_model(rep)
+        out.print(leaderboard(model))
         if failure_judge is not None:
             from assay.campaign.failures import failure_modes as classify_failures
             from assay.report.build import on_shared_tasks
@@ -272,8 +276,8 @@ def report(
                 rep["failure_modes"] = asyncio.run(classify_failures(failure_judge, st, records))
             except InputError as e:
                 _fail(e)
-        _print_blocks(rep)
-        for w in rep["warnings"]:
+        _print_blocks(model, rep.get("failure_modes"))
+        for w in model.warnings:
             sys.stderr.write(f"warning: campaign {name}: {w}\n")
         if runs:
             out.print(runs_table(rep))
@@ -294,13 +298,13 @@ def _failure_judge(failure_modes: bool, judge: list[str] | None) -> str | None:
         _fail(e)
 
 
-def _print_blocks(rep: dict[str, Any]) -> None:
+def _print_blocks(model: Report, failure_modes: dict[str, Any] | None) -> None:
     from assay.report.table import failure_table, kind_tables
 
-    for block in kind_tables(rep):
+    for block in kind_tables(model):
         out.print(block)
-    if "failure_modes" in rep:
-        out.print(failure_table(rep["failure_modes"]))
+    if failure_modes is not None:
+        out.print(failure_table(failure_modes))
 
 
 def _write_report_files(st: Store, rep: dict[str, Any], agents: set[str] | None, json_out: Path | None,
@@ -345,6 +349,7 @@ def compare(
     """Paired comparison of B against A on the run keys both finished: difference, CI, p-value."""
     from assay.report.compare import agents as compare_agents
     from assay.report.compare import compare_sides, finished
+    from assay.report.model import Compare
     from assay.report.table import compare_table
 
     url, st, names = _existing_store(store)
@@ -366,7 +371,7 @@ def compare(
                                         f"(agents there: {', '.join(there[:10]) or 'none'})"))
         sides.append(finished(st, camp, agent))
     cmp = compare_sides(agent_a, agent_b, *sides, campaign=campaign, against=against_campaign)
-    out.print(compare_table(cmp))
+    out.print(compare_table(Compare.model_validate(cmp)))
     if cmp["only_a"] or cmp["only_b"]:
         sys.stderr.write(f"not paired: {len(cmp['only_a'])} key(s) only {agent_a} finished, "
                          f"{len(cmp['only_b'])} only {agent_b} finished\n")

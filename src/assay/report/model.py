@@ -1,7 +1,8 @@
 """The report JSON's models (SPEC.md "Report JSON", schema `assay.report/1`): the report, its
 agent summaries, each kind's block, the per-run and per-task rows, and what the top level
-holds across agents. `docs/schemas/assay.report-1.json` is `report_schema()` as shipped
-(`python -m assay.report.model` writes it; tests/test_report_model.py checks it is current and
+holds across agents; and `assay compare`'s (`Compare`, `assay.compare/1`). The terminal
+tables read them (`assay.report.table`). `docs/schemas/assay.report-1.json` and
+`assay.compare-1.json` are their schemas as shipped (`python -m assay.report.model` writes them; tests/test_report_model.py checks it is current and
 that `assay report --json` validates against it).
 
 Every model forbids keys it does not name, so a key the report gains without its model fails
@@ -307,6 +308,46 @@ class Report(_Model):
     failure_modes: dict[str, Any] | None = None
 
 
+def summary_model(report: dict[str, Any]) -> Report:
+    """The report's numbers as a `Report`, without its per-run rows (`runs` empty: whoever
+    lists runs reads the rows themselves, never all validated at once)."""
+    return Report.model_validate({**report, "runs": []})
+
+
+class PairedStats(_Model):
+    """`assay compare`'s statistics of one kind's pairs (or all of them)."""
+
+    n: int
+    mean_a: float | None
+    mean_b: float | None
+    diff: float | None = Field(description="B - A")
+    ci95: Ci
+    p_value: float | None
+    wins: int
+    losses: int
+    ties: int
+
+
+class KeyRef(_Model):
+    task_id: str
+    level: str | None
+    epoch: int
+
+
+class Compare(_Model):
+    """`assay compare --json` (`assay.compare/1`)."""
+
+    schema_: Literal["assay.compare/1"] = Field(alias="schema")
+    a: str
+    b: str
+    campaign: str | None
+    against_campaign: str | None
+    kinds: dict[str, PairedStats]
+    overall: PairedStats
+    only_a: list[KeyRef]
+    only_b: list[KeyRef]
+
+
 def report_schema() -> dict[str, Any]:
     """The report's JSON Schema, generated from `Report`."""
     schema = Report.model_json_schema(by_alias=True)
@@ -314,11 +355,22 @@ def report_schema() -> dict[str, Any]:
     return schema
 
 
-def schema_text() -> str:
-    """`report_schema()` as the file ships it."""
-    return json.dumps(report_schema(), indent=2, sort_keys=True) + "\n"
+def compare_schema() -> dict[str, Any]:
+    """`assay compare --json`'s JSON Schema, generated from `Compare`."""
+    schema = Compare.model_json_schema(by_alias=True)
+    schema["$id"] = "assay.compare/1"
+    return schema
+
+
+COMPARE_SCHEMA_FILE = SCHEMA_FILE.with_name("assay.compare-1.json")
+
+
+def schema_text(schema: dict[str, Any] | None = None) -> str:
+    """A schema (default: `report_schema()`) as the file ships it."""
+    return json.dumps(report_schema() if schema is None else schema, indent=2, sort_keys=True) + "\n"
 
 
 if __name__ == "__main__":
     SCHEMA_FILE.parent.mkdir(parents=True, exist_ok=True)
     SCHEMA_FILE.write_text(schema_text())
+    COMPARE_SCHEMA_FILE.write_text(schema_text(compare_schema()))
