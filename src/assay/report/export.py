@@ -98,58 +98,58 @@ def _curve(c: dict[str, float]) -> str:
     return f"{c['1']:.4g}" + ("" if kmax == "1" else f" (k={kmax}: {c[kmax]:.4g})")
 
 
-def _dist(d: dict[str, Any] | None) -> str:
-    return "-" if d is None else " / ".join(f"{d[k]:.4g}" for k in ("min", "median", "p90", "max"))
+def _dist(d: Any) -> str:
+    return "-" if d is None else " / ".join(f"{getattr(d, k):.4g}" for k in ("min", "median", "p90", "max"))
 
 
 def write_markdown(report: dict[str, Any], path: Path) -> None:
     """The report as Markdown for papers and pull requests: the agents, one block per kind
-    (each ranked by its own score), and the runs; the same numbers as the JSON."""
-    agents = report["agents"]
-    lines = [f"# assay report · campaign {report.get('campaign') or '(all)'}", ""]
+    (each ranked by its own score), and the runs; the same numbers as the JSON, read through
+    the report's models (`model.summary_model`), the runs from its rows."""
+    from assay.report.model import summary_model
+
+    m = summary_model(report)
+    agents = m.agents
+    lines = [f"# assay report · campaign {m.campaign or '(all)'}", ""]
     lines += _md_table(["agent", "runs", "void", "pass rate", "cost (USD)", "tokens"],
-                       [[a["agent"], a["runs"], a["void"], a["pass_rate"], a["cost_usd"], a["tokens"]] for a in agents])
+                       [[a.agent, a.runs, a.void, a.pass_rate, a.cost_usd, a.tokens] for a in agents])
     for kind, cols in KIND_BLOCKS.items():
-        having = [a for a in agents if kind in a]
+        having = [(a, b) for a in agents if (b := getattr(a, kind)) is not None]
         if not having:
             continue
         head = cols[0]
-        having.sort(key=lambda a: (-(a[kind][head] if a[kind][head] is not None else float("-inf")), a["agent"]))
+        having.sort(key=lambda ab: (-(h if (h := getattr(ab[1], head)) is not None else float("-inf")), ab[0].agent))
         lines += [f"## {kind}", ""]
-        lines += _md_table(["agent", *cols], [[a["agent"], *(a[kind].get(c) for c in cols)] for a in having])
+        lines += _md_table(["agent", *cols], [[a.agent, *(getattr(b, c) for c in cols)] for a, b in having])
         lines += [f"### {kind} · reliability and cost", ""]
         lines += _md_table(["agent", "pass@1 (pass@k)", "pass^1 (pass^k)", *COST_COLUMNS,
                             "cost/run min / median / p90 / max"],
-                           [[a["agent"], _curve(a[kind].get("pass_at_k", {})), _curve(a[kind].get("pass_hat_k", {})),
-                             *(a[kind].get(c) for c in COST_COLUMNS), _dist(a[kind].get("cost_distribution"))]
-                            for a in having])
-        if kind == "rubric" and any(a["rubric"].get("value") for a in having):
+                           [[a.agent, _curve(b.pass_at_k), _curve(b.pass_hat_k), *(getattr(b, c) for c in COST_COLUMNS),
+                             _dist(b.cost_distribution)] for a, b in having])
+        if kind == "rubric" and any(b.value for _a, b in having):
             lines += ["### rubric · value earned vs available", ""]
             lines += _md_table(["agent", "currency", "value earned", "value available"],
-                               [[a["agent"], cur, v["earned"], v["available"]]
-                                for a in having for cur, v in a["rubric"].get("value", {}).items()])
-        if kind == "scenario" and any(a["scenario"].get("families") for a in having):
+                               [[a.agent, cur, v.earned, v.available] for a, b in having for cur, v in b.value.items()])
+        if kind == "scenario" and any(b.families for _a, b in having):
             lines += ["### scenario · families", ""]
             lines += _md_table(["agent", "family", "mean S", "variants", "spread"],
-                               [[a["agent"], fam, f["mean_s"], len(f["variants"]), f["spread"]]
-                                for a in having for fam, f in a["scenario"].get("families", {}).items()])
+                               [[a.agent, fam, f.mean_s, len(f.variants), f.spread]
+                                for a, b in having for fam, f in b.families.items()])
         if kind == "rubric":
-            tags = sorted({t for a in having for t, v in a["rubric"].get("tags", {}).items() if v is not None})
+            tags = sorted({t for _a, b in having for t, v in b.tags.items() if v is not None})
             if tags:
-                lines += _md_table(["agent", *tags], [[a["agent"], *(a["rubric"]["tags"].get(t) for t in tags)]
-                                                     for a in having])
+                lines += _md_table(["agent", *tags], [[a.agent, *(b.tags.get(t) for t in tags)] for a, b in having])
         if kind == "contract":
-            cells = sorted({c for a in having for c in a["contract"].get("cells", {})})
+            cells = sorted({c for _a, b in having for c in b.cells})
             if cells:
-                lines += _md_table(["agent", *cells], [[a["agent"], *(a["contract"]["cells"].get(c) for c in cells)]
-                                                      for a in having])
-        baseline = report.get("human_baseline", {}).get(kind, {})
+                lines += _md_table(["agent", *cells], [[a.agent, *(b.cells.get(c) for c in cells)] for a, b in having])
+        baseline = m.human_baseline.get(kind, {})
         if baseline:
             lines += [f"### {kind} · human expert baseline per task family", ""]
             lines += _md_table(["family", "people", "runs", "human mean", "95% CI", "agents on the same tasks"],
-                               [[fam, ", ".join(b["people"]), b["runs"], b["mean"], b["ci95"],
-                                 "; ".join(f"{a} {v['mean']:.4g} ({v['runs']} runs)" for a, v in b["agents"].items())]
-                                for fam, b in baseline.items()])
+                               [[fam, ", ".join(bl.people), bl.runs, bl.mean, bl.ci95,
+                                 "; ".join(f"{ag} {v.mean:.4g} ({v.runs} runs)" for ag, v in bl.agents.items())]
+                                for fam, bl in baseline.items()])
     fm = report.get("failure_modes")
     if fm:
         lines += [f"## failure modes (judge {fm['judge']})", ""]
