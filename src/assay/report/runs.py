@@ -7,12 +7,11 @@ fields of (issue 11). `ReportRun` holds those fields under the same names `RunRe
 the same way. Two sources build it:
 - `ReportRun.from_record`: a `RunRecord` already in memory (a campaign that just ran, the web
   app) through its JSON dump;
-- the store (`read_runs`): the stored record's JSON whole (`Store.report_rows`: what the
-  per-run rows of `--json`, `--csv`, `--md` need), or, for the leaderboard and the HTML
-  report, the run's summary (`Store.report_values`, `assay.store.summaries`): plain columns,
-  no record read, only small JSON values parsed (the values runs share, tags, the grade's
-  fields a leaderboard reads), each distinct text once; the leaderboard alone reads of the
-  task's meta only its facets (`summaries.TASK_FACETS`).
+- the store's current runs (`assay.store.current`: one typed row per run key, its current
+  attempt): `read_runs` builds every run from its row's columns (no record read; only the
+  rubric's tags and judges parsed, each distinct text once; the task's meta is its facets,
+  `TASK_FACETS`), or with `whole` from its record; `stream_whole` yields whole runs one at a
+  time for the per-run rows of `--json` and `--csv`.
 
 The grade's parts follow `Grade.from_flat`: a kind's part exists when the run has the kind
 and its flat grade has that part's always-dumped field (`scoring` for rubric, `uplift_adj`
