@@ -281,7 +281,7 @@ def report(
             sys.stderr.write(f"warning: campaign {name}: {w}\n")
         if runs:
             out.print(runs_table(rep))
-    _write_report_files(st, rep, agents or None, json_out, csv_out, md_out, html)
+    _write_report_files(st, rep, json_out, csv_out, md_out, html)
 
 
 def _failure_judge(failure_modes: bool, judge: list[str] | None) -> str | None:
@@ -307,17 +307,17 @@ def _print_blocks(model: Report, failure_modes: dict[str, Any] | None) -> None:
         out.print(failure_table(failure_modes))
 
 
-def _write_report_files(st: Store, rep: dict[str, Any], agents: set[str] | None, json_out: Path | None,
+def _write_report_files(st: Store, rep: dict[str, Any], json_out: Path | None,
                         csv_out: Path | None, md_out: Path | None, html: Path | None) -> None:
     """The report files of one campaign's report `rep` (its runs as table rows): --json and
     --csv with each run's whole row, streamed from the store's records (`runs.stream_whole`)."""
     from assay.report.build import run_row
     from assay.report.runs import stream_whole
 
-    ids = {r["run_id"] for r in rep.get("runs", [])}
+    ids = [r["run_id"] for r in rep.get("runs", [])]
 
     def rows() -> Iterator[dict[str, Any]]:
-        return (run_row(r) for r in stream_whole(st, rep["campaign"], ids, agents))
+        return (run_row(r) for r in stream_whole(st, ids))
 
     if json_out is not None:
         from assay.report.export import write_json

@@ -22,11 +22,14 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Collection, Container, Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from typing import Any
+
+from sqlalchemy import select
 
 from assay.record import RunRecord, key_digest, primary_kind
 from assay.store import Store, current
+from assay.store.models import runs_t
 
 TASK_FACETS = ("domain", "modality", "execution")
 """The keys of a task's meta a leaderboard reads (human agreement per domain, DAREBench's
@@ -316,15 +319,20 @@ STREAM_BATCH = 500
 """Whole records fetched at a time by `stream_whole` (memory stays flat however many runs)."""
 
 
-def stream_whole(store: Store, campaign: str | None, ids: Container[str],
-                 agents: Collection[str] | None = None) -> Iterator[ReportRun]:
-    """The current runs of `campaign` whose run ids are in `ids`, each built from its whole
-    record, in `Store.runs` order, one at a time: the per-run rows of `--json` and `--csv` are
-    written as they come, never all held (`ReportRun.from_dict`)."""
-    stmt = current.select_current(campaign, store.engine.dialect.name, None if agents is None else sorted(agents),
-                                  record=True)
-    n, width = len(Store.REPORT_COLUMNS), len(current.READ)
+def stream_whole(store: Store, run_ids: Sequence[str]) -> Iterator[ReportRun]:
+    """The current runs of these ids (in this order: the report's), each built from its whole
+    record, one at a time: the per-run rows of `--json` and `--csv` are written as they come,
+    never all held. Records are fetched `STREAM_BATCH` at a time by run id, so nothing sorts
+    the records themselves (`ReportRun.from_dict`)."""
+    c = current.current_t.c
+    stmt = (select(*[c[n] for n in Store.REPORT_COLUMNS], runs_t.c.record)
+            .join(runs_t, runs_t.c.run_id == c.run_id))
+    n = len(Store.REPORT_COLUMNS)
     with store.engine.connect() as conn:
-        for row in conn.execution_options(yield_per=STREAM_BATCH).execute(stmt):
-            if row[0] in ids:
-                yield ReportRun.from_dict(row[:n], json.loads(row[width]))
+        for start in range(0, len(run_ids), STREAM_BATCH):
+            chunk = run_ids[start:start + STREAM_BATCH]
+            rows = {row[0]: row for row in conn.execute(stmt.where(c.run_id.in_(chunk)))}
+            for rid in chunk:
+                row = rows.pop(rid, None)
+                if row is not None:
+                    yield ReportRun.from_dict(row[:n], json.loads(row[n]))
