@@ -14,22 +14,26 @@ def _dumps(value: Any, **kw: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, default=str, **kw)
 
 
+LINE_ROWS = ("runs", "tasks")
+"""The report's lists of rows written one row per line."""
+
+
 def write_json(report: dict[str, Any], path: Path, rows: Iterable[dict[str, Any]] | None = None) -> None:
     """The report JSON, as `json.dumps(report, indent=2)` writes it but for the rows of its
-    `runs`, one line each: with `rows` given, those are its `runs`, written one at a time as
-    they come, so a report over 100,000 runs never holds every row (`runs.stream_whole`); a
-    row on one line is encoded by json's C encoder (indenting is Python's, several times
-    slower)."""
+    `runs` and `tasks`, one line each (a row on one line is encoded by json's C encoder;
+    indenting is Python's, several times slower). With `rows` given, those are its `runs`,
+    written one at a time as they come, so a report over 100,000 runs never holds every row
+    (`runs.stream_whole`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
     with open(tmp, "w", encoding="utf-8") as f:
         f.write("{")
         for i, (key, value) in enumerate(report.items()):
             f.write("," if i else "")
-            if key == "runs":
+            if key in LINE_ROWS:
                 f.write(f"\n  {_dumps(key)}: [")
                 n = 0
-                for row in value if rows is None else rows:
+                for row in rows if key == "runs" and rows is not None else value:
                     f.write(("," if n else "") + "\n    " + json.dumps(row, ensure_ascii=False, default=str))
                     n += 1
                 f.write("\n  ]" if n else "]")
