@@ -17,7 +17,7 @@ from assay.errors import InputError
 from assay.version import __version__
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable
 
     from assay.interop.runs import Imported
     from assay.report.model import Report
@@ -249,29 +249,25 @@ def report(
     agents = set(agent or [])
     rep: dict[str, Any] = {}
     targets: list[str | None] = [*chosen] or [None]
-    from assay.report.build import build_report
+    from assay.report.build import stored_report
+    from assay.report.compare import agents as campaign_agents
+    from assay.report.export import write_files
     from assay.report.model import summary_model
-    from assay.report.runs import read_runs
     from assay.report.table import leaderboard, runs_table
 
-    # The numbers come from the current runs' columns; the outputs that list runs hold each
-    # run's table row (`build.table_row`), and --json and --csv stream every whole record once.
-    listing = runs or any(v is not None for v in (json_out, csv_out, md_out, html))
+    listing = runs or any(v is not None for v in (json_out, csv_out, md_out, html))  # outputs that list runs
     for name in targets:
-        stored = read_runs(st, name, whole=False, labels=human_labels, agents=agents or None)
-        selected = [r for r in stored if kind is None or r.kind == kind]
-        if agents and name is not None and not stored:
+        rep, covered = stored_report(st, name, agents=agents or None, kind=kind, labels=human_labels,
+                                     shared_tasks=shared_tasks, listing=listing, tasks=json_out is not None)
+        if agents and name is not None and not agents & set(campaign_agents(st, name)):
             sys.stderr.write(f"note: campaign {name!r} has no runs of {', '.join(sorted(agents))}\n")
-        rep = build_report(name, selected, labels=human_labels, shared_tasks=shared_tasks,
-                           details="table" if listing else False, tasks=json_out is not None)
         model = summary_model(rep)
         out.print(leaderboard(model))
         if failure_judge is not None:
             from assay.campaign.failures import failure_modes as classify_failures
-            from assay.report.build import on_shared_tasks
 
-            chosen_ids = {r.run_id for r in (on_shared_tasks(selected, rep["task_sets"]) if shared_tasks else selected)}
-            records = [r for r in st.runs(name) if r.run_id in chosen_ids]  # the judge reads whole records
+            ids = {r.run_id for r in covered}
+            records = [r for r in st.runs(name) if r.run_id in ids]  # the judge reads whole records
             try:
                 rep["failure_modes"] = asyncio.run(classify_failures(failure_judge, st, records))
             except InputError as e:
@@ -281,7 +277,7 @@ def report(
             sys.stderr.write(f"warning: campaign {name}: {w}\n")
         if runs:
             out.print(runs_table(rep))
-    _write_report_files(st, rep, json_out, csv_out, md_out, html)
+    write_files(st, rep, json_out=json_out, csv_out=csv_out, md_out=md_out, html=html)
 
 
 def _failure_judge(failure_modes: bool, judge: list[str] | None) -> str | None:
@@ -305,36 +301,6 @@ def _print_blocks(model: Report, failure_modes: dict[str, Any] | None) -> None:
         out.print(block)
     if failure_modes is not None:
         out.print(failure_table(failure_modes))
-
-
-def _write_report_files(st: Store, rep: dict[str, Any], json_out: Path | None,
-                        csv_out: Path | None, md_out: Path | None, html: Path | None) -> None:
-    """The report files of one campaign's report `rep` (its runs as table rows): --json and
-    --csv with each run's whole row, streamed from the store's records (`runs.stream_whole`)."""
-    from assay.report.build import run_row
-    from assay.report.runs import stream_whole
-
-    ids = [r["run_id"] for r in rep.get("runs", [])]
-
-    def rows() -> Iterator[dict[str, Any]]:
-        return (run_row(r) for r in stream_whole(st, ids))
-
-    if json_out is not None:
-        from assay.report.export import write_json
-
-        write_json(rep, json_out, rows())
-    if csv_out is not None:
-        from assay.report.export import write_csv
-
-        write_csv(rows(), csv_out)
-    if md_out is not None:
-        from assay.report.export import write_markdown
-
-        write_markdown(rep, md_out)
-    if html is not None:
-        from assay.report.html import write_html
-
-        write_html(rep, html)
 
 
 @app.command()

@@ -30,7 +30,7 @@ Additions to the SPEC's keys (documented here and in docs):
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Container, Iterable
+from collections.abc import Collection, Container, Iterable
 from typing import Any, Literal, TypeVar
 
 import numpy as np
@@ -39,7 +39,15 @@ from pydantic import BaseModel
 from assay import metrics
 from assay.record import Audit, RunRecord, primary_kind
 from assay.report.agreement import human_agreement, judge_summary
-from assay.report.runs import ReportJudgeInfo, ReportRubric, ReportRun, ReportScenario, as_report_runs
+from assay.report.runs import (
+    ReportJudgeInfo,
+    ReportRubric,
+    ReportRun,
+    ReportScenario,
+    as_report_runs,
+    read_runs,
+)
+from assay.store import Store
 
 SCHEMA = "assay.report/1"
 R = TypeVar("R", RunRecord, ReportRun)
@@ -576,6 +584,21 @@ def _build(campaign: str | None, runs: list[ReportRun], labels: list[dict[str, A
                     rows=[table_row(r) for r in runs] if details == "table" else
                     [run_row(r) for r in runs] if details else [],
                     tasks=task_rows(counted) if tasks else [], broken=broken)
+
+
+def stored_report(store: Store, campaign: str | None, *, agents: Collection[str] | None = None,
+                  kind: str | None = None, labels: list[dict[str, Any]] | None = None, shared_tasks: bool = False,
+                  listing: bool = False, tasks: bool = False) -> tuple[dict[str, Any], list[ReportRun]]:
+    """The report of `campaign`'s current runs in the store (of `agents` and of `kind` only,
+    when given), its numbers from the current runs' columns (`read_runs`, no record read):
+    with `listing`, its `runs` are the runs' table rows (`table_row`; whoever writes whole
+    per-run rows streams them by these ids, `export.write_files`); with `tasks`, its per-task
+    rows. Second: the runs it covers (after `--shared-tasks`: the ones it keeps)."""
+    stored = read_runs(store, campaign, whole=False, labels=labels, agents=agents)
+    selected = [r for r in stored if kind is None or r.kind == kind]
+    rep = build_report(campaign, selected, labels=labels, shared_tasks=shared_tasks,
+                       details="table" if listing else False, tasks=tasks)
+    return rep, on_shared_tasks(selected, rep["task_sets"]) if shared_tasks else selected
 
 
 def broken_tasks(runs: Iterable[ReportRun]) -> dict[tuple[str, str], str]:

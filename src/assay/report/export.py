@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from assay.store import Store
 
 
 def _dumps(value: Any, **kw: Any) -> str:
@@ -172,3 +175,28 @@ def write_markdown(report: dict[str, Any], path: Path) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text("\n".join(lines), encoding="utf-8")
     tmp.replace(path)
+
+
+def write_files(store: Store, report: dict[str, Any], *, json_out: Path | None = None, csv_out: Path | None = None,
+                md_out: Path | None = None, html: Path | None = None) -> None:
+    """The report files of one campaign's report (`build.stored_report` with `listing`: its
+    runs as table rows): --json and --csv with each run's whole row, streamed from the store's
+    records in the report's order (`runs.stream_whole`); --md and --html from the report."""
+    from assay.report.build import run_row
+    from assay.report.runs import stream_whole
+
+    ids = [r["run_id"] for r in report.get("runs", [])]
+
+    def rows() -> Iterator[dict[str, Any]]:
+        return (run_row(r) for r in stream_whole(store, ids))
+
+    if json_out is not None:
+        write_json(report, json_out, rows())
+    if csv_out is not None:
+        write_csv(rows(), csv_out)
+    if md_out is not None:
+        write_markdown(report, md_out)
+    if html is not None:
+        from assay.report.html import write_html
+
+        write_html(report, html)
