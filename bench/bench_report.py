@@ -1,20 +1,21 @@
-"""The report over a large store: `assay report` (terminal) and `assay report --html` over
-synthetic stored runs, for many tasks and for many epochs of few tasks.
+"""The report over a large store (issue 26's targets): `assay report` (terminal), `--md`,
+`--html`, `--json` and `assay compare` over synthetic stored runs, for many tasks and for many
+epochs of few tasks.
 
-    python bench/bench_report.py [--runs 100000] [--agents 2] [--answer-chars N] [--repeat 3] [--in-process]
+    python bench/bench_report.py [--runs 100000] [--agents 2] [--answer-chars N] [--repeat 1]
+                                 [--cpus 0] [--in-process]
 
 Fills a temporary SQLite store with `--runs` rubric runs (token counts, costs, values in two
-currencies, one run in 50 void), written as the rows `Store.save_run` writes but 5,000 per
-transaction (one transaction per run would take the fill minutes), once as distinct tasks
-(runs / agents tasks per agent, one epoch each) and once as 5 tasks with runs / (5 x agents)
-epochs each, then times the real CLI in a subprocess (start-up, store read, report build,
-rendering; stdout to a file, as in a pipe), `--repeat` times each: the fastest and the median
-are given, beside `machine_loop_s` (a plain Python loop's time: this machine's speed). The
-terminal and the HTML report read the runs' summaries (`Store.report_values`,
-`assay.store.summaries`), not their records. `--in-process` also
-times, in this process (CPU seconds), the store read + `build_report` through whole validated
-`RunRecord`s (`Store.runs`, the old path) against the light read, for the terminal (no per-run
-rows) and for report files (with them). Targets (issue 11): terminal <= 3 s, HTML <= 10 s.
+currencies, one run in 50 void), written as the rows `Store.save_runs` writes (`runs`, `grades`,
+`current_runs`) but 5,000 per transaction (one transaction per run would take the fill
+minutes), once as distinct tasks (runs / agents tasks per agent, one epoch each) and once as 5
+tasks with runs / (5 x agents) epochs each, then times the real CLI in a subprocess pinned to
+the CPUs `--cpus` names (`taskset -c`; default 0: one core), `--repeat` times each (the fastest
+is given): wall seconds, CPU seconds (user + system) and peak RSS (MB) of each command, beside
+`machine_loop_s` (a plain Python loop's time: this machine's speed). `--in-process` also times
+in this process (CPU seconds) the old path (validated `RunRecord`s, `Store.runs`) against the
+read of the current runs. Targets (issue 26): terminal and --md <= 2 s, HTML <= 5 s, compare
+<= 3 s and <= 300 MB, --json <= 300 MB.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -35,15 +37,15 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from assay.record import Grade, RubricGrade, RunKey, RunRecord, UsageCost  # noqa: E402
-from assay.store import Store  # noqa: E402
+from assay.store import Store, current  # noqa: E402
 from assay.store.db import SaveOutcome  # noqa: E402
-from assay.store.models import grades_t, runs_t, summaries_t  # noqa: E402
+from assay.store.models import grades_t, runs_t  # noqa: E402
 
 
 def _rows(r: RunRecord) -> tuple[dict[str, object], dict[str, object], dict[str, object]]:
-    """The `runs`, `grades` and `run_summaries` rows of one run, as `Store.save_runs` writes them."""
+    """The `runs`, `grades` and `current_runs` rows of one run, as `Store.save_runs` writes them."""
     save = SaveOutcome(r, [])
-    return save.run_row(time.time()), save.grade_row(), save.summary_row()
+    return save.run_row(time.time()), save.grade_row(), save.current_row()
 
 
 def fill(db: Path, runs: int, agents: int, tasks: int | None, answer_chars: int = 0) -> float:
@@ -77,30 +79,53 @@ def fill(db: Path, runs: int, agents: int, tasks: int | None, answer_chars: int 
                 with st.engine.begin() as conn:
                     conn.execute(runs_t.insert(), [r for r, _g, _s in rows])
                     conn.execute(grades_t.insert(), [g for _r, g, _s in rows])
-                    conn.execute(summaries_t.insert(), [s for _r, _g, s in rows])
+                    current.upsert(conn, [s for _r, _g, s in rows])
                 batch = []
     st.close()
     return time.perf_counter() - t0
 
 
-def timed(cwd: Path, *args: str) -> tuple[float, float]:
-    """(wall seconds, CPU seconds) of one `assay report` subprocess: on a busy machine the CPU
-    time says what the report costs, the wall time what a user waits."""
+_WRAP = (
+    "import atexit, os, resource, sys\n"
+    "atexit.register(lambda: open(os.environ['BENCH_RSS'], 'w').write("
+    "str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)))\n"
+    "sys.argv = ['assay', *sys.argv[1:]]\n"
+    "from assay.cli import main\n"
+    "main()\n"
+)
+"""Runs the CLI and writes its peak RSS (KiB, `ru_maxrss`) to the file $BENCH_RSS at exit."""
+
+
+def timed(cwd: Path, cpus: str, *args: str) -> tuple[float, float, float]:
+    """(wall seconds, CPU seconds, peak RSS in MB) of one `assay` subprocess: on a busy machine
+    the CPU time says what the command costs, the wall time what a user waits."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    pin = ["taskset", "-c", cpus] if cpus and shutil.which("taskset") else []
     t0 = time.perf_counter()
     with open(cwd / "out.txt", "w") as out:
-        r = subprocess.run([sys.executable, "-m", "assay.cli", "report", "--campaign", "bench", *args], cwd=cwd,
-                           stdout=out, stderr=subprocess.PIPE, text=True,
-                           env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+        r = subprocess.run([*pin, sys.executable, "-c", _WRAP, *args], cwd=cwd, stdout=out, stderr=subprocess.PIPE,
+                           text=True, env={**os.environ, "PYTHONPATH": str(REPO / "src"),
+                                           "BENCH_RSS": str(cwd / "rss.txt")})
     if r.returncode != 0:
         sys.exit(r.stderr)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    rss_mb = int((cwd / "rss.txt").read_text()) / 1024
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), rss_mb
+
+
+COMMANDS: dict[str, list[str]] = {
+    "terminal": ["report", "--campaign", "bench"],
+    "md": ["report", "--campaign", "bench", "--md", "r.md"],
+    "html": ["report", "--campaign", "bench", "--html", "r.html"],
+    "json": ["report", "--campaign", "bench", "--json", "r.json"],
+    "compare": ["compare", "agent-0", "agent-1", "--campaign", "bench"],
+}
+"""What is timed: each command over the filled store."""
 
 
 def in_process(db: Path) -> dict[str, float]:
-    """CPU seconds of store read + report build: old path (validated RunRecords) vs light read."""
+    """CPU seconds of store read + report build: old path (validated RunRecords) vs the current runs."""
     from assay.report.build import build_report
     from assay.report.runs import read_runs
 
@@ -138,30 +163,33 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=100_000)
     ap.add_argument("--agents", type=int, default=2)
     ap.add_argument("--answer-chars", type=int, default=0, help="each run's final message length (default: none)")
-    ap.add_argument("--repeat", type=int, default=3, help="time each report this many times: the fastest and the "
-                                                           "median are given (default 3)")
-    ap.add_argument("--in-process", action="store_true", help="also time old vs light read in this process")
+    ap.add_argument("--repeat", type=int, default=1, help="time each command this many times: the fastest is given")
+    ap.add_argument("--cpus", default="0", help="the CPUs the commands run on (taskset -c; '' for any)")
+    ap.add_argument("--in-process", action="store_true", help="also time old vs current-runs read in this process")
+    ap.add_argument("--shape", choices=("distinct", "epochs", "both"), default="both")
     args = ap.parse_args()
-    results = []
-    for shape, tasks in (("distinct tasks", None), ("5 tasks, many epochs", 5)):
+    shapes = [("distinct tasks", None), ("5 tasks, many epochs", 5)]
+    if args.shape != "both":
+        shapes = shapes[:1] if args.shape == "distinct" else shapes[1:]
+    for shape, tasks in shapes:
         with tempfile.TemporaryDirectory(prefix="assay-bench-report-") as tmp:
             cwd = Path(tmp)
             (cwd / ".assay").mkdir()
             fill_s = fill(cwd / ".assay" / "assay.db", args.runs, args.agents, tasks, args.answer_chars)
-            terminal = sorted(timed(cwd) for _ in range(args.repeat))
-            html = sorted(timed(cwd, "--html", "r.html") for _ in range(args.repeat))
-            mid = args.repeat // 2
-            results.append({"shape": shape, "runs": args.runs, "agents": args.agents, "fill_s": round(fill_s, 1),
-                            "terminal_s": round(terminal[0][0], 2), "terminal_median_s": round(terminal[mid][0], 2),
-                            "terminal_cpu_s": round(terminal[0][1], 2),
-                            "html_s": round(html[0][0], 2), "html_median_s": round(html[mid][0], 2),
-                            "html_cpu_s": round(html[0][1], 2),
-                            "load": round(os.getloadavg()[0], 1), "answer_chars": args.answer_chars,
-                            "html_mb": round((cwd / "r.html").stat().st_size / 1e6, 1),
-                            "machine_loop_s": machine_loop_s()})
+            result: dict[str, object] = {"shape": shape, "runs": args.runs, "agents": args.agents,
+                                         "fill_s": round(fill_s, 1), "cpus": args.cpus}
+            for name, cmd in COMMANDS.items():
+                if name == "compare" and args.agents < 2:
+                    continue
+                wall, cpu, rss = min(timed(cwd, args.cpus, *cmd) for _ in range(args.repeat))
+                result.update({f"{name}_s": round(wall, 2), f"{name}_cpu_s": round(cpu, 2),
+                               f"{name}_mb": round(rss)})
+            result.update({"load": round(os.getloadavg()[0], 1), "answer_chars": args.answer_chars,
+                           "html_file_mb": round((cwd / "r.html").stat().st_size / 1e6, 1),
+                           "machine_loop_s": machine_loop_s()})
             if args.in_process:
-                results[-1].update(in_process(cwd / ".assay" / "assay.db"))
-            print(json.dumps(results[-1]), flush=True)
+                result.update(in_process(cwd / ".assay" / "assay.db"))
+            print(json.dumps(result), flush=True)
 
 
 if __name__ == "__main__":

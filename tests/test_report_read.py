@@ -1,4 +1,4 @@
-"""The report read from the store's light view (`Store.report_values` -> `ReportRun`) equals the
+"""The report read from the store's current runs (`current_runs` -> `ReportRun`) equals the
 report built from whole validated `RunRecord`s (`Store.runs`), on a varied store: rubric runs
 (judge info, NA and labelled items, tags, an audit removal, values), contract runs (predicates,
 both modalities), scenario runs (levels, families, a floored S), void runs replaced by a re-run
@@ -30,9 +30,9 @@ from assay.record import (
     UsageCost,
 )
 from assay.report.build import build_report
-from assay.report.runs import read_runs
+from assay.report.runs import TASK_FACETS, read_runs
 from assay.store import Store
-from assay.store.summaries import TASK_FACETS, rebuild_summaries
+from assay.store.current import rebuild_current
 from tests.helpers import assay
 
 
@@ -106,7 +106,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
             st.save_run(r, [])
     st.save_run(_rec("c", "m3", "r1", "rubric", 0.5, nan=True), [])  # SQLite's JSON functions refuse NaN
     # Records of an older version: keys later versions added are absent (their defaults apply);
-    # their summaries are recomputed from them, as migration 0006 computes every run's.
+    # their current rows are recomputed from them, as migration 0008 computes every key's.
     _C_IDS.update(r.run_id for r in st.runs("c"))
     with st.engine.begin() as conn:
         for task, agent, _c in OLDER:
@@ -115,7 +115,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
                 "'$.usage.cache_read_tokens', '$.usage.cost_usd', '$.task_meta.modality', '$.grade.na', "
                 "'$.grade.router_fallback_count', '$.grade.contact_cost') "
                 "WHERE campaign = 'c' AND task_id = :t AND agent = :a"), {"t": task, "a": agent})
-        assert rebuild_summaries(conn) == conn.execute(text("SELECT count(*) FROM runs")).scalar() > 0
+        assert rebuild_current(conn) == conn.execute(text("SELECT count(*) FROM runs")).scalar() > 0
     return st
 
 
@@ -141,77 +141,91 @@ def _canon(rep: dict[str, Any]) -> str:
 @pytest.mark.parametrize("shared", [False, True])
 @pytest.mark.parametrize("campaign", ["c", "other", None])
 def test_light_read_builds_the_same_report_as_whole_records(store: Store, campaign: str | None, shared: bool) -> None:
-    """The summaries (`Store.report_values`, plus the rubric items of labelled runs) give the
-    report the whole records give, with human labels and without."""
+    """The current runs' columns (plus the rubric items of labelled runs) give the report the
+    whole records give, with human labels and without."""
     labels = [{"task_id": "r1", "item_id": "i1", "met": True, "labeller": "x", "run_id": r.run_id}
               for r in store.runs(campaign) if r.key.task_id == "r1"]
     for lab in (None, labels):
         old = build_report(campaign, store.runs(campaign), labels=lab, shared_tasks=shared)
         whole = build_report(campaign, read_runs(store, campaign, whole=True), labels=lab, shared_tasks=shared)
         assert _canon(_older_grades_as_stored(whole)) == _canon(_older_grades_as_stored(old))
-        for meta in (True, False):  # the leaderboard alone reads of the task's meta only its facets
-            light = build_report(campaign, read_runs(store, campaign, whole=False, labels=lab, task_meta=meta),
-                                 labels=lab, shared_tasks=shared, details=False)
-            assert _canon(light) == _canon({**old, "runs": [], "tasks": []})
+        light = build_report(campaign, read_runs(store, campaign, whole=False, labels=lab),
+                             labels=lab, shared_tasks=shared, details=False)
+        assert _canon(light) == _canon({**old, "runs": [], "tasks": []})
     assert {a["agent"] for a in old["agents"]} >= {"m1", "m2", "human:alice"}
     if not shared:
         assert len(old["runs"]) == len(store.runs(campaign))
 
 
 def test_a_leaderboard_read_gives_the_task_facets_only(store: Store) -> None:
-    """`task_meta=False`: each run's task meta is the facets a leaderboard reads (those keys of
-    the whole meta), one dict shared by the runs that share their recurring values."""
-    whole = {r.run_id: r.task_meta for r in read_runs(store, "c", whole=False)}
-    light = read_runs(store, "c", whole=False, task_meta=False)
+    """A read of the current runs' columns: each run's task meta is the facets a leaderboard
+    reads (those keys of the whole meta), one dict shared by the runs of the same facets."""
+    whole = {r.run_id: r.task_meta for r in read_runs(store, "c", whole=True)}
+    light = read_runs(store, "c", whole=False)
     assert len(light) == len(whole) > 0
     for r in light:
         assert r.task_meta == {k: v for k, v in whole[r.run_id].items() if k in TASK_FACETS}
     assert {"modality", "domain"} <= {k for r in light for k in r.task_meta}
-    # Parsed once per distinct set of the values runs share (`summaries.RECURRING`).
-    recurring = {(r.key.agent, r.key.level, r.key.options_hash, r.status, r.end_reason, r.model,
-                  json.dumps([r.kinds, r.options, r.task_meta], sort_keys=True)) for r in light}
-    assert len({id(r.task_meta) for r in light}) == len(recurring) < len(light)
+    facets = {json.dumps(r.task_meta, sort_keys=True) for r in light}
+    assert len({id(r.task_meta) for r in light}) == len(facets) < len(light)
 
 
-def test_summaries_downgrade_to_0006_and_back(store_url: str) -> None:
-    """Migration 0007 down: 0006's table (a column per value, kinds and options as JSON
-    text), its rows recomputed from the records; up again: the rows a save writes."""
+def _current(conn: Any) -> dict[str, dict[str, Any]]:
+    from assay.store.models import current_t
+
+    return {row.run_id: dict(row._mapping) for row in conn.execute(current_t.select())}
+
+
+def _latest(runs: list[RunRecord]) -> dict[str, RunRecord]:
+    """The current attempt of each run key (the highest attempt; these are saved in order)."""
+    out: dict[tuple[str, str], RunRecord] = {}
+    for r in runs:
+        k = (r.key.campaign, r.key.digest)
+        if k not in out or r.attempt >= out[k].attempt:
+            out[k] = r
+    return {r.run_id: r for r in out.values()}
+
+
+def test_migrations_0008_and_0009_down_and_up(store_url: str) -> None:
+    """0009 down: 0007's run summaries back, every run's recomputed from its record; 0008 down:
+    no current runs; up again: the current row of every key is the one a save writes."""
     from alembic import command
     from sqlalchemy import inspect
 
     from assay.store import open_store
     from assay.store.db import SaveOutcome
-    from assay.store.models import summaries_t
+    from assay.store.migrations.summaries_0007 import summaries_t, summary_row
 
     runs = [*varied("c"), *same_task_other_keys("c")]
     with open_store(store_url) as st:
         for r in runs:
             st.save_run(r, [])
+        with st.engine.connect() as conn:
+            saved = _current(conn)
         cfg = st._alembic_config()
         with st.engine.begin() as conn:
             cfg.attributes["connection"] = conn
-            command.downgrade(cfg, "0006")
+            command.downgrade(cfg, "0008")
         with st.engine.connect() as conn:
-            assert {c["name"] for c in inspect(conn).get_columns("run_summaries")} >= {"kinds", "options", "status",
-                                                                                      "sandbox"}
-            old = {row.run_id: row._mapping for row in conn.execute(text("SELECT * FROM run_summaries"))}
+            old = {row.run_id: dict(row._mapping) for row in conn.execute(summaries_t.select())}
+            created = {row.run_id: row.created_at for row in conn.execute(text("SELECT run_id, created_at FROM runs"))}
         assert len(old) == len(runs)
         for r in runs:
-            got = old[r.run_id]
-            assert (got["status"], json.loads(got["kinds"]), got["input_tokens"]) == (r.status, r.kinds,
-                                                                                        r.usage.input_tokens)
-            assert json.loads(got["task_meta"]) == r.task_meta
+            save = SaveOutcome(r, [])
+            row = save.run_row(created[r.run_id])
+            assert old[r.run_id] == summary_row(row, json.loads(row["record"]))
+        with st.engine.begin() as conn:
+            cfg.attributes["connection"] = conn
+            command.downgrade(cfg, "0007")
+        with st.engine.connect() as conn:
+            assert "current_runs" not in inspect(conn).get_table_names()
         with st.engine.begin() as conn:
             cfg.attributes["connection"] = conn
             command.upgrade(cfg, "head")
         with st.engine.connect() as conn:
-            stored = {row.run_id: dict(row._mapping) for row in conn.execute(summaries_t.select())}
-    want = {}
-    for r in runs:
-        save = SaveOutcome(r, [])
-        save.run_row(0.0)
-        want[r.run_id] = {**save.summary_row(), "created_at": stored[r.run_id]["created_at"]}
-    assert stored == want
+            assert "run_summaries" not in inspect(conn).get_table_names()
+            assert _current(conn) == saved
+    assert set(saved) == set(_latest(runs)) and len(saved) == len(runs) - 1  # m2's void r3 was re-run
 
 
 def test_projection_refuses_per_run_rows(store: Store) -> None:
@@ -235,16 +249,15 @@ def test_cli_report_json_equals_the_whole_record_report(store: Store, tmp_path: 
 
 
 def test_postgresql_store_gives_the_same_report(pg_url: str) -> None:
-    """On PostgreSQL the projection is made in Python from the parsed record: the same report."""
+    """On PostgreSQL the same query (its text ordered by the "C" collation): the same report."""
     st = Store(pg_url)
     try:
         for r in [*varied("c"), *same_task_other_keys("c")]:
             st.save_run(r, [])
         old = build_report("c", st.runs("c"))
         assert _canon(build_report("c", read_runs(st, "c", whole=True))) == _canon(old)
-        for meta in (True, False):
-            light = build_report("c", read_runs(st, "c", whole=False, task_meta=meta), details=False)
-            assert _canon(light) == _canon({**old, "runs": [], "tasks": []})
+        light = build_report("c", read_runs(st, "c", whole=False), details=False)
+        assert _canon(light) == _canon({**old, "runs": [], "tasks": []})
     finally:
         st.close()
 
@@ -280,9 +293,9 @@ def test_cli_html_alone_reads_no_whole_record(store: Store, tmp_path: Path) -> N
     assert (tmp_path / "cli.html").read_bytes() == (tmp_path / "want.html").read_bytes()
 
 
-def test_runs_stored_before_the_summaries_report_the_same(store_url: str) -> None:
-    """Runs saved under schema 0004 (no summaries): the migrations give each the summary a save
-    writes (0006 recomputes every run's from its record, on SQLite and PostgreSQL alike), and the
+def test_runs_stored_before_the_current_runs_report_the_same(store_url: str) -> None:
+    """Runs saved under schema 0004: the migrations give each key the current row a save writes
+    (0008 computes every key's from the records, on SQLite and PostgreSQL alike), and the
     report is the one the whole records give."""
     from alembic import command
     from alembic.config import Config
@@ -290,7 +303,7 @@ def test_runs_stored_before_the_summaries_report_the_same(store_url: str) -> Non
 
     from assay.store import open_store
     from assay.store.db import MIGRATIONS_DIR, SaveOutcome
-    from assay.store.models import campaigns_t, runs_t, summaries_t
+    from assay.store.models import campaigns_t, runs_t
 
     if store_url.startswith("sqlite:///"):
         Path(store_url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
@@ -307,8 +320,9 @@ def test_runs_stored_before_the_summaries_report_the_same(store_url: str) -> Non
     eng.dispose()
     with open_store(store_url) as st:
         with st.engine.connect() as conn:
-            stored = {row.run_id: dict(row._mapping) for row in conn.execute(summaries_t.select())}
-        assert stored == {s.record.run_id: s.summary_row() for s in saves}
+            stored = _current(conn)
+        latest = _latest(runs)
+        assert stored == {s.record.run_id: s.current_row() for s in saves if s.record.run_id in latest}
         old = build_report("c", st.runs("c"))
         light = build_report("c", read_runs(st, "c", whole=False), details=False)
         assert _canon(light) == _canon({**old, "runs": [], "tasks": []})
@@ -316,7 +330,7 @@ def test_runs_stored_before_the_summaries_report_the_same(store_url: str) -> Non
 
 
 def test_runs_graded_alike_share_a_grade_but_a_labelled_run_has_its_own(store: Store) -> None:
-    """The summary read builds one grade object per distinct grade (`ReportRun.from_values`);
+    """The light read builds one grade object per distinct grade (`ReportRun.from_current`);
     the rubric items human labels need go to the labelled run only, never to the runs that
     shared its grade."""
     runs = [r for r in read_runs(store, "other", whole=False) if r.key.task_id == "r2" and r.grade.rubric]

@@ -63,11 +63,10 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 
 def _fill(mnt: Path) -> Path:
     filler = mnt / "filler"
-    with open(filler, "wb") as f:
+    with open(filler, "wb", buffering=0) as f:  # unbuffered: nothing left to flush (and fail) at close
         try:
             while True:
                 f.write(b"\0" * 65536)
-                f.flush()
         except OSError:
             pass
     return filler

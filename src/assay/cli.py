@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -21,6 +20,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from assay.interop.runs import Imported
+    from assay.report.model import Report
     from assay.store import Store
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -138,9 +138,10 @@ def run(
     except KeyboardInterrupt:
         err.print("[yellow]interrupted; finished runs are stored, run the same command again to resume[/]")
         raise typer.Exit(130) from None
+    from assay.report.model import summary_model
     from assay.report.table import leaderboard
 
-    out.print(leaderboard(report))
+    out.print(leaderboard(summary_model(report)))
     for w in report["warnings"]:
         sys.stderr.write(f"warning: {w}\n")
     for r in [r for r in report["runs"] if r["status"] == "void"][:20]:
@@ -259,67 +260,35 @@ def report(
     agents = set(agent or [])
     rep: dict[str, Any] = {}
     targets: list[str | None] = [*chosen] or [None]
-    from concurrent.futures import ThreadPoolExecutor
+    from assay.report.build import stored_report
+    from assay.report.compare import agents as campaign_agents
+    from assay.report.export import write_files
+    from assay.report.model import summary_model
+    from assay.report.table import leaderboard, runs_table
 
-    from assay.report.runs import ReportRun, no_gc, read_runs
+    listing = runs or any(v is not None for v in (json_out, csv_out, md_out, html))  # outputs that list runs
+    for name in targets:
+        rep, covered = stored_report(st, name, agents=agents or None, kind=kind, labels=human_labels,
+                                     shared_tasks=shared_tasks, listing=listing, tasks=json_out is not None)
+        if agents and name is not None and not agents & set(campaign_agents(st, name)):
+            sys.stderr.write(f"note: campaign {name!r} has no runs of {', '.join(sorted(agents))}\n")
+        model = summary_model(rep)
+        out.print(leaderboard(model))
+        if failure_judge is not None:
+            from assay.campaign.failures import failure_modes as classify_failures
 
-    # Per-run rows (--json, --csv, --md, --runs) need whole records; the leaderboard and the
-    # HTML's runs table (`details="table"`) read a projection.
-    whole = runs or any(v is not None for v in (json_out, csv_out, md_out))
-    details: bool | Literal["table"] = True if whole else "table" if html is not None else False
-    # The report's objects live until they are printed and written: collections would only
-    # rescan them (0.25 s over 100,000 runs), so none runs but while the failure-mode judge is called.
-    # The terminal leaderboard alone is built by one process per group of agents where several
-    # CPUs are free (`assay.report.forked`); then no thread may run (a fork copies none).
-    try:
-        processes = settings().report_processes
-    except InputError as e:
-        _fail(e)
-    forked = details is False and not shared_tasks and failure_judge is None and processes != 1
-    stored: list[ReportRun] = []
-    selected: list[ReportRun] = []
-    with no_gc(), ThreadPoolExecutor(max_workers=1) as pool:
-        # The first campaign is read while the report's modules import: the store's sort runs
-        # in C without the GIL (0.3 s over 100,000 runs on SQLite), the imports meanwhile.
-        first = None if forked else pool.submit(read_runs, st, targets[0], whole=whole, labels=human_labels,
-                                                 task_meta=details is not False)
-        from assay.report.build import build_report
-        from assay.report.forked import leaderboard as forked_leaderboard
-        from assay.report.table import leaderboard, runs_table
-
-        for i, name in enumerate(targets):
-            built = (forked_leaderboard(st, name, agents=agents or None, kind=kind, labels=human_labels,
-                                        processes=processes) if forked else None)
-            if built is not None:
-                rep = built
-            else:
-                stored = first.result() if i == 0 and first is not None else read_runs(
-                    st, name, whole=whole, labels=human_labels, task_meta=details is not False)
-                selected = [r for r in stored if (not agents or r.key.agent in agents)
-                            and (kind is None or r.kind == kind)]
-                if agents and name is not None and not any(r.key.agent in agents for r in stored):
-                    sys.stderr.write(f"note: campaign {name!r} has no runs of {', '.join(sorted(agents))}\n")
-                rep = build_report(name, selected, labels=human_labels, shared_tasks=shared_tasks,
-                                   details=details)
-            out.print(leaderboard(rep))
-            if failure_judge is not None:
-                from assay.campaign.failures import failure_modes as classify_failures
-                from assay.report.build import on_shared_tasks
-
-                gc.enable()  # the judge's calls over the network leave cyclic garbage
-                try:
-                    chosen_ids = {r.run_id for r in (on_shared_tasks(selected, rep["task_sets"]) if shared_tasks else selected)}
-                    records = [r for r in st.runs(name) if r.run_id in chosen_ids]  # the judge reads whole records
-                    rep["failure_modes"] = asyncio.run(classify_failures(failure_judge, st, records))
-                except InputError as e:
-                    _fail(e)
-            _print_blocks(rep)
-            for w in rep["warnings"]:
-                sys.stderr.write(f"warning: campaign {name}: {w}\n")
-            if runs:
-                out.print(runs_table(rep))
-        _write_report_files(rep, json_out, csv_out, md_out, html)
-        del stored, selected, rep, first  # freed now, so collecting after the block has nothing to rescan
+            ids = {r.run_id for r in covered}
+            records = [r for r in st.runs(name) if r.run_id in ids]  # the judge reads whole records
+            try:
+                rep["failure_modes"] = asyncio.run(classify_failures(failure_judge, st, records))
+            except InputError as e:
+                _fail(e)
+        _print_blocks(model, rep.get("failure_modes"))
+        for w in model.warnings:
+            sys.stderr.write(f"warning: campaign {name}: {w}\n")
+        if runs:
+            out.print(runs_table(rep))
+    write_files(st, rep, json_out=json_out, csv_out=csv_out, md_out=md_out, html=html)
 
 
 def _failure_judge(failure_modes: bool, judge: list[str] | None) -> str | None:
@@ -336,31 +305,13 @@ def _failure_judge(failure_modes: bool, judge: list[str] | None) -> str | None:
         _fail(e)
 
 
-def _print_blocks(rep: dict[str, Any]) -> None:
+def _print_blocks(model: Report, failure_modes: dict[str, Any] | None) -> None:
     from assay.report.table import failure_table, kind_tables
 
-    for block in kind_tables(rep):
+    for block in kind_tables(model):
         out.print(block)
-    if "failure_modes" in rep:
-        out.print(failure_table(rep["failure_modes"]))
-
-
-def _write_report_files(rep: dict[str, Any], json_out: Path | None, csv_out: Path | None, md_out: Path | None,
-                        html: Path | None) -> None:
-    if json_out is not None:
-        _write_json(json_out, rep)
-    if csv_out is not None:
-        from assay.report.export import write_csv
-
-        write_csv(rep, csv_out)
-    if md_out is not None:
-        from assay.report.export import write_markdown
-
-        write_markdown(rep, md_out)
-    if html is not None:
-        from assay.report.html import write_html
-
-        write_html(rep, html)
+    if failure_modes is not None:
+        out.print(failure_table(failure_modes))
 
 
 @app.command()
@@ -373,7 +324,9 @@ def compare(
     json_out: Annotated[Path | None, typer.Option("--json", help="write the comparison JSON (assay.compare/1)")] = None,
 ) -> None:
     """Paired comparison of B against A on the run keys both finished: difference, CI, p-value."""
-    from assay.report.compare import compare_runs
+    from assay.report.compare import agents as compare_agents
+    from assay.report.compare import compare_sides, finished
+    from assay.report.model import Compare
     from assay.report.table import compare_table
 
     url, st, names = _existing_store(store)
@@ -387,16 +340,15 @@ def compare(
     for opt, name in (("--campaign", campaign), ("--against-campaign", against_campaign)):
         if name is not None and name not in names:
             _fail(InputError(None, opt, f"no campaign named {name!r} in {url}"))
-    runs_a = st.runs(campaign)
-    runs_b = st.runs(against_campaign) if against_campaign is not None else runs_a
-    for arg, agent, runs, camp in (("AGENT_A", agent_a, runs_a, campaign),
-                                   ("AGENT_B", agent_b, runs_b, against_campaign or campaign)):
-        if not any(r.key.agent == agent for r in runs):
-            agents = sorted({r.key.agent for r in runs})
+    sides = []
+    for arg, agent, camp in (("AGENT_A", agent_a, campaign), ("AGENT_B", agent_b, against_campaign or campaign)):
+        there = compare_agents(st, camp)
+        if agent not in there:
             _fail(InputError(None, arg, f"agent {agent!r} has no runs in campaign {camp!r} "
-                                        f"(agents there: {', '.join(agents[:10]) or 'none'})"))
-    cmp = compare_runs(agent_a, agent_b, runs_a, runs_b, campaign=campaign, against=against_campaign)
-    out.print(compare_table(cmp))
+                                        f"(agents there: {', '.join(there[:10]) or 'none'})"))
+        sides.append(finished(st, camp, agent))
+    cmp = compare_sides(agent_a, agent_b, *sides, campaign=campaign, against=against_campaign)
+    out.print(compare_table(Compare.model_validate(cmp)))
     if cmp["only_a"] or cmp["only_b"]:
         sys.stderr.write(f"not paired: {len(cmp['only_a'])} key(s) only {agent_a} finished, "
                          f"{len(cmp['only_b'])} only {agent_b} finished\n")

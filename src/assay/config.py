@@ -100,7 +100,6 @@ class Settings(BaseModel):
     brave_url: str | None = None  # ASSAY_BRAVE_URL (the Brave Search API's base URL; tests point it at a fake)
     web_token: str | None = Field(default=None, repr=False)  # ASSAY_TOKEN (assay serve's shared sign-in token)
     lease_ttl_s: float = LEASE_TTL_S  # ASSAY_LEASE_TTL_S (a claimed run's lease without a heartbeat expires)
-    report_processes: int | None = None  # ASSAY_REPORT_PROCESSES (a terminal report's processes; None: one per CPU)
 
 
 def _seconds(name: str, default: float) -> float:
@@ -164,7 +163,6 @@ def _settings_of(assay_env: tuple[tuple[str, str], ...]) -> Settings:
         brave_url=_url("ASSAY_BRAVE_URL"),
         web_token=(env.get("ASSAY_TOKEN") or "").strip() or None,
         lease_ttl_s=_seconds("ASSAY_LEASE_TTL_S", LEASE_TTL_S),
-        report_processes=_count("ASSAY_REPORT_PROCESSES", 0, minimum=1) or None,
     )
 
 

@@ -30,7 +30,7 @@ Additions to the SPEC's keys (documented here and in docs):
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Container, Iterable
+from collections.abc import Collection, Container, Iterable
 from typing import Any, Literal, TypeVar
 
 import numpy as np
@@ -39,7 +39,15 @@ from pydantic import BaseModel
 from assay import metrics
 from assay.record import Audit, RunRecord, primary_kind
 from assay.report.agreement import human_agreement, judge_summary
-from assay.report.runs import ReportJudgeInfo, ReportRubric, ReportRun, ReportScenario, as_report_runs, no_gc
+from assay.report.runs import (
+    ReportJudgeInfo,
+    ReportRubric,
+    ReportRun,
+    ReportScenario,
+    as_report_runs,
+    read_runs,
+)
+from assay.store import Store
 
 SCHEMA = "assay.report/1"
 R = TypeVar("R", RunRecord, ReportRun)
@@ -265,11 +273,11 @@ class AgentRuns:
         self.versions: set[str] = set()  # harness versions of every run
         self._scan()
 
-    def task_voids(self) -> dict[str, list[int]]:
-        """Task id -> [void runs, runs] (what `void_outliers` compares across agents)."""
+    def task_voids(self) -> tuple[Counter[str], Counter[str]]:
+        """Runs per task id and void runs per task id (what `void_outliers` compares across agents)."""
         runs = Counter(r.key.task_id for r in self.runs)
         void = Counter(r.key.task_id for r in self.runs if r.status == "void") if self.void else Counter()
-        return {t: [void.get(t, 0), n] for t, n in runs.items()}
+        return runs, void
 
     def finished_kinds(self) -> dict[str, set[str]]:
         """Per kind the agent ran (void runs count), the tasks it finished: what `task_sets` reads."""
@@ -546,22 +554,24 @@ def _removed(r: ReportRun) -> int:
 def build_report(campaign: str | None, runs: Iterable[RunRecord | ReportRun],
                  labels: list[dict[str, Any]] | None = None,
                  skipped: list[dict[str, Any]] | None = None, *,
-                 shared_tasks: bool = False, details: bool | Literal["table"] = True) -> dict[str, Any]:
+                 shared_tasks: bool = False, details: bool | Literal["table"] = True,
+                 tasks: bool | None = None) -> dict[str, Any]:
     """`labels`: human labels from a labels file (`assay.report.agreement.load_labels`), if any;
     `skipped`: task files left out by `--skip-invalid` (file, field, reason);
     `shared_tasks`: keep, per kind, only the tasks every agent that ran the kind has a done run
     on (`assay report --shared-tasks`); `details`: build the per-run and per-task rows (`runs`,
     `tasks`; left empty when False, for a terminal leaderboard that shows neither; `"table"`:
-    the runs as `table_row`s and no task rows, what the HTML report shows). `runs`
+    the runs as `table_row`s, what the HTML report shows); `tasks`: build the per-task rows
+    (default: when `details` is True; they need no whole record). `runs`
     are `RunRecord`s or the lighter `ReportRun`s a store reads for reports
     (`assay.report.runs.read_runs`): the report is the same."""
-    with no_gc():
-        return _build(campaign, as_report_runs(runs), labels, skipped, shared_tasks, details)
+    return _build(campaign, as_report_runs(runs), labels, skipped, shared_tasks, details,
+                  details is True if tasks is None else tasks)
 
 
 def _build(campaign: str | None, runs: list[ReportRun], labels: list[dict[str, Any]] | None,
-           skipped: list[dict[str, Any]] | None, shared_tasks: bool, details: bool | Literal["table"]
-           ) -> dict[str, Any]:
+           skipped: list[dict[str, Any]] | None, shared_tasks: bool, details: bool | Literal["table"],
+           tasks: bool) -> dict[str, Any]:
     broken = broken_tasks(runs)
     counted = [r for r in runs if (r.key.task_id, r.key.task_hash) not in broken] if broken else runs
     agents = agent_runs(counted)
@@ -573,7 +583,22 @@ def _build(campaign: str | None, runs: list[ReportRun], labels: list[dict[str, A
     return assemble(campaign, agent_parts(agents, labels), skipped=skipped, shared_tasks=shared_tasks, sets=sets,
                     rows=[table_row(r) for r in runs] if details == "table" else
                     [run_row(r) for r in runs] if details else [],
-                    tasks=task_rows(counted) if details is True else [], broken=broken)
+                    tasks=task_rows(counted) if tasks else [], broken=broken)
+
+
+def stored_report(store: Store, campaign: str | None, *, agents: Collection[str] | None = None,
+                  kind: str | None = None, labels: list[dict[str, Any]] | None = None, shared_tasks: bool = False,
+                  listing: bool = False, tasks: bool = False) -> tuple[dict[str, Any], list[ReportRun]]:
+    """The report of `campaign`'s current runs in the store (of `agents` and of `kind` only,
+    when given), its numbers from the current runs' columns (`read_runs`, no record read):
+    with `listing`, its `runs` are the runs' table rows (`table_row`; whoever writes whole
+    per-run rows streams them by these ids, `export.write_files`); with `tasks`, its per-task
+    rows. Second: the runs it covers (after `--shared-tasks`: the ones it keeps)."""
+    stored = read_runs(store, campaign, whole=False, labels=labels, agents=agents)
+    selected = [r for r in stored if kind is None or r.kind == kind]
+    rep = build_report(campaign, selected, labels=labels, shared_tasks=shared_tasks,
+                       details="table" if listing else False, tasks=tasks)
+    return rep, on_shared_tasks(selected, rep["task_sets"]) if shared_tasks else selected
 
 
 def broken_tasks(runs: Iterable[ReportRun]) -> dict[tuple[str, str], str]:
@@ -603,23 +628,27 @@ def fault_warnings(parts: dict[str, AgentPart], broken: dict[tuple[str, str], st
 def void_outliers(parts: dict[str, AgentPart]) -> None:
     """Set each agent's `void_outlier`: is its void rate out of line with the other agents' on
     the same tasks (`metrics.void_outlier`)? None when no other agent ran its tasks."""
-    for name, part in parts.items():
-        void = runs = others_void = others_runs = 0
-        for task, (v, n) in part.task_voids.items():
-            theirs = [p.task_voids[task] for other, p in parts.items() if other != name and task in p.task_voids]
-            if not theirs:
-                continue
-            void, runs = void + v, runs + n
-            others_void += sum(t[0] for t in theirs)
-            others_runs += sum(t[1] for t in theirs)
+    runs_all: Counter[str] = Counter()
+    void_all: Counter[str] = Counter()
+    agents_of: Counter[str] = Counter()  # task -> how many agents ran it
+    for part in parts.values():
+        runs_all.update(part.task_voids[0])
+        void_all.update(part.task_voids[1])
+        agents_of.update(part.task_voids[0].keys())
+    for part in parts.values():
+        own_runs, own_void = part.task_voids
+        shared = [t for t in own_runs if agents_of[t] > 1]  # tasks some other agent ran too
+        runs = sum(own_runs[t] for t in shared)
+        void = sum(own_void[t] for t in shared) if own_void else 0
+        others_runs = sum(runs_all[t] for t in shared) - runs
+        others_void = (sum(void_all[t] for t in shared) if void_all else 0) - void
         part.summary["void_outlier"] = (metrics.void_outlier(void, runs, others_void, others_runs)
                                         if others_runs else None)
 
 
 class AgentPart(BaseModel):
     """What the report takes of one agent's runs, computed from them alone (`agent_part`): its
-    summary and what the blocks across agents combine (`assemble`). So a report is the same
-    whether the parts are built in one process or each in its own (`assay.report.forked`)."""
+    summary and what the blocks across agents combine (`assemble`)."""
 
     summary: dict[str, Any]  # the report's `agents` entry
     search_deltas: dict[str, dict[str, Any]]  # `search_deltas`
@@ -629,7 +658,7 @@ class AgentPart(BaseModel):
     task_pairs: set[tuple[str, str]]  # `AgentRuns.task_pairs`
     versions: set[str]  # `AgentRuns.versions`
     baseline: BaselineScores  # `baseline_scores`
-    task_voids: dict[str, list[int]]  # `AgentRuns.task_voids`
+    task_voids: tuple[Counter[str], Counter[str]]  # `AgentRuns.task_voids`
 
 
 def agent_part(agent: str, a: AgentRuns, labels: list[dict[str, Any]] | None,

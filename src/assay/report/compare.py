@@ -4,7 +4,7 @@ Runs are paired by run key without the agent: the same task, level and epoch (B'
 another campaign when `against` is given, e.g. the same model with and without search). Only
 keys both sides finished (status `done`) are paired; keys one side finished and the other
 did not are listed (`only_a`, `only_b`). Scores are the report's (`averaged`: audited, a
-scenario's S floored at -1). Per kind (the task's scoring kind) and overall: `n`, `mean_a`,
+scenario's S floored at -1), read from the store's current runs. Per kind (the task's scoring kind) and overall: `n`, `mean_a`,
 `mean_b`, `diff` (B - A), `ci95` (paired bootstrap of the mean difference, seed 0), `p_value`
 (two-sided paired sign-flip permutation test, `metrics.paired_permutation_p`), `wins`,
 `losses`, `ties` (B above, below, equal to A).
@@ -13,21 +13,20 @@ scenario's S floored at -1). Per kind (the task's scoring kind) and overall: `n`
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
 from typing import Any
 
-from assay import metrics
-from assay.record import RunRecord, primary_kind
-from assay.report.build import averaged
+from sqlalchemy import select
 
-__all__ = ["SCHEMA", "compare_runs", "paired_stats"]
+from assay import metrics
+from assay.store import Store, current
+from assay.store.models import current_t
+
+__all__ = ["SCHEMA", "agents", "compare_sides", "finished", "paired_stats"]
 
 SCHEMA = "assay.compare/1"
 Key = tuple[str, str | None, int]
-
-
-def _key(r: RunRecord) -> Key:
-    return (r.key.task_id, r.key.level, r.key.epoch)
+Side = dict[Key, tuple[float, str]]
+"""One agent's finished runs: key -> (score as the report averages it, the run's kind)."""
 
 
 def _order(k: Key) -> tuple[str, str, int]:
@@ -38,14 +37,30 @@ def _key_json(k: Key) -> dict[str, Any]:
     return {"task_id": k[0], "level": k[1], "epoch": k[2]}
 
 
-def _finished(runs: Iterable[RunRecord], agent: str) -> dict[Key, RunRecord]:
-    """The agent's finished run per key (the latest when one campaign ran a key under several options)."""
-    out: dict[Key, RunRecord] = {}
-    for r in runs:
-        if r.key.agent == agent and r.status == "done" and r.score is not None:
-            k = _key(r)
-            if k not in out or (r.started_at or 0) >= (out[k].started_at or 0):
-                out[k] = r
+def agents(store: Store, campaign: str) -> list[str]:
+    """The agents with runs in `campaign` (sorted)."""
+    c = current_t.c
+    with store.engine.connect() as conn:
+        return sorted(a for (a,) in conn.execute(select(c.agent).distinct().where(c.campaign == campaign)))
+
+
+def finished(store: Store, campaign: str, agent: str) -> Side:
+    """The agent's finished (done, scored) current run per key, read from the store's current
+    runs (`assay.store.current`): no record is read. When one campaign ran a key under several
+    options, the run started last (the later in report order of those started together)."""
+    c = current_t.c
+    stmt = (select(c.task_id, c.level, c.epoch, c.averaged, c.kind, c.started_at)
+            .where(c.campaign == campaign, c.agent == agent, c.status == "done", c.score.is_not(None))
+            .order_by(*current.report_order(store.engine.dialect.name)))
+    out: Side = {}
+    started: dict[Key, float] = {}
+    with store.engine.connect() as conn:
+        for task_id, level, epoch, averaged, kind, started_at in conn.execute(stmt):
+            k = (task_id, level, epoch)
+            at = started_at or 0.0
+            if k not in out or at >= started[k]:
+                out[k] = (averaged, kind or "contract")  # no kinds: `record.primary_kind`'s default
+                started[k] = at
     return out
 
 
@@ -70,18 +85,16 @@ def paired_stats(pairs: list[tuple[float, float]]) -> dict[str, Any]:
     }
 
 
-def compare_runs(a: str, b: str, runs_a: Iterable[RunRecord], runs_b: Iterable[RunRecord], *,
-                 campaign: str | None = None, against: str | None = None) -> dict[str, Any]:
-    """The `assay.compare/1` JSON for agent `b` against agent `a`."""
-    side_a, side_b = _finished(runs_a, a), _finished(runs_b, b)
+def compare_sides(a: str, b: str, side_a: Side, side_b: Side, *, campaign: str | None = None,
+                  against: str | None = None) -> dict[str, Any]:
+    """The `assay.compare/1` JSON for agent `b` against agent `a` (their `finished` runs)."""
     shared = sorted(set(side_a) & set(side_b), key=_order)
     by_kind: dict[str, list[tuple[float, float]]] = defaultdict(list)
     pairs: list[tuple[float, float]] = []
     for k in shared:
-        ra, rb = side_a[k], side_b[k]
-        pair = (averaged(ra), averaged(rb))
-        pairs.append(pair)
-        by_kind[primary_kind(ra.kinds)].append(pair)
+        (sa, kind), (sb, _kind_b) = side_a[k], side_b[k]
+        pairs.append((sa, sb))
+        by_kind[kind].append((sa, sb))
     return {
         "schema": SCHEMA, "a": a, "b": b, "campaign": campaign, "against_campaign": against,
         "kinds": {kind: paired_stats(ps) for kind, ps in sorted(by_kind.items())},

@@ -1,10 +1,49 @@
-"""Flat exports of a report: one CSV row per run; Markdown tables."""
+"""Exports of a report: the report JSON with its per-run rows streamed; one CSV row per run;
+Markdown tables."""
 
 from __future__ import annotations
 
 import csv
+import json
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from assay.store import Store
+
+
+def _dumps(value: Any, **kw: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str, **kw)
+
+
+LINE_ROWS = ("runs", "tasks")
+"""The report's lists of rows written one row per line."""
+
+
+def write_json(report: dict[str, Any], path: Path, rows: Iterable[dict[str, Any]] | None = None) -> None:
+    """The report JSON, as `json.dumps(report, indent=2)` writes it but for the rows of its
+    `runs` and `tasks`, one line each (a row on one line is encoded by json's C encoder;
+    indenting is Python's, several times slower). With `rows` given, those are its `runs`,
+    written one at a time as they come, so a report over 100,000 runs never holds every row
+    (`runs.stream_whole`)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write("{")
+        for i, (key, value) in enumerate(report.items()):
+            f.write("," if i else "")
+            if key in LINE_ROWS:
+                f.write(f"\n  {_dumps(key)}: [")
+                n = 0
+                for row in rows if key == "runs" and rows is not None else value:
+                    f.write(("," if n else "") + "\n    " + json.dumps(row, ensure_ascii=False, default=str))
+                    n += 1
+                f.write("\n  ]" if n else "]")
+            else:  # the key's line as the whole dump has it: {key: value} without its braces
+                f.write(_dumps({key: value})[1:-2])
+        f.write("\n}" if report else "}")
+    tmp.replace(path)
 
 COLUMNS = ["run_id", "task_id", "task_hash", "kinds", "agent", "level", "epoch", "status", "end_reason", "sandbox",
            "score", "passed", "value_amount", "value_currency", "input_tokens", "output_tokens",
@@ -12,13 +51,14 @@ COLUMNS = ["run_id", "task_id", "task_hash", "kinds", "agent", "level", "epoch",
            "task_title", "domain", "language", "modality", "execution", "model", "turns", "duration_s", "search"]
 
 
-def write_csv(report: dict[str, Any], path: Path) -> None:
+def write_csv(rows: Iterable[dict[str, Any]], path: Path) -> None:
+    """One row per run of `rows` (the report's `runs`, `build.run_row`'s keys), written as they come."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
     with open(tmp, "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
         w.writerow(COLUMNS)
-        for r in report["runs"]:
+        for r in rows:
             v = r.get("value") or {}
             u = r["usage"]
             w.writerow([r["run_id"], r["task_id"], r["task_hash"], ";".join(r["kinds"]), r["agent"], r["level"] or "",
@@ -67,58 +107,58 @@ def _curve(c: dict[str, float]) -> str:
     return f"{c['1']:.4g}" + ("" if kmax == "1" else f" (k={kmax}: {c[kmax]:.4g})")
 
 
-def _dist(d: dict[str, Any] | None) -> str:
-    return "-" if d is None else " / ".join(f"{d[k]:.4g}" for k in ("min", "median", "p90", "max"))
+def _dist(d: Any) -> str:
+    return "-" if d is None else " / ".join(f"{getattr(d, k):.4g}" for k in ("min", "median", "p90", "max"))
 
 
 def write_markdown(report: dict[str, Any], path: Path) -> None:
     """The report as Markdown for papers and pull requests: the agents, one block per kind
-    (each ranked by its own score), and the runs; the same numbers as the JSON."""
-    agents = report["agents"]
-    lines = [f"# assay report · campaign {report.get('campaign') or '(all)'}", ""]
+    (each ranked by its own score), and the runs; the same numbers as the JSON, read through
+    the report's models (`model.summary_model`), the runs from its rows."""
+    from assay.report.model import summary_model
+
+    m = summary_model(report)
+    agents = m.agents
+    lines = [f"# assay report · campaign {m.campaign or '(all)'}", ""]
     lines += _md_table(["agent", "runs", "void", "pass rate", "cost (USD)", "tokens"],
-                       [[a["agent"], a["runs"], a["void"], a["pass_rate"], a["cost_usd"], a["tokens"]] for a in agents])
+                       [[a.agent, a.runs, a.void, a.pass_rate, a.cost_usd, a.tokens] for a in agents])
     for kind, cols in KIND_BLOCKS.items():
-        having = [a for a in agents if kind in a]
+        having = [(a, b) for a in agents if (b := getattr(a, kind)) is not None]
         if not having:
             continue
         head = cols[0]
-        having.sort(key=lambda a: (-(a[kind][head] if a[kind][head] is not None else float("-inf")), a["agent"]))
+        having.sort(key=lambda ab: (-(h if (h := getattr(ab[1], head)) is not None else float("-inf")), ab[0].agent))
         lines += [f"## {kind}", ""]
-        lines += _md_table(["agent", *cols], [[a["agent"], *(a[kind].get(c) for c in cols)] for a in having])
+        lines += _md_table(["agent", *cols], [[a.agent, *(getattr(b, c) for c in cols)] for a, b in having])
         lines += [f"### {kind} · reliability and cost", ""]
         lines += _md_table(["agent", "pass@1 (pass@k)", "pass^1 (pass^k)", *COST_COLUMNS,
                             "cost/run min / median / p90 / max"],
-                           [[a["agent"], _curve(a[kind].get("pass_at_k", {})), _curve(a[kind].get("pass_hat_k", {})),
-                             *(a[kind].get(c) for c in COST_COLUMNS), _dist(a[kind].get("cost_distribution"))]
-                            for a in having])
-        if kind == "rubric" and any(a["rubric"].get("value") for a in having):
+                           [[a.agent, _curve(b.pass_at_k), _curve(b.pass_hat_k), *(getattr(b, c) for c in COST_COLUMNS),
+                             _dist(b.cost_distribution)] for a, b in having])
+        if kind == "rubric" and any(b.value for _a, b in having):
             lines += ["### rubric · value earned vs available", ""]
             lines += _md_table(["agent", "currency", "value earned", "value available"],
-                               [[a["agent"], cur, v["earned"], v["available"]]
-                                for a in having for cur, v in a["rubric"].get("value", {}).items()])
-        if kind == "scenario" and any(a["scenario"].get("families") for a in having):
+                               [[a.agent, cur, v.earned, v.available] for a, b in having for cur, v in b.value.items()])
+        if kind == "scenario" and any(b.families for _a, b in having):
             lines += ["### scenario · families", ""]
             lines += _md_table(["agent", "family", "mean S", "variants", "spread"],
-                               [[a["agent"], fam, f["mean_s"], len(f["variants"]), f["spread"]]
-                                for a in having for fam, f in a["scenario"].get("families", {}).items()])
+                               [[a.agent, fam, f.mean_s, len(f.variants), f.spread]
+                                for a, b in having for fam, f in b.families.items()])
         if kind == "rubric":
-            tags = sorted({t for a in having for t, v in a["rubric"].get("tags", {}).items() if v is not None})
+            tags = sorted({t for _a, b in having for t, v in b.tags.items() if v is not None})
             if tags:
-                lines += _md_table(["agent", *tags], [[a["agent"], *(a["rubric"]["tags"].get(t) for t in tags)]
-                                                     for a in having])
+                lines += _md_table(["agent", *tags], [[a.agent, *(b.tags.get(t) for t in tags)] for a, b in having])
         if kind == "contract":
-            cells = sorted({c for a in having for c in a["contract"].get("cells", {})})
+            cells = sorted({c for _a, b in having for c in b.cells})
             if cells:
-                lines += _md_table(["agent", *cells], [[a["agent"], *(a["contract"]["cells"].get(c) for c in cells)]
-                                                      for a in having])
-        baseline = report.get("human_baseline", {}).get(kind, {})
+                lines += _md_table(["agent", *cells], [[a.agent, *(b.cells.get(c) for c in cells)] for a, b in having])
+        baseline = m.human_baseline.get(kind, {})
         if baseline:
             lines += [f"### {kind} · human expert baseline per task family", ""]
             lines += _md_table(["family", "people", "runs", "human mean", "95% CI", "agents on the same tasks"],
-                               [[fam, ", ".join(b["people"]), b["runs"], b["mean"], b["ci95"],
-                                 "; ".join(f"{a} {v['mean']:.4g} ({v['runs']} runs)" for a, v in b["agents"].items())]
-                                for fam, b in baseline.items()])
+                               [[fam, ", ".join(bl.people), bl.runs, bl.mean, bl.ci95,
+                                 "; ".join(f"{ag} {v.mean:.4g} ({v.runs} runs)" for ag, v in bl.agents.items())]
+                                for fam, bl in baseline.items()])
     fm = report.get("failure_modes")
     if fm:
         lines += [f"## failure modes (judge {fm['judge']})", ""]
@@ -135,3 +175,28 @@ def write_markdown(report: dict[str, Any], path: Path) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text("\n".join(lines), encoding="utf-8")
     tmp.replace(path)
+
+
+def write_files(store: Store, report: dict[str, Any], *, json_out: Path | None = None, csv_out: Path | None = None,
+                md_out: Path | None = None, html: Path | None = None) -> None:
+    """The report files of one campaign's report (`build.stored_report` with `listing`: its
+    runs as table rows): --json and --csv with each run's whole row, streamed from the store's
+    records in the report's order (`runs.stream_whole`); --md and --html from the report."""
+    from assay.report.build import run_row
+    from assay.report.runs import stream_whole
+
+    ids = [r["run_id"] for r in report.get("runs", [])]
+
+    def rows() -> Iterator[dict[str, Any]]:
+        return (run_row(r) for r in stream_whole(store, ids))
+
+    if json_out is not None:
+        write_json(report, json_out, rows())
+    if csv_out is not None:
+        write_csv(rows(), csv_out)
+    if md_out is not None:
+        write_markdown(report, md_out)
+    if html is not None:
+        from assay.report.html import write_html
+
+        write_html(report, html)

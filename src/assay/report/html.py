@@ -21,6 +21,7 @@ from jinja2 import Environment, select_autoescape
 from markupsafe import Markup
 
 from assay.report.build import MIN_HUMAN_RUNS
+from assay.report.model import summary_model
 from assay.report.table import COMMON_COLUMNS, HEADLINES, KIND_COLUMNS
 
 W, H = 600, 320
@@ -211,8 +212,10 @@ def levels_svg(series: list[tuple[str, dict[str, dict[str, Any]]]]) -> Markup:
 
 
 def kind_sections(report: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per kind present: its plots and the tables of the same numbers (the terminal's columns)."""
+    """Per kind present: its plots and the tables of the same numbers (the terminal's columns,
+    over the report's models: `model.summary_model`)."""
     out = []
+    models = {a.agent: a for a in summary_model(report).agents}
     for kind, head, label in HEADLINES:
         having = [a for a in report["agents"] if kind in a]
         if not having:
@@ -240,7 +243,8 @@ def kind_sections(report: dict[str, Any]) -> list[dict[str, Any]]:
         if leveled:
             plots.append(levels_svg(leveled))
         cols = [*KIND_COLUMNS[kind], *COMMON_COLUMNS]
-        rows = [[a["agent"], str(len(a[kind].get("tasks", []))), *(f(a[kind]) for _n, f in cols)] for a in having]
+        rows = [[a["agent"], str(len(a[kind].get("tasks", []))), *(f(getattr(models[a["agent"]], kind)) for _n, f in cols)]
+                for a in having]
         ts = report.get("task_sets", {}).get(kind, {})
         families = [[a["agent"], fam, f"{f['mean_s']:.4g}", str(len(f["variants"])), f"{f['spread']:.4g}", str(f["runs"])]
                     for a in having for fam, f in a[kind].get("families", {}).items()]

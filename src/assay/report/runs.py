@@ -7,12 +7,11 @@ fields of (issue 11). `ReportRun` holds those fields under the same names `RunRe
 the same way. Two sources build it:
 - `ReportRun.from_record`: a `RunRecord` already in memory (a campaign that just ran, the web
   app) through its JSON dump;
-- the store (`read_runs`): the stored record's JSON whole (`Store.report_rows`: what the
-  per-run rows of `--json`, `--csv`, `--md` need), or, for the leaderboard and the HTML
-  report, the run's summary (`Store.report_values`, `assay.store.summaries`): plain columns,
-  no record read, only small JSON values parsed (the values runs share, tags, the grade's
-  fields a leaderboard reads), each distinct text once; the leaderboard alone reads of the
-  task's meta only its facets (`summaries.TASK_FACETS`).
+- the store's current runs (`assay.store.current`: one typed row per run key, its current
+  attempt): `read_runs` builds every run from its row's columns (no record read; only the
+  rubric's tags and judges parsed, each distinct text once; the task's meta is its facets,
+  `TASK_FACETS`), or with `whole` from its record; `stream_whole` yields whole runs one at a
+  time for the per-run rows of `--json` and `--csv`.
 
 The grade's parts follow `Grade.from_flat`: a kind's part exists when the run has the kind
 and its flat grade has that part's always-dumped field (`scoring` for rubric, `uplift_adj`
@@ -21,14 +20,20 @@ for scenario, `sat` for contract); the defaults below are `assay.record`'s.
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import gc
-from collections.abc import Collection, Iterable, Iterator, Sequence
+import json
+from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
+from sqlalchemy import select
+
 from assay.record import RunRecord, key_digest, primary_kind
-from assay.store import Store
+from assay.store import Store, current
+from assay.store.models import runs_t
+
+TASK_FACETS = ("domain", "modality", "execution")
+"""The keys of a task's meta a leaderboard reads (human agreement per domain, DAREBench's
+modality x execution cells and Pareto fronts): the current runs keep them as columns."""
 
 
 class ReportUsage:
@@ -218,37 +223,47 @@ class ReportRun:
                    ReportUsage.from_raw(get("judge_usage")), ReportGrade.from_flat(get("grade") or {}, kinds))
 
     @classmethod
-    def from_values(cls, row: Sequence[Any], shared: dict[Any, Any]) -> ReportRun:
-        """From a row of `Store.report_values`: the summary's columns (`summaries.READ_COLUMNS`),
-        its values (`summaries.READ_VALUES`), the task's meta if read (else its facets stand
-        for it). `shared` (one dict per read) keeps one judge usage per cost and one grade per
-        distinct grade: the store's parsed values of one JSON text are one object, so runs
-        graded alike share their grade objects (read them, never change them: `read_runs` gives
-        a labelled run a grade of its own)."""
-        (run_id, task_id, task_hash, epoch, attempt, score, passed, recurring, value, u_in, u_out, u_cr, u_cw,
-         u_cost, j_cost, tags, grade, *meta) = row
-        campaign, agent, level, options_hash, status, end_reason, harness, model, sandbox, kinds, options, facets \
-            = recurring
-        # The store's parsed objects live as long as its rows: their ids name them meanwhile.
-        key = (id(grade), id(tags), id(kinds))
-        kinds = kinds or []
-        judge = shared.get(j_cost)
+    def from_current(cls, row: Sequence[Any], shared: dict[Any, Any]) -> ReportRun:
+        """From a row of the store's current runs (`current.select_current`: `current.READ`'s
+        columns). Its task meta is the task's facets (`TASK_FACETS`), its options the search
+        mode, its judge usage the cost. `shared` (one dict per read) keeps one object per
+        distinct grade, usage of the judge and facets: runs graded alike share them (read them,
+        never change them: `read_runs` gives a labelled run a grade of its own)."""
+        (run_id, campaign, task_id, task_hash, agent, level, epoch, options_hash, attempt, status, end_reason, score,
+         passed, harness, model, sandbox, kinds_text, void_reason, _started, search_mode, search, domain, modality,
+         execution, u_in, u_out, u_cr, u_cw, u_cost, j_cost, v_amount, v_currency, removed, scoring, na, tags,
+         j_agreed, j_answered, j_na, j_votes, j_mode, judges, uplift_adj, contact_cost, solved, router_fallbacks,
+         sat, sat_required) = row
+        kinds = shared.get(kinds_text)
+        if kinds is None:
+            kinds = shared[kinds_text] = kinds_text.split(",") if kinds_text else []
+        judge = shared.get(("judge", j_cost))
         if judge is None:
-            judge = shared[j_cost] = ReportUsage(0, 0, 0, 0, j_cost)
-        graded = shared.get(key)
+            judge = shared[("judge", j_cost)] = ReportUsage(0, 0, 0, 0, j_cost)
+        facets_key = ("facets", domain, modality, execution)
+        meta = shared.get(facets_key)
+        if meta is None:
+            meta = shared[facets_key] = {k: v for k, v in zip(TASK_FACETS, (domain, modality, execution), strict=True)
+                                         if v is not None}
+        grade_key = (kinds_text, removed, scoring, na, tags, j_agreed, j_answered, j_na, j_votes, j_mode, judges,
+                     uplift_adj, contact_cost, solved, router_fallbacks, sat, sat_required)
+        graded = shared.get(grade_key)
         if graded is None:
-            scoring, na, judge_info, uplift_adj, contact_cost, solved, router_fallbacks, sat, predicates, audit = grade
-            graded = shared[key] = ReportGrade(
+            info = None if j_agreed is None else {"agreed": j_agreed, "answered": j_answered, "na": j_na,
+                                                   "votes": j_votes, "mode": j_mode,
+                                                   "judges": json.loads(judges) if judges else []}
+            graded = shared[grade_key] = ReportGrade(
                 None,
-                ReportRubric(scoring, tags, na, judge_info, None) if scoring is not None and "rubric" in kinds else None,
-                ReportScenario(uplift_adj, contact_cost, solved, router_fallbacks)
-                if uplift_adj is not None and "scenario" in kinds else None,
-                ReportContract(sat, predicates) if sat is not None and "contract" in kinds else None,
-                audit)
+                ReportRubric(scoring, json.loads(tags) if tags else None, na, info, None)
+                if scoring is not None else None,
+                ReportScenario(uplift_adj, contact_cost, solved, router_fallbacks) if uplift_adj is not None else None,
+                ReportContract(sat, [{"required": bool(sat_required)}]) if sat is not None else None,
+                {"removed": removed})
+        options = {} if search_mode == "off" else {"search": search_mode}
+        value = None if v_amount is None else {"amount": v_amount, "currency": v_currency}
         return cls((run_id, campaign, task_id, task_hash, agent, level, epoch, options_hash, attempt, status,
-                    end_reason, score, passed, harness, model, sandbox), kinds, value, options,
-                   meta[0] if meta else facets, None, None, None, None,
-                   ReportUsage(u_in, u_out, u_cr, u_cw, u_cost), judge, graded)
+                    end_reason, score, passed, harness, model, sandbox), kinds, value, options, meta, void_reason,
+                   None, None, search, ReportUsage(u_in, u_out, u_cr, u_cw, u_cost), judge, graded)
 
     @classmethod
     def from_record(cls, r: RunRecord) -> ReportRun:
@@ -268,40 +283,26 @@ def as_report_runs(runs: Any) -> list[ReportRun]:
 
 
 def read_runs(store: Store, campaign: str | None, *, whole: bool, labels: list[dict[str, Any]] | None = None,
-              agents: Collection[str] | None = None, task_meta: bool = True) -> list[ReportRun]:
-    """The latest attempt per run key of `campaign` as `ReportRun`s, in `Store.runs` order:
-    `whole` reads every record whole (the per-run rows of a report file need it), else each
-    run's summary (`Store.report_values`: what a leaderboard reads; such a run has
-    `void_reason`, `turns`, `duration_s` and `search` at their defaults, a judge usage of cost
-    only and no rubric items), plus the rubric items of the runs human `labels` name
-    (`agreement.labelled`), which judge-human agreement compares. `agents`: only these
-    agents' runs (None: every agent's). `task_meta` False (a summary read for a leaderboard
-    alone): each run's `task_meta` holds only the task's facets (`summaries.TASK_FACETS`)."""
-    with no_gc():
-        if whole:
-            whole_runs = [ReportRun.from_dict(cols, rec) for cols, rec in store.report_rows(campaign)]
-            return whole_runs if agents is None else [r for r in whole_runs if r.key.agent in agents]
-        return summary_runs(store, [store.report_values(campaign, agents, task_meta=task_meta)], labels)
-
-
-def summary_runs(store: Store, reads: Iterable[Sequence[Sequence[Any]]],
-                 labels: list[dict[str, Any]] | None = None) -> list[ReportRun]:
-    """The runs of `Store.report_values`' rows, `reads` one or more of its results that follow
-    each other in report order, each taken when the runs of the one before are built (a read
-    may still be under way meanwhile), plus the rubric items of the runs human `labels` name
-    (`read_runs`)."""
+              agents: Collection[str] | None = None) -> list[ReportRun]:
+    """The current attempt of every run key of `campaign` (`assay.store.current`) as
+    `ReportRun`s, in `Store.runs` order: `whole` reads each record whole too (the per-run rows
+    of a report file need it), else only the current runs' typed columns (what the leaderboard
+    and the blocks read: such a run's task meta is its facets, its options the search mode, its
+    `turns` and `duration_s` at their defaults, a judge usage of cost only and no rubric
+    items), plus the rubric items of the runs human `labels` name (`agreement.labelled`),
+    which judge-human agreement compares. `agents`: only these agents' runs (None: every
+    agent's)."""
+    stmt = current.select_current(campaign, store.engine.dialect.name, None if agents is None else sorted(agents),
+                                  record=whole)
     shared: dict[Any, Any] = {}
-    runs: list[ReportRun] = []
-    kept = []  # runs share the grades of the parsed objects whose ids `shared` holds: kept alive till the end
-    for rows in reads:
-        kept.append(rows)
-        runs.extend(ReportRun.from_values(row, shared) for row in rows)
-    broken = [r for r in runs if r.status == "broken"]
-    if broken:  # the report lists why each broken task is broken
-        reasons = store.void_reasons([r.run_id for r in broken])
-        for r in broken:
-            r.void_reason = reasons.get(r.run_id)
-    if labels:
+    width = len(current.READ)
+    with store.engine.connect() as conn:
+        if whole:
+            runs = [ReportRun.from_dict(row[:len(Store.REPORT_COLUMNS)], json.loads(row[width]))
+                    for row in conn.execute(stmt)]
+        else:
+            runs = [ReportRun.from_current(row, shared) for row in conn.execute(stmt)]
+    if labels and not whole:
         from assay.report.agreement import labelled
 
         named = [(r, rg) for r in labelled(runs, labels) if (rg := r.grade.rubric) is not None]
@@ -314,14 +315,24 @@ def summary_runs(store: Store, reads: Iterable[Sequence[Sequence[Any]]],
     return runs
 
 
-@contextlib.contextmanager
-def no_gc() -> Iterator[None]:
-    """Garbage collection off for a block that allocates many small objects per run (reading
-    and building a report): collections would rescan them all (20-50% of the time)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
+STREAM_BATCH = 500
+"""Whole records fetched at a time by `stream_whole` (memory stays flat however many runs)."""
+
+
+def stream_whole(store: Store, run_ids: Sequence[str]) -> Iterator[ReportRun]:
+    """The current runs of these ids (in this order: the report's), each built from its whole
+    record, one at a time: the per-run rows of `--json` and `--csv` are written as they come,
+    never all held. Records are fetched `STREAM_BATCH` at a time by run id, so nothing sorts
+    the records themselves (`ReportRun.from_dict`)."""
+    c = current.current_t.c
+    stmt = (select(*[c[n] for n in Store.REPORT_COLUMNS], runs_t.c.record)
+            .join(runs_t, runs_t.c.run_id == c.run_id))
+    n = len(Store.REPORT_COLUMNS)
+    with store.engine.connect() as conn:
+        for start in range(0, len(run_ids), STREAM_BATCH):
+            chunk = run_ids[start:start + STREAM_BATCH]
+            rows = {row[0]: row for row in conn.execute(stmt.where(c.run_id.in_(chunk)))}
+            for rid in chunk:
+                row = rows.pop(rid, None)
+                if row is not None:
+                    yield ReportRun.from_dict(row[:n], json.loads(row[n]))

@@ -12,6 +12,7 @@ from rich.text import Text
 
 if TYPE_CHECKING:
     from assay.report.curate import CurationResult
+    from assay.report.model import AgentSummary, Compare, Report
 
 
 def _pct(v: float | None) -> str:
@@ -32,30 +33,40 @@ def _num(v: float | None) -> str:
     return "-" if v is None else f"{v:.3f}"
 
 
-def leaderboard(report: dict[str, Any]) -> Table:
-    table = Table(title=Text(f"assay leaderboard · campaign {report.get('campaign') or '(all)'}"))
-    kinds = [(k, f, label) for k, f, label in HEADLINES if any(k in a for a in report["agents"])]
+def _block(a: AgentSummary, kind: str) -> Any:
+    """The agent's block of `kind` (None: it ran no such task)."""
+    return getattr(a, kind)
+
+
+def _head(a: AgentSummary, kind: str, field: str) -> float | None:
+    block = _block(a, kind)
+    return None if block is None else getattr(block, field)
+
+
+def leaderboard(report: Report) -> Table:
+    table = Table(title=Text(f"assay leaderboard · campaign {report.campaign or '(all)'}"))
+    kinds = [(k, f, label) for k, f, label in HEADLINES if any(_block(a, k) is not None for a in report.agents)]
     cols = ["agent", "runs", "void", "pass rate", *(label for _k, _f, label in kinds), "value earned", "cost",
             "tokens"]
     for col in cols:
         table.add_column(col, justify="left" if col == "agent" else "right", overflow="fold")
 
-    def rank(a: dict[str, Any]) -> tuple[Any, ...]:  # by each kind's headline, in the order above
-        return (*(-(a[k][f] if k in a and a[k][f] is not None else -1e9) for k, f, _l in kinds), a["agent"])
+    def rank(a: AgentSummary) -> tuple[Any, ...]:  # by each kind's headline, in the order above
+        return (*(-(h if (h := _head(a, k, f)) is not None else -1e9) for k, f, _l in kinds), a.agent)
 
-    for a in sorted(report["agents"], key=rank):
-        cost = "-" if a["cost_usd"] is None else f"${a['cost_usd']:.4f}"
-        heads = [_num(a[k][f]) if k in a else "-" for k, f, _l in kinds]
-        table.add_row(Text(a["agent"]), str(a["runs"]), _void(a), _pct(a["pass_rate"]), *heads,
-                      _money(a["economic_value"]), cost, f"{a['tokens']:,}")
+    for a in sorted(report.agents, key=rank):
+        cost = "-" if a.cost_usd is None else f"${a.cost_usd:.4f}"
+        heads = [_num(_head(a, k, f)) if _block(a, k) is not None else "-" for k, f, _l in kinds]
+        table.add_row(Text(a.agent), str(a.runs), _void(a), _pct(a.pass_rate), *heads,
+                      _money(a.economic_value), cost, f"{a.tokens:,}")
     return table
 
 
-def _void(a: dict[str, Any]) -> Text:
+def _void(a: AgentSummary) -> Text:
     """Void runs and their rate; marked when out of line with the other agents' (SPEC `void_outlier`)."""
-    rate = a.get("void_rate")
-    text = f"{a['void']}" + (f" ({rate:.0%})" if a["void"] and rate is not None else "")
-    if a.get("void_outlier"):
+    rate = a.void_rate
+    text = f"{a.void}" + (f" ({rate:.0%})" if a.void and rate is not None else "")
+    if a.void_outlier:
         return Text(text + " !", style="bold red")
     return Text(text)
 
@@ -72,8 +83,8 @@ def _per(v: float | None) -> str:
     return "-" if v is None else f"{v:.4g}"
 
 
-def _dist(d: dict[str, Any] | None) -> str:
-    return "-" if d is None else " / ".join(f"{d[k]:.4g}" for k in ("min", "median", "p90", "max"))
+def _dist(d: Any) -> str:
+    return "-" if d is None else " / ".join(f"{getattr(d, k):.4g}" for k in ("min", "median", "p90", "max"))
 
 
 def _curve_end(curve: dict[str, float]) -> str:
@@ -84,32 +95,33 @@ def _curve_end(curve: dict[str, float]) -> str:
     return f"{curve['1']:.3f}" + ("" if kmax == "1" else f" · k={kmax} {curve[kmax]:.3f}")
 
 
-def _value_text(v: dict[str, dict[str, float]]) -> str:
-    return " / ".join(f"{c} {x['earned']:,.0f} of {x['available']:,.0f}" for c, x in v.items()) or "-"
+def _value_text(v: dict[str, Any]) -> str:
+    return " / ".join(f"{c} {x.earned:,.0f} of {x.available:,.0f}" for c, x in v.items()) or "-"
 
 
 KIND_COLUMNS: dict[str, list[tuple[str, Any]]] = {
-    "rubric": [("score", lambda b: _num(b["expert_score"])), ("95% CI", lambda b: _ci_text(b["ci95"])),
-               ("pass rate", lambda b: _pct(b["pass_rate"])), ("NA", lambda b: str(b["na"])),
-               ("value earned of available", lambda b: _value_text(b.get("value", {})))],
-    "scenario": [("mean S", lambda b: _num(b["mean_s"])), ("95% CI", lambda b: _ci_text(b["ci95"])),
-                 ("solved", lambda b: str(b["solved"])), ("uplift (gross)", lambda b: _num(b["uplift_gross"])),
-                 ("contact cost", lambda b: _num(b["contact_cost"])), ("below no-op", lambda b: _pct(b["below_no_op"])),
-                 ("L0→L1 drop", lambda b: _num(b.get("drop_L0_L1"))), ("L1→L3 drop", lambda b: _num(b.get("drop_L1_L3")))],
-    "contract": [("accuracy", lambda b: _num(b["accuracy"])), ("95% CI", lambda b: _ci_text(b["ci95"])),
-                 ("Sat rate", lambda b: _pct(b["sat_rate"])),
-                 ("text", lambda b: _num(b.get("modalities", {}).get("text"))),
-                 ("multimodal", lambda b: _num(b.get("modalities", {}).get("multimodal"))),
-                 ("audit removed", lambda b: str(b["audit_removed"]))],
+    "rubric": [("score", lambda b: _num(b.expert_score)), ("95% CI", lambda b: _ci_text(b.ci95)),
+               ("pass rate", lambda b: _pct(b.pass_rate)), ("NA", lambda b: str(b.na)),
+               ("value earned of available", lambda b: _value_text(b.value))],
+    "scenario": [("mean S", lambda b: _num(b.mean_s)), ("95% CI", lambda b: _ci_text(b.ci95)),
+                 ("solved", lambda b: str(b.solved)), ("uplift (gross)", lambda b: _num(b.uplift_gross)),
+                 ("contact cost", lambda b: _num(b.contact_cost)), ("below no-op", lambda b: _pct(b.below_no_op)),
+                 ("L0→L1 drop", lambda b: _num(b.drop_L0_L1)), ("L1→L3 drop", lambda b: _num(b.drop_L1_L3))],
+    "contract": [("accuracy", lambda b: _num(b.accuracy)), ("95% CI", lambda b: _ci_text(b.ci95)),
+                 ("Sat rate", lambda b: _pct(b.sat_rate)),
+                 ("text", lambda b: _num(b.modalities.get("text"))),
+                 ("multimodal", lambda b: _num(b.modalities.get("multimodal"))),
+                 ("audit removed", lambda b: str(b.audit_removed))],
 }
-"""Each kind's own columns in the terminal; the reliability and cost columns follow them."""
+"""Each kind's own columns in the terminal (over its block, `model.RubricBlock`...); the
+reliability and cost columns follow them."""
 
 COMMON_COLUMNS: list[tuple[str, Any]] = [
-    ("pass@k", lambda b: _curve_end(b.get("pass_at_k", {}))), ("pass^k", lambda b: _curve_end(b.get("pass_hat_k", {}))),
-    ("tokens/task", lambda b: f"{b['tokens_per_task']:,.0f}" if "tokens_per_task" in b else "-"),
-    ("cost/task", lambda b: _usd(b.get("cost_per_task"))), ("score/1k tok", lambda b: _per(b.get("score_per_1k_tokens"))),
-    ("score/$", lambda b: _per(b.get("score_per_usd"))),
-    ("cost/run min / median / p90 / max", lambda b: _dist(b.get("cost_distribution"))),
+    ("pass@k", lambda b: _curve_end(b.pass_at_k)), ("pass^k", lambda b: _curve_end(b.pass_hat_k)),
+    ("tokens/task", lambda b: f"{b.tokens_per_task:,.0f}"),
+    ("cost/task", lambda b: _usd(b.cost_per_task)), ("score/1k tok", lambda b: _per(b.score_per_1k_tokens)),
+    ("score/$", lambda b: _per(b.score_per_usd)),
+    ("cost/run min / median / p90 / max", lambda b: _dist(b.cost_distribution)),
 ]
 
 
@@ -123,57 +135,57 @@ def _grid(title: str, head: list[str], rows: list[list[str | Text]], left: int =
     return table
 
 
-def _block_title(report: dict[str, Any], kind: str, head: str) -> str:
-    ts = report.get("task_sets", {}).get(kind, {})
-    if report.get("shared_tasks"):
-        return f"{kind} · ranked by {head} · the {len(ts.get('shared', []))} tasks every agent finished"
-    if ts.get("differ"):
+def _block_title(report: Report, kind: str, head: str) -> str:
+    ts = report.task_sets.get(kind)
+    if report.shared_tasks:
+        return f"{kind} · ranked by {head} · the {len(ts.shared) if ts else 0} tasks every agent finished"
+    if ts is not None and ts.differ:
         return f"{kind} · ranked by {head} · agents finished different task sets (--shared-tasks compares the shared ones)"
     return f"{kind} · ranked by {head}"
 
 
-def _detail_tables(kind: str, having: list[dict[str, Any]]) -> list[Table]:
+def _detail_tables(kind: str, having: list[AgentSummary]) -> list[Table]:
     """Rubric tags, contract cells, scenario families."""
     if kind == "rubric":
-        tags = sorted({t for a in having for t, v in a["rubric"]["tags"].items() if v is not None})
+        tags = sorted({t for a in having if a.rubric for t, v in a.rubric.tags.items() if v is not None})
         return [_grid("rubric tags", ["agent", *tags],
-                      [[Text(a["agent"]), *(_num(a["rubric"]["tags"].get(t)) for t in tags)] for a in having])] \
+                      [[Text(a.agent), *(_num(a.rubric.tags.get(t)) for t in tags)] for a in having if a.rubric])] \
             if tags else []
     if kind == "contract":
-        cells = sorted({c for a in having for c in a["contract"].get("cells", {})})
+        cells = sorted({c for a in having if a.contract for c in a.contract.cells})
         return [_grid("contract accuracy per cell (modality/execution)", ["agent", *cells],
-                      [[Text(a["agent"]), *(_num(a["contract"]["cells"].get(c)) for c in cells)] for a in having])] \
-            if cells else []
-    rows: list[list[str | Text]] = [[Text(a["agent"]), Text(fam), _num(f["mean_s"]), str(len(f["variants"])),
-                                     _num(f["spread"]), str(f["runs"])]
-                                    for a in having for fam, f in a["scenario"].get("families", {}).items()]
+                      [[Text(a.agent), *(_num(a.contract.cells.get(c)) for c in cells)]
+                       for a in having if a.contract])] if cells else []
+    rows: list[list[str | Text]] = [[Text(a.agent), Text(fam), _num(f.mean_s), str(len(f.variants)),
+                                     _num(f.spread), str(f.runs)]
+                                    for a in having if a.scenario for fam, f in a.scenario.families.items()]
     return [_grid("scenario families (spread: best minus worst variant)",
                   ["agent", "family", "mean S", "variants", "spread", "runs"], rows, left=2)] if rows else []
 
 
-def kind_tables(report: dict[str, Any]) -> list[Table]:
+def kind_tables(report: Report) -> list[Table]:
     """Per kind present, ranked by its own headline (None last): its block, its reliability
     and cost table, then the rubric tags, the contract cells or the scenario families."""
     tables: list[Table] = []
     for kind, head, _label in HEADLINES:
-        having = [a for a in report["agents"] if kind in a]
+        having = [a for a in report.agents if _block(a, kind) is not None]
         if not having:
             continue
-        having.sort(key=lambda a: (a[kind][head] is None, -(a[kind][head] or 0.0), a["agent"]))
+        having.sort(key=lambda a: (_head(a, kind, head) is None, -(_head(a, kind, head) or 0.0), a.agent))
         for title, columns in ((_block_title(report, kind, head), KIND_COLUMNS[kind]),
                                (f"{kind} · reliability and cost", COMMON_COLUMNS)):
             tables.append(_grid(title, ["agent", "tasks", *(n for n, _f in columns)],
-                                [[Text(a["agent"]), str(len(a[kind].get("tasks", []))),
-                                  *(f(a[kind]) for _n, f in columns)] for a in having]))
+                                [[Text(a.agent), str(len(_block(a, kind).tasks)),
+                                  *(f(_block(a, kind)) for _n, f in columns)] for a in having]))
         tables += _detail_tables(kind, having)
-        baseline = report.get("human_baseline", {}).get(kind, {})
+        baseline = report.human_baseline.get(kind, {})
         if baseline:
             tables.append(_grid(f"{kind} · human expert baseline per task family (people's runs pooled)",
                                 ["family", "people", "runs", "human mean", "95% CI", "agents on the same tasks"],
-                                [[Text(fam), Text(", ".join(b["people"])), str(b["runs"]), _num(b["mean"]),
-                                  _ci_text(b["ci95"]),
-                                  Text("; ".join(f"{a} {_num(v['mean'])} ({v['runs']} runs)"
-                                                 for a, v in b["agents"].items()) or "-")]
+                                [[Text(fam), Text(", ".join(b.people)), str(b.runs), _num(b.mean),
+                                  _ci_text(b.ci95),
+                                  Text("; ".join(f"{a} {_num(v.mean)} ({v.runs} runs)"
+                                                 for a, v in b.agents.items()) or "-")]
                                  for fam, b in baseline.items()], left=2))
     return tables
 
@@ -248,20 +260,20 @@ def calibration_table(cal: dict[str, Any]) -> Table:
     return table
 
 
-def compare_table(cmp: dict[str, Any]) -> Table:
+def compare_table(cmp: Compare) -> Table:
     """`assay compare`: B against A per kind and overall."""
-    title = f"assay compare · {cmp['b']} against {cmp['a']}"
-    if cmp.get("against_campaign"):
-        title += f" (B from campaign {cmp['against_campaign']})"
+    title = f"assay compare · {cmp.b} against {cmp.a}"
+    if cmp.against_campaign:
+        title += f" (B from campaign {cmp.against_campaign})"
     table = Table(title=Text(title))
     for col in ("kind", "pairs", "mean A", "mean B", "diff B-A", "95% CI", "p", "wins", "losses", "ties"):
         table.add_column(col, justify="left" if col == "kind" else "right", overflow="fold")
-    for kind, st in [*cmp["kinds"].items(), ("overall", cmp["overall"])]:
-        ci = "-" if st["ci95"] is None else f"[{st['ci95'][0]:+.3f}, {st['ci95'][1]:+.3f}]"
-        diff = "-" if st["diff"] is None else f"{st['diff']:+.3f}"
-        p = "-" if st["p_value"] is None else f"{st['p_value']:.3g}"
-        table.add_row(Text(kind), str(st["n"]), _num(st["mean_a"]), _num(st["mean_b"]), diff, ci, p,
-                      str(st["wins"]), str(st["losses"]), str(st["ties"]))
+    for kind, st in [*cmp.kinds.items(), ("overall", cmp.overall)]:
+        ci = "-" if st.ci95 is None else f"[{st.ci95[0]:+.3f}, {st.ci95[1]:+.3f}]"
+        diff = "-" if st.diff is None else f"{st.diff:+.3f}"
+        p = "-" if st.p_value is None else f"{st.p_value:.3g}"
+        table.add_row(Text(kind), str(st.n), _num(st.mean_a), _num(st.mean_b), diff, ci, p,
+                      str(st.wins), str(st.losses), str(st.ties))
     return table
 
 

@@ -30,7 +30,7 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -38,7 +38,6 @@ from sqlalchemy import (
     ColumnElement,
     Connection,
     Engine,
-    Table,
     and_,
     bindparam,
     create_engine,
@@ -47,7 +46,6 @@ from sqlalchemy import (
     func,
     literal,
     select,
-    tuple_,
     update,
 )
 from sqlalchemy.engine import make_url
@@ -56,6 +54,7 @@ from sqlalchemy.pool import StaticPool
 from assay.config import store_url
 from assay.errors import InputError
 from assay.record import VOID_REASONS, Event, RunRecord, event_from_wire, json_text
+from assay.store import current
 from assay.store.models import (
     REPORT_COLUMNS,
     campaigns_t,
@@ -64,12 +63,7 @@ from assay.store.models import (
     judge_cache_t,
     leases_t,
     runs_t,
-    summaries_t,
 )
-from assay.store.summaries import PARSED as SUMMARY_JSON
-from assay.store.summaries import READ_COLUMNS as SUMMARY_COLUMNS
-from assay.store.summaries import READ_VALUES as SUMMARY_VALUES
-from assay.store.summaries import summary_row
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -143,7 +137,6 @@ _SAVE_RELEASE = leases_t.delete().where(
     leases_t.c.campaign == bindparam("c"), leases_t.c.key_digest == bindparam("d"),
     leases_t.c.attempt == bindparam("a"))
 _INSERT_RUN, _INSERT_EVENTS, _INSERT_GRADE = runs_t.insert(), events_t.insert(), grades_t.insert()
-_INSERT_SUMMARY = summaries_t.insert()
 SAVE_BATCH = 256
 """At most this many runs are written in one transaction (`Store.save_runs`)."""
 
@@ -181,7 +174,7 @@ class SaveOutcome:
         self._row: dict[str, Any] = {}
 
     def run_row(self, now: float) -> dict[str, Any]:
-        """The `runs` row; its `summary_row` is built from the same row and dump, right after."""
+        """The `runs` row; its `current_row` is built from the same row and dump, right after."""
         r, k = self.record, self.record.key
         rec = self._dump = r.model_dump(mode="json")
         row = self._row = {
@@ -192,11 +185,11 @@ class SaveOutcome:
             "sandbox": r.sandbox, "created_at": now, "record": json_text(rec)}
         return row
 
-    def summary_row(self) -> dict[str, Any]:
-        """The `run_summaries` row (`summaries.summary_row`) of the `run_row` built before."""
+    def current_row(self) -> dict[str, Any]:
+        """The `current_runs` row (`current.current_row`) of the `run_row` built before."""
         if not self._row:
-            raise RuntimeError("summary_row needs the run_row built first")
-        return summary_row(self._row, self._dump)
+            raise RuntimeError("current_row needs the run_row built first")
+        return current.current_row(self._row, self._dump)
 
     def grade_row(self) -> dict[str, Any]:
         r = self.record
@@ -227,41 +220,6 @@ def _sort_key(r: RunRecord) -> tuple[Any, ...]:
     """Every attempt's order: task, agent, level (none first), epoch, campaign, attempt."""
     k = r.key
     return (k.task_id, k.agent, k.level is not None, k.level or "", k.epoch, k.campaign, r.attempt)
-
-
-def _report_order(table: Table) -> list[ColumnElement[Any]]:
-    """The order of `Store.runs` and the report reads over `table` (`runs` or `run_summaries`),
-    in SQL (SQLite's binary collation is Python's order of `str`): task, agent, level (none
-    first), epoch, campaign, key digest; then within a digest its attempts by rank (attempt,
-    created_at, run_id), so the last row of each digest is its latest attempt."""
-    c = table.c
-    return [c.task_id, c.agent, c.level.is_not(None), func.coalesce(c.level, ""), c.epoch, c.campaign,
-            c.key_digest, c.attempt, c.created_at, c.run_id]
-
-
-MIDDLE_SAMPLE = 4096
-"""About how many stored attempts `Store.report_middle` sorts to find a middle."""
-ORDER_PREFIX = 5
-"""How many of `_report_order`'s first values split a report read in two (`Store.report_middle`):
-all attempts of one run key share them, so a key is never split."""
-
-
-def _latest_rows(rows: Iterable[Sequence[Any]], names: Sequence[str] = REPORT_COLUMNS,
-                 drop: int = 2) -> list[tuple[Any, ...]]:
-    """Rows `(key_digest, created_at, *values)`, `names` naming the values (task_id, agent,
-    level, epoch, campaign, attempt and run_id among them) -> the latest attempt per key digest
-    (rank: attempt, created_at, run_id, as `Store.runs`) without its first `drop` values, in
-    `Store.runs` order (`_report_order`)."""
-    i = {n: 2 + names.index(n) for n in ("attempt", "run_id", "task_id", "agent", "level", "epoch", "campaign")}
-    at, rid = i["attempt"], i["run_id"]
-    latest: dict[str, Sequence[Any]] = {}
-    for row in rows:
-        cur = latest.get(row[0])
-        if cur is None or (row[at], row[1], row[rid]) > (cur[at], cur[1], cur[rid]):
-            latest[row[0]] = row
-    t, a, lv, e, cp = i["task_id"], i["agent"], i["level"], i["epoch"], i["campaign"]
-    return [tuple(row[drop:]) for row in sorted(latest.values(), key=lambda c: (c[t], c[a], c[lv] is not None,
-                                                                                c[lv] or "", c[e], c[cp], c[0]))]
 
 
 class Store:
@@ -303,11 +261,6 @@ class Store:
         except (exc.SQLAlchemyError, OSError) as e:
             self.engine.dispose()
             raise InputError(None, "--store", f"cannot open the store {self.redacted_url}: {db_reason(e)}") from None
-
-    @property
-    def reopenable(self) -> bool:
-        """Whether another process can open this store at its URL (not one in memory)."""
-        return self._backend != "sqlite" or self._db_path is not None
 
     # --- setup ---------------------------------------------------------------------------
 
@@ -514,7 +467,7 @@ class Store:
                 if events:
                     conn.execute(_INSERT_EVENTS, events)
                 conn.execute(_INSERT_GRADE, [s.grade_row() for s in take])
-                conn.execute(_INSERT_SUMMARY, [s.summary_row() for s in take])
+                current.upsert(conn, [s.current_row() for s in take])
             if todo:
                 conn.execute(_SAVE_RELEASE, [s.lease() for s in todo])
             for s in take:
@@ -695,24 +648,6 @@ class Store:
             )
             return {r[0] for r in rows}
 
-    def has_broken(self, campaign: str | None) -> bool:
-        """Whether the campaign (every campaign: None) holds a run of a broken task."""
-        stmt = select(runs_t.c.run_id).where(runs_t.c.status == "broken")
-        if campaign is not None:
-            stmt = stmt.where(runs_t.c.campaign == campaign)
-        with self.engine.connect() as conn:
-            return conn.execute(stmt.limit(1)).first() is not None
-
-    def void_reasons(self, run_ids: Collection[str]) -> dict[str, str | None]:
-        """The `void_reason` of each of these runs (a summary read leaves it out), from their records."""
-        out: dict[str, str | None] = {}
-        ids = list(run_ids)
-        with self.engine.connect() as conn:
-            for i in range(0, len(ids), 500):
-                rows = conn.execute(select(runs_t.c.run_id, runs_t.c.record).where(runs_t.c.run_id.in_(ids[i:i + 500])))
-                out.update((rid, json.loads(rec).get("void_reason")) for rid, rec in rows)
-        return out
-
     def done_run(self, campaign: str, digest: str) -> RunRecord | None:
         """The finished (``done`` or ``broken``) attempt of one run key, if it has one (the latest when several)."""
         with self.engine.connect() as conn:
@@ -774,113 +709,12 @@ class Store:
         records.sort(key=lambda rd: (*_sort_key(rd[0])[:-1], rd[1]))  # `_report_order`
         return [r for r, _digest in records]
 
-    # The columns `report_rows` gives each run (`models.REPORT_COLUMNS`).
+    # The columns a report reads of each run (`models.REPORT_COLUMNS`).
     REPORT_COLUMNS = REPORT_COLUMNS
-
-    def report_rows(self, campaign: str | None = None) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
-        """The latest attempt per key digest (as `runs`, same order) as plain data for reports:
-        `(columns, record)`, `columns` the values of `REPORT_COLUMNS`, `record` the stored
-        record's whole JSON object. No `RunRecord` is validated."""
-        c = runs_t.c
-        stmt = select(c.key_digest, c.created_at, *[c[n] for n in self.REPORT_COLUMNS], c.record)
-        if campaign is not None:
-            stmt = stmt.where(c.campaign == campaign)
-        with self.engine.connect() as conn:
-            rows = _latest_rows(conn.execute(stmt))
-        return [(row[:-1], json.loads(row[-1])) for row in rows]
-
-    def report_agents(self, campaign: str | None) -> dict[str, int]:
-        """The agents of `campaign`'s runs (every campaign's for None), sorted, each with its
-        number of stored attempts: what a report splits its work by."""
-        t = summaries_t.c
-        stmt = select(t.agent, func.count()).group_by(t.agent).order_by(t.agent)
-        if campaign is not None:
-            stmt = stmt.where(t.campaign == campaign)
-        with self.engine.connect() as conn:
-            return {agent: n for agent, n in conn.execute(stmt)}
-
-    def _report_where(self, campaign: str | None, agents: Collection[str] | None) -> list[ColumnElement[bool]]:
-        t = summaries_t.c
-        where = [t.campaign == campaign] if campaign is not None else []
-        if agents is not None:
-            where.append(t.agent.in_(sorted(agents)))
-        return where
-
-    def report_middle(self, campaign: str | None, agents: Collection[str] | None = None) -> tuple[Any, ...] | None:
-        """Where `report_values` splits in two halves of about as many runs: the first
-        `ORDER_PREFIX` values of `_report_order` of the middle one of the stored attempts, or
-        of a random sample of about `MIDDLE_SAMPLE` of them (sorting 100,000 would take a
-        tenth of a second); None under two attempts (or, by a rare chance, sampled). Any
-        middle splits correctly, a sampled one in about equal halves. SQLite only, whose
-        order of text is Python's (elsewhere None)."""
-        if self._backend != "sqlite":
-            return None
-        where = self._report_where(campaign, agents)
-        prefix = _report_order(summaries_t)[:ORDER_PREFIX]
-        with self.engine.connect() as conn:
-            n = conn.execute(select(func.count()).select_from(summaries_t).where(*where)).scalar_one()
-            step = n // MIDDLE_SAMPLE
-            if step > 1:  # at random: a pattern in the row ids (agents saved in turn) would bias a modulus
-                where.append(func.random() % step == 0)
-            sample = conn.execute(select(*prefix).where(*where).order_by(*prefix)).all() if n >= 2 else []
-        return tuple(sample[len(sample) // 2]) if len(sample) >= 2 else None
-
-    def report_values(self, campaign: str | None, agents: Collection[str] | None = None, *,
-                      task_meta: bool = True, since: tuple[Any, ...] | None = None,
-                      until: tuple[Any, ...] | None = None) -> list[list[Any]]:
-        """The latest attempt per key digest (as `runs`, same order) as one list per run, read
-        from its summary (`assay.store.summaries`): the values of `summaries.READ_COLUMNS`,
-        then those of `summaries.READ_VALUES`, then (if `task_meta`) the task's meta, JSON text
-        parsed (None for NULL). Parsed values of the same text are one shared object (read
-        them, never change them). No record is read or parsed. `agents`: only these agents'
-        runs (None: every agent's). `since`, `until`: only the runs whose first values of
-        the report order (`report_middle`) are at least `since`, below `until`: the halves
-        either side of a middle follow each other in report order."""
-        t = summaries_t.c
-        where = self._report_where(campaign, agents)
-        prefix = tuple_(*_report_order(summaries_t)[:ORDER_PREFIX])
-        if since is not None:
-            where.append(prefix >= tuple_(*map(literal, since)))
-        if until is not None:
-            where.append(prefix < tuple_(*map(literal, until)))
-        names = (*SUMMARY_COLUMNS, *SUMMARY_VALUES, *(("task_meta",) if task_meta else ()))
-        columns = [t[n] for n in names]
-        parsed_at = [i for i, n in enumerate(names) if n in SUMMARY_JSON]
-        memo: dict[str, Any] = {}
-        loads = json.loads
-        out: list[list[Any]] = []
-        last = None
-        with self.engine.connect() as conn:
-            rows: Iterable[Sequence[Any]]
-            if self._backend == "sqlite":  # its binary collation is Python's order of `str`
-                # In report order, each key's attempts by rank: a row of the previous row's
-                # digest replaces it (a later attempt ranks higher).
-                rows = conn.execute(select(t.key_digest, *columns).where(*where).order_by(*_report_order(summaries_t)))
-                first = 1
-            else:
-                order = ("agent", "level", "campaign")
-                rows = _latest_rows(conn.execute(select(t.key_digest, t.created_at, *[t[n] for n in order], *columns)
-                                                 .where(*where)), (*order, *names), drop=2 + len(order))
-                first = 0
-            for row in rows:
-                vals = list(row[first:])
-                for i in parsed_at:
-                    text = vals[i]
-                    if text is not None:
-                        try:
-                            vals[i] = memo[text]
-                        except KeyError:
-                            vals[i] = memo[text] = loads(text)
-                if first and row[0] == last:
-                    out[-1] = vals
-                else:
-                    out.append(vals)
-                    last = row[0]
-        return out
 
     def grade_items(self, run_ids: Collection[str]) -> dict[str, list[dict[str, Any]]]:
         """The rubric items of these runs' grades (runs without any left out), read from the
-        stored grades: the one part of a grade a summary leaves out (for human labels)."""
+        stored grades: the one part of a grade the current runs leave out (for human labels)."""
         out: dict[str, list[dict[str, Any]]] = {}
         ids = sorted(set(run_ids))
         with self.engine.connect() as conn:

@@ -95,40 +95,62 @@ grades_t: Table = Table(
 REPORT_COLUMNS = ("run_id", "campaign", "task_id", "task_hash", "agent", "level", "epoch", "options_hash",
                   "attempt", "status", "end_reason", "score", "passed", "harness_version", "model", "sandbox")
 """The `runs` columns a report reads of each run, in this order (`Store.REPORT_COLUMNS`)."""
-SUMMARY_RUN_COLUMNS = ("key_digest", "created_at", "campaign", "task_id", "task_hash", "agent", "level", "epoch",
-                       "attempt", "score", "passed")
-"""The `runs` columns a summary repeats as columns (its run id is its key): those a report
-selects and orders by, and those that differ from run to run."""
-
-
-# What a report reads of a run (`assay.store.summaries`), written with the run: the run's
-# columns a report selects, orders by or finds different in each run, copied from `runs`;
-# one JSON array of the values that mostly repeat from run to run (`summaries.RECURRING`:
-# its campaign, agent, status, model, kinds, options, task facets...), which a reader parses
-# once per distinct text; the task's whole meta and value as text; token counts and costs as
-# numbers. A table of its own, read without `runs`: a report over 100,000 runs then never
-# pages through the records nor parses them (on SQLite before 3.45 each JSON path read parses
-# the whole record again), and a leaderboard reads 18 narrow values per run (SQLite's sort
-# carries every value it reads). Derived data: `summaries.rebuild_summaries` recomputes it
-# from the records (migrations 0006, 0007).
-summaries_t: Table = Table(
-    "run_summaries",
+# The current attempt of every run key (`assay.store.current`): one row per (campaign, key
+# digest), the attempt that ranks highest (attempt, then created_at, then run id: the attempt
+# `Store.runs` gives), written in the same transaction as the save that made it current, with
+# what reports aggregate as typed columns (no JSON to parse per run but the rubric's tags and
+# judges). A report is a query over it. Derived data: `current.rebuild_current` recomputes it
+# from the records (migration 0008).
+current_t: Table = Table(
+    "current_runs",
     metadata,
-    Column("run_id", String(64), ForeignKey("runs.run_id", ondelete="CASCADE"), primary_key=True),
-    # The run's own columns, typed as in `runs` (the campaign indexed: reports select by it).
-    *[Column(n, runs_t.c[n].type, nullable=runs_t.c[n].nullable, index=n == "campaign") for n in SUMMARY_RUN_COLUMNS],
-    Column("recurring", Text, nullable=False),  # JSON array: `summaries.RECURRING`' values
-    # The record's values (JSON text; NULL: absent or null) and numbers (absent: the default).
-    Column("value", Text, nullable=True),
-    Column("task_meta", Text, nullable=True),
+    Column("campaign", String(200), primary_key=True),
+    Column("key_digest", String(64), primary_key=True),
+    Column("run_id", String(64), ForeignKey("runs.run_id", ondelete="CASCADE"), nullable=False, unique=True),
+    Column("created_at", Float, nullable=False),
+    # The run's own columns, typed as in `runs`.
+    *[Column(n, runs_t.c[n].type, nullable=runs_t.c[n].nullable) for n in REPORT_COLUMNS if n not in ("run_id", "campaign")],
+    Column("kinds", Text, nullable=False),  # the record's kinds joined by ","
+    Column("kind", String(16), nullable=True),  # the primary kind (`record.primary_kind`); NULL: no kinds
+    Column("void_reason", Text, nullable=True),
+    Column("started_at", Float, nullable=True),  # the record's (what `assay compare` ranks a key's runs by)
+    Column("search_mode", Text, nullable=False),  # the options' `search` ("off": none)
+    Column("search", Text, nullable=True),  # the search backend offered (the record's `search`)
+    # The task's facets (NULL: the task meta has none).
+    Column("domain", Text, nullable=True),
+    Column("modality", Text, nullable=True),
+    Column("execution", Text, nullable=True),
+    # The usage: absent counts 0, an absent cost 0, a null cost unknown (NULL).
     Column("input_tokens", BigInteger, nullable=False),
     Column("output_tokens", BigInteger, nullable=False),
     Column("cache_read_tokens", BigInteger, nullable=False),
     Column("cache_write_tokens", BigInteger, nullable=False),
-    Column("cost_usd", Float, nullable=True),  # NULL: a price is unknown
+    Column("tokens", BigInteger, nullable=False),
+    Column("cost_usd", Float, nullable=True),
     Column("judge_cost_usd", Float, nullable=True),
-    Column("tags", Text, nullable=True),
-    Column("grade", Text, nullable=False),  # JSON array: `summaries.GRADE_KEYS`' values
+    Column("value_amount", Float, nullable=True),  # the task's value (NULL: none)
+    Column("value_currency", Text, nullable=True),
+    Column("averaged", Float, nullable=True),  # the score every mean takes (`build.averaged`); NULL: unscored
+    Column("audit_removed", Integer, nullable=False),
+    # The rubric grade (scoring NULL: none).
+    Column("scoring", Text, nullable=True),
+    Column("rubric_na", Integer, nullable=True),
+    Column("tags", Text, nullable=True),  # JSON object tag -> score (NULL: none)
+    Column("judge_agreed", Integer, nullable=True),  # the judge info (NULL: no judge graded)
+    Column("judge_answered", Integer, nullable=True),
+    Column("judge_na", Integer, nullable=True),
+    Column("judge_votes", Integer, nullable=True),
+    Column("judge_mode", Text, nullable=True),
+    Column("judges", Text, nullable=True),  # JSON list of the judges
+    # The scenario grade (uplift_adj NULL: none).
+    Column("uplift_adj", Float, nullable=True),
+    Column("contact_cost", Float, nullable=True),
+    Column("solved", Boolean, nullable=True),
+    Column("router_fallbacks", Integer, nullable=True),
+    # The contract grade (sat NULL: none); sat_required: some predicate is required.
+    Column("sat", Boolean, nullable=True),
+    Column("sat_required", Boolean, nullable=True),
+    Index("ix_current_runs_campaign_agent", "campaign", "agent"),
 )
 
 

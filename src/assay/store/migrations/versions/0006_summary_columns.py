@@ -20,7 +20,7 @@ import sqlite3
 import sqlalchemy as sa
 from alembic import op
 
-from assay.store.summaries import rebuild_summaries
+from assay.store.migrations.summaries_0007 import rebuild_summaries
 
 revision: str = "0006"
 down_revision: str | None = "0005"

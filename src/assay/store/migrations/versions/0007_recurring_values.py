@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from alembic import op
 
 from assay.record import json_text
-from assay.store.summaries import GRADE_KEYS, USAGE_KEYS, rebuild_summaries
+from assay.store.migrations.summaries_0007 import GRADE_KEYS, USAGE_KEYS, rebuild_summaries
 
 revision: str = "0007"
 down_revision: str | None = "0006"

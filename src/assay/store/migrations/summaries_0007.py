@@ -1,18 +1,11 @@
-"""Run summaries: what a report reads of each stored run, in a table of plain columns
-(`run_summaries`) written in the same transaction as the run, and rebuilt from the records
-when their shape changes (migrations 0006, 0007).
+"""Migration 0007's run summaries (table `run_summaries`), kept for the migrations that build
+them (0006, 0007) and for 0009's downgrade, which brings them back: the store no longer writes
+or reads them (issue 26: a report is a query over `current_runs`, `assay.store.current`).
 
-Why a table of columns: a report over 100,000 runs read a dozen JSON paths of each record,
-and SQLite (before 3.45) parses the whole record again for every path, and pages through
-the `runs` table's long rows to reach each record (issue 11). A summary row holds the run's
-columns a report selects, orders by or finds different in each run (copied); the values that
-mostly repeat from run to run (campaign, agent, status, model, kinds, options, the task's
-facets...) as one JSON array (`RECURRING`); its small JSON values as text; its token counts
-and costs as numbers; and of its grade only the fields the leaderboard reads (`GRADE_KEYS`):
-no transcript-sized field (final message, rubric items) and nothing to parse per path. A
-reader parses each distinct text once: most repeat from run to run. Fewer values per row
-matter on SQLite: its sort carries every value a query reads (29 values per run took 2.4x
-the time of 14).
+What 0007 kept of each run: the run's columns a report selected, ordered by or found different
+in each run (copied); the values that mostly repeat from run to run as one JSON array
+(`RECURRING`); small JSON values as text; token counts and costs as numbers; of its grade the
+fields the leaderboard read (`GRADE_KEYS`). The table is defined here, as 0007 created it.
 """
 
 from __future__ import annotations
@@ -21,10 +14,45 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import Connection, select
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Connection,
+    Float,
+    ForeignKey,
+    MetaData,
+    String,
+    Table,
+    Text,
+    select,
+)
 
 from assay.record import json_text
-from assay.store.models import REPORT_COLUMNS, SUMMARY_RUN_COLUMNS, runs_t, summaries_t
+from assay.store.models import NAMING, REPORT_COLUMNS, runs_t
+
+SUMMARY_RUN_COLUMNS = ("key_digest", "created_at", "campaign", "task_id", "task_hash", "agent", "level", "epoch",
+                       "attempt", "score", "passed")
+"""The `runs` columns a summary repeats as columns (its run id is its key)."""
+
+_metadata = MetaData(naming_convention=NAMING)
+_runs_ref = Table("runs", _metadata, Column("run_id", String(64), primary_key=True))
+summaries_t: Table = Table(
+    "run_summaries",
+    _metadata,
+    Column("run_id", String(64), ForeignKey("runs.run_id", ondelete="CASCADE"), primary_key=True),
+    *[Column(n, runs_t.c[n].type, nullable=runs_t.c[n].nullable, index=n == "campaign") for n in SUMMARY_RUN_COLUMNS],
+    Column("recurring", Text, nullable=False),  # JSON array: `RECURRING`' values
+    Column("value", Text, nullable=True),
+    Column("task_meta", Text, nullable=True),
+    Column("input_tokens", BigInteger, nullable=False),
+    Column("output_tokens", BigInteger, nullable=False),
+    Column("cache_read_tokens", BigInteger, nullable=False),
+    Column("cache_write_tokens", BigInteger, nullable=False),
+    Column("cost_usd", Float, nullable=True),
+    Column("judge_cost_usd", Float, nullable=True),
+    Column("tags", Text, nullable=True),
+    Column("grade", Text, nullable=False),  # JSON array: `GRADE_KEYS`' values
+)
 
 TASK_FACETS = ("domain", "modality", "execution")
 """The keys of a task's meta a leaderboard reads (human agreement per domain, DAREBench's
@@ -50,13 +78,6 @@ GRADE_KEYS = ("scoring", "na", "judge_info", "uplift_adj", "contact_cost", "solv
 leaderboard reads of a grade besides its tags (kept apart: they differ from run to run while
 these mostly repeat, so a reader parses this text once per distinct grade shape)."""
 
-READ_COLUMNS = ("run_id", "task_id", "task_hash", "epoch", "attempt", "score", "passed")
-"""The summary's columns `Store.report_values` gives first, as stored."""
-READ_VALUES = ("recurring", "value", *USAGE_KEYS, "cost_usd", "judge_cost_usd", "tags", "grade")
-"""The summary's values `Store.report_values` gives after `READ_COLUMNS` (then `task_meta`,
-if asked for)."""
-PARSED = frozenset(("recurring", *JSON_VALUES, "tags", "grade"))
-"""The values stored as JSON text."""
 
 
 def summary_row(run: Mapping[str, Any], rec: Mapping[str, Any]) -> dict[str, Any]:

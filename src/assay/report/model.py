@@ -1,0 +1,376 @@
+"""The report JSON's models (SPEC.md "Report JSON", schema `assay.report/1`): the report, its
+agent summaries, each kind's block, the per-run and per-task rows, and what the top level
+holds across agents; and `assay compare`'s (`Compare`, `assay.compare/1`). The terminal
+tables read them (`assay.report.table`). `docs/schemas/assay.report-1.json` and
+`assay.compare-1.json` are their schemas as shipped (`python -m assay.report.model` writes them; tests/test_report_model.py checks it is current and
+that `assay report --json` validates against it).
+
+Every model forbids keys it does not name, so a key the report gains without its model fails
+the tests. A key that only some reports hold (a kind's block, `judge`, `human_agreement`, a
+scenario block's `levels`, the top level's `failure_modes`) is optional: absent, not null.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA = "assay.report/1"
+SCHEMA_FILE = Path(__file__).resolve().parents[3] / "docs" / "schemas" / "assay.report-1.json"
+"""Where the repository ships the report's JSON Schema."""
+
+Curve = dict[str, float]
+"""pass@k or pass^k: k ("1", "2", ...) -> the value."""
+Ci = list[float] | None
+"""A 95% bootstrap confidence interval [low, high]; null without values."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class Usage(_Model):
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+    cost_usd: float | None = Field(description="null: a price is unknown")
+
+
+class RunRow(_Model):
+    """One run (the current attempt of its key) of the report's `runs`."""
+
+    run_id: str
+    task_id: str
+    task_hash: str
+    kinds: list[str]
+    agent: str
+    level: str | None
+    epoch: int
+    attempt: int
+    status: Literal["done", "void", "broken"]
+    end_reason: str
+    void_reason: str | None
+    sandbox: str
+    score: float | None
+    passed: bool | None
+    value: dict[str, Any] | None = Field(description="the task's value {amount, currency}; null: none")
+    usage: Usage
+    judge_usage: Usage
+    grade: dict[str, Any] = Field(description="SPEC's flat grade: the fields of every kind the task has")
+    model: str | None
+    harness_version: str
+    turns: int
+    duration_s: float
+    task: dict[str, Any] = Field(description="the task's meta")
+    options: dict[str, Any]
+    search: str | None
+
+
+class TableCost(_Model):
+    cost_usd: float | None
+
+
+class TableRow(_Model):
+    """A run as the HTML report's runs table shows it (`build.table_row`)."""
+
+    run_id: str
+    task_id: str
+    agent: str
+    level: str | None
+    epoch: int
+    status: Literal["done", "void", "broken"]
+    end_reason: str
+    score: float | None
+    passed: bool | None
+    usage: TableCost
+
+
+class TaskRow(_Model):
+    """pass@k and pass^k of one (agent, task, level, options)."""
+
+    agent: str
+    task_id: str
+    level: str | None
+    search: str
+    epochs: int
+    passes: int
+    mean_score: float | None
+    pass_at_k: Curve
+    pass_hat_k: Curve
+
+
+class CostDistribution(_Model):
+    min: float
+    median: float
+    p90: float
+    max: float
+    runs: int
+    unknown: int
+
+
+class KindEconomics(_Model):
+    """What a kind's block cost and its pass@k curves (`build.kind_economics`)."""
+
+    cost_usd: float | None
+    tokens: int
+    tokens_per_task: float
+    cost_per_task: float | None
+    score_per_1k_tokens: float | None
+    score_per_usd: float | None
+    cost_distribution: CostDistribution | None
+    pass_at_k: Curve
+    pass_hat_k: Curve
+
+
+class Earned(_Model):
+    earned: float
+    available: float
+
+
+class _Rubric(_Model):
+    expert_score: float | None
+    ci95: Ci
+    pass_rate: float
+    tags: dict[str, float | None]
+    na: int
+    audit_removed: int
+    tasks: list[str]
+    value: dict[str, Earned] = Field(description="currency -> value earned of value available")
+
+
+class RubricBlock(KindEconomics, _Rubric):
+    """The rubric block of an agent summary (fields of `_Rubric`, then the economics)."""
+
+
+class Level(_Model):
+    mean_s: float
+    runs: int
+
+
+class Family(_Model):
+    mean_s: float
+    variants: dict[str, float]
+    spread: float
+    runs: int
+
+
+class _Scenario(_Model):
+    mean_s: float
+    ci95: Ci
+    solved: int
+    uplift_gross: float
+    contact_cost: float | None
+    router_fallbacks: int
+    runs_with_router_fallbacks: int
+    tasks: list[str]
+    below_no_op: float | None
+    levels: dict[str, Level] | None = None
+    drop_L0_L1: float | None = None
+    drop_L1_L3: float | None = None
+    families: dict[str, Family]
+
+
+class ScenarioBlock(KindEconomics, _Scenario):
+    """The scenario block of an agent summary."""
+
+
+class _Contract(_Model):
+    accuracy: float | None
+    ci95: Ci
+    sat_rate: float | None = Field(description="over runs of tasks with a required artifact; null: none")
+    cells: dict[str, float | None]
+    modalities: dict[str, float | None]
+    audit_removed: int
+    tasks: list[str]
+
+
+class ContractBlock(KindEconomics, _Contract):
+    """The contract block of an agent summary."""
+
+
+class JudgeSummary(_Model):
+    agreement: float | None
+    na: int
+    votes: int
+    runs: int
+    items: int
+    mode: list[str]
+    judges: list[str]
+
+
+class InterRater(_Model):
+    n: int
+    raw_agreement: float
+
+
+class DomainAgreement(_Model):
+    pearson_r: float | None
+    p_value: float | None
+    raw_agreement: float | None
+    n: int
+    inter_rater: InterRater | None = None
+
+
+class AgentSummary(_Model):
+    """One agent's entry of the report's `agents`."""
+
+    agent: str
+    runs: int
+    void: int
+    void_rate: float | None
+    void_outlier: bool | None
+    pass_rate: float | None
+    economic_value: dict[str, float]
+    cost_usd: float | None
+    judge_cost_usd: float | None
+    tokens: int
+    pass_at_k: Curve
+    pass_hat_k: Curve
+    end_reasons: dict[str, int]
+    rubric: RubricBlock | None = None
+    judge: JudgeSummary | None = None
+    human_agreement: dict[str, DomainAgreement] | None = None
+    contract: ContractBlock | None = None
+    scenario: ScenarioBlock | None = None
+    mean_score: float | None = Field(description="the headline when the agent's runs are of one kind; else null")
+
+
+class SearchDelta(_Model):
+    delta: float
+    tasks: int
+    with_: float = Field(alias="with")
+    without: float
+
+
+class ParetoPoint(_Model):
+    agent: str
+    cost_usd: float
+    mean_score: float
+
+
+class TaskSet(_Model):
+    shared: list[str]
+    agents: dict[str, int]
+    differ: bool
+    missing: dict[str, list[str]]
+
+
+class AgentMean(_Model):
+    mean: float
+    runs: int
+
+
+class Baseline(_Model):
+    mean: float
+    ci95: Ci
+    runs: int
+    people: list[str]
+    tasks: list[str]
+    agents: dict[str, AgentMean]
+
+
+class BrokenTask(_Model):
+    task_id: str
+    task_hash: str
+    reason: str
+
+
+class Skipped(_Model):
+    file: str | None
+    field: str | None
+    reason: str
+    line: int | None = None
+    column: int | None = None
+
+
+class Report(_Model):
+    """The report (`assay report --json`, `assay run --json`)."""
+
+    schema_: Literal["assay.report/1"] = Field(alias="schema")
+    campaign: str | None
+    skipped: list[Skipped]
+    runs: list[RunRow | TableRow]
+    agents: list[AgentSummary]
+    tasks: list[TaskRow]
+    search_delta: dict[str, float]
+    search_deltas: dict[str, dict[str, SearchDelta]]
+    pareto: dict[str, list[ParetoPoint]]
+    pareto_points: dict[str, list[ParetoPoint]]
+    shared_tasks: bool
+    task_sets: dict[str, TaskSet]
+    human_baseline: dict[str, dict[str, Baseline]]
+    broken_tasks: list[BrokenTask]
+    warnings: list[str]
+    failure_modes: dict[str, Any] | None = None
+
+
+def summary_model(report: dict[str, Any]) -> Report:
+    """The report's numbers as a `Report`, without its per-run rows (`runs` empty: whoever
+    lists runs reads the rows themselves, never all validated at once)."""
+    return Report.model_validate({**report, "runs": []})
+
+
+class PairedStats(_Model):
+    """`assay compare`'s statistics of one kind's pairs (or all of them)."""
+
+    n: int
+    mean_a: float | None
+    mean_b: float | None
+    diff: float | None = Field(description="B - A")
+    ci95: Ci
+    p_value: float | None
+    wins: int
+    losses: int
+    ties: int
+
+
+class KeyRef(_Model):
+    task_id: str
+    level: str | None
+    epoch: int
+
+
+class Compare(_Model):
+    """`assay compare --json` (`assay.compare/1`)."""
+
+    schema_: Literal["assay.compare/1"] = Field(alias="schema")
+    a: str
+    b: str
+    campaign: str | None
+    against_campaign: str | None
+    kinds: dict[str, PairedStats]
+    overall: PairedStats
+    only_a: list[KeyRef]
+    only_b: list[KeyRef]
+
+
+def report_schema() -> dict[str, Any]:
+    """The report's JSON Schema, generated from `Report`."""
+    schema = Report.model_json_schema(by_alias=True)
+    schema["$id"] = SCHEMA
+    return schema
+
+
+def compare_schema() -> dict[str, Any]:
+    """`assay compare --json`'s JSON Schema, generated from `Compare`."""
+    schema = Compare.model_json_schema(by_alias=True)
+    schema["$id"] = "assay.compare/1"
+    return schema
+
+
+COMPARE_SCHEMA_FILE = SCHEMA_FILE.with_name("assay.compare-1.json")
+
+
+def schema_text(schema: dict[str, Any] | None = None) -> str:
+    """A schema (default: `report_schema()`) as the file ships it."""
+    return json.dumps(report_schema() if schema is None else schema, indent=2, sort_keys=True) + "\n"
+
+
+if __name__ == "__main__":
+    SCHEMA_FILE.parent.mkdir(parents=True, exist_ok=True)
+    SCHEMA_FILE.write_text(schema_text())
+    COMPARE_SCHEMA_FILE.write_text(schema_text(compare_schema()))
