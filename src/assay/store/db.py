@@ -11,7 +11,11 @@ Several workers (processes, machines) share one campaign through leases: a worke
 only after :meth:`Store.claim` gave it the key's lease (one transaction that refuses a
 finished key or a live lease of another worker, takes over an expired one, and decides the
 attempt number); :meth:`Store.heartbeat` keeps a worker's leases alive and
-:meth:`Store.release` gives them back.
+:meth:`Store.release` gives them back. On PostgreSQL all of them lock lease rows in one order
+(`_LEASE_ORDER`), so workers never deadlock, and a transaction the database rolls back to
+break a conflict all the same is run again (`Store.write`). A worker waiting on keys another
+holds is woken by :meth:`Store.watch` when runs are stored or leases given back
+(`assay.store.watch`), and reads where they stand with :meth:`Store.lease_states`.
 
 The hot path (``save_runs``, ``claim_many``) uses SQLAlchemy Core statements built once and
 run with executemany, not the ORM: it is called thousands of times per campaign alongside

@@ -118,15 +118,14 @@ class PostgresWatch(Watch):
             return True
 
     def _drop(self) -> None:
+        """Close the listening connection for good (the pool gets a fresh one in its place)."""
         conn, self._conn = self._conn, None
         if conn is not None:
             conn.invalidate()
             conn.close()
 
     def _close(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            conn.close()
+        self._drop()  # not back to the pool: a connection still listening would queue notifications unread
 
 
 class SqliteWatch(Watch):
