@@ -349,3 +349,36 @@ def test_four_real_workers_pay_each_call_once_and_end_with_the_last_save(pg_url:
     assert _deadlocks(pg_url) == before
     print(f"\nworkers ended their campaign {min(lags):.2f}-{max(lags):.2f} s after the last save over {TRIALS} "
           f"trials; the last one exited {min(exit_lags):.2f}-{max(exit_lags):.2f} s after it")
+
+
+def test_a_claim_whose_commit_answer_is_lost_still_holds_its_keys_once(pg_url: str,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server commits a claim and the connection is lost before the answer arrives: the
+    claim is run once more on a fresh connection, finds its own leases and keeps them (the
+    next attempt number, so no two attempts share one), and no other worker can take them."""
+    store = open_store(pg_url)
+    admin = create_engine(pg_url.rsplit("/", 1)[0] + "/postgres", isolation_level="AUTOCOMMIT")
+    lost: list[int] = []
+    try:
+        real_commit = store.engine.dialect.do_commit
+
+        def commit_then_lose(raw: Any) -> None:
+            real_commit(raw)
+            if lost:
+                return
+            driver = raw.dbapi_connection
+            pid = driver.info.backend_pid
+            with admin.connect() as c:
+                assert c.execute(text("SELECT pg_terminate_backend(:p)"), {"p": pid}).scalar_one()
+            lost.append(pid)
+            driver.execute("SELECT 1")  # the driver's own error for the lost connection
+
+        monkeypatch.setattr(store.engine.dialect, "do_commit", commit_then_lose)
+        assert store.claim_many("c", ["k2", "k1"], "W", 30) == {"k1": 2, "k2": 2}
+        assert lost
+        monkeypatch.undo()
+        assert store.leases("c") == {"k1": ("W", 2), "k2": ("W", 2)}
+        assert store.claim_many("c", ["k1", "k2"], "other", 30) == {}
+    finally:
+        store.close()
+        admin.dispose()
