@@ -249,6 +249,34 @@ async def test_a_waiting_worker_takes_over_as_the_lease_lapses(three_tasks: list
     assert end - claimed < 1.5 + 1.5, end - claimed  # and took it over right then
 
 
+async def test_a_waiting_worker_wakes_when_the_other_gives_its_keys_back(three_tasks: list[Any],
+                                                                           wake_store: Store) -> None:
+    """Another worker holds t0 on a 60 s lease and gives it back after 1 s (its Ctrl-C, or its
+    agent stopped): this worker, waiting on it, starts it within half a second."""
+    ctx = RunContext(store=wake_store, options=RunOptions(unsafe_no_sandbox=True, concurrency=3))
+
+    async def answer(env: AgentEnv) -> AgentOutcome:
+        assert env.workspace is not None
+        (env.workspace / "answer.txt").write_text("42\n")
+        return AgentOutcome(end_reason="finished", final_message="done")
+
+    plan = build_plan(three_tasks, [FakeFactory("writer", answer)], ctx.options)
+    t0 = next(p for p in plan.runs if p.task.id == "t0")
+    assert wake_store.claim(ctx.options.campaign, t0.digest, FOREIGN, 60) == 1
+    released: list[float] = []
+
+    async def give_back() -> None:
+        await asyncio.sleep(1.0)
+        await asyncio.to_thread(wake_store.release, FOREIGN, ctx.options.campaign, [t0.digest])
+        released.append(time.time())
+
+    (result, _end), _ = await asyncio.gather(_timed(plan, ctx), give_back())
+    assert (result.ran, result.by_others) == (3, 0)
+    rec = wake_store.done_run(ctx.options.campaign, t0.digest)
+    assert rec is not None and rec.attempt == 1  # given back unrun: its attempt number is free again
+    assert -0.1 < rec.started_at - released[0] < 0.5, rec.started_at - released[0]  # taken over at once
+
+
 # --------------------------------------------------------------------------- 4 real workers
 
 PONG_TASK = """\
