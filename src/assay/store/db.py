@@ -786,11 +786,16 @@ class Store:
     def watch(self, campaign: str) -> Watch:
         """A `Watch` that wakes a worker waiting on `campaign`'s keys when another worker
         stores runs or releases leases (`assay.store.watch`); close it when done. Make it
-        before reading the state it waits on (`lease_states`)."""
-        if self._backend == "postgresql":
-            return PostgresWatch(self.engine, NOTIFY_CHANNEL, campaign)
-        if self._backend == "sqlite" and not self._memory:
-            return SqliteWatch(self.engine)
+        before reading the state it waits on (`lease_states`). A store that cannot be reached
+        is InputError (exit 2), as for a write."""
+        try:
+            if self._backend == "postgresql":
+                return PostgresWatch(self.engine, NOTIFY_CHANNEL, campaign)
+            if self._backend == "sqlite" and not self._memory:
+                return SqliteWatch(self.engine)
+        except exc.OperationalError as e:
+            raise InputError(None, "--store", f"cannot reach the store {self.redacted_url}: {db_reason(e)}; "
+                             "every finished run is kept: run the same command again to resume") from None
         return Watch()
 
     # --- reads ---------------------------------------------------------------------------
