@@ -5,7 +5,10 @@ per transaction: `CLAIM_BATCH`), so several `assay run` processes, on one machin
 can share one campaign: a run another live worker holds is skipped and looked at again at
 the end, when it is either finished (counted as done by another worker) or, once its holder
 stopped heart-beating, taken over here (at once when the holder was a process of this
-machine that is gone). A background task renews this process's leases every third of their
+machine that is gone). That wait is woken by the store (`Store.watch`) when another worker
+stores runs or gives leases back, and otherwise lasts until the earliest of those leases
+lapses: no fixed poll, so the workers of a campaign end together with its last save. A
+background task renews this process's leases every third of their
 TTL (`ASSAY_LEASE_TTL_S`); a run's lease is released in the transaction that stores its
 record, and all of them at the end or on Ctrl-C.
 
@@ -52,6 +55,7 @@ from assay.config import settings
 from assay.errors import InputError
 from assay.record import RunRecord
 from assay.store.db import db_reason
+from assay.store.watch import Watch
 
 log = logging.getLogger(__name__)
 
@@ -65,11 +69,23 @@ CREDENTIAL_STOP_AFTER = 3
 HEARTBEATS_PER_TTL = 3
 CLAIM_BATCH = 32
 HEARTBEAT_FAILURES_STOP = 3
+DEAD_CHECK_S = 1.0
+"""A worker waiting on another's keys looks at least this often whether that holder, when a
+process of this machine, is gone (no store read: a signal 0 to its pid)."""
+LAPSE_MARGIN_S = 0.05
+"""A waiting worker wakes this long after the earliest lease it waits on lapses (clocks tick
+apart by a little)."""
 
 
 def lease_holder() -> str:
     """A name for this worker's leases, unique across processes and machines: host:pid:nonce."""
     return f"{socket.gethostname()[:120]}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+
+
+def is_local_holder(holder: str) -> bool:
+    """Whether `holder` names a process of this machine (`lease_holder`)."""
+    parts = holder.rsplit(":", 2)
+    return len(parts) == 3 and parts[0] == socket.gethostname()[:120] and parts[1].isdigit()
 
 
 def dead_local_holders(holders: Iterable[str]) -> set[str]:
@@ -222,18 +238,51 @@ class _Worker:
             self.result.spent_before = await asyncio.to_thread(self.store.campaign_cost, self.campaign)
         await self.look_for_dead()
         held = await self.wave(runs)
-        while held and self.lost is None:  # runs other workers hold: wait until they finish them or their lease expires
-            done = await asyncio.to_thread(self.store.finished_digests, self.campaign,
-                                           retry_void=self.ctx.options.retry_void)
-            theirs = sum(p.digest in done for p in held)
-            if theirs:
-                self.result.by_others += theirs
-                self.progress.update(self.bar, advance=theirs, stats=_stats(self.result))
-            held = [p for p in held if p.digest not in done]
-            if held:
-                await asyncio.sleep(self.interval)
-                await self.look_for_dead()
-                held = await self.wave(held)
+        if held and self.lost is None:
+            await self.wait_for_others(held)
+
+    async def wait_for_others(self, held: list[PlannedRun]) -> None:
+        """Runs other workers hold: wait until they store them (done by another worker) or
+        give them back or their leases lapse (taken over and run here). The store's watch
+        wakes this worker when another one stores runs or releases leases (`Store.watch`:
+        PostgreSQL's NOTIFY, a SQLite file's commit counter); otherwise it wakes as the
+        earliest of their leases lapses, or within `DEAD_CHECK_S` when one of their holders
+        is a process of this machine that is gone. No fixed poll: a worker ends as soon as
+        the last of its keys is stored elsewhere."""
+        watch = await asyncio.to_thread(self.store.watch, self.campaign)  # listening before the state is read
+        try:
+            while held and self.lost is None:
+                states = await asyncio.to_thread(self.store.lease_states, self.campaign, [p.digest for p in held],
+                                                 retry_void=self.ctx.options.retry_void)
+                theirs = sum(p.digest in states.finished for p in held)
+                if theirs:
+                    self.result.by_others += theirs
+                    self.progress.update(self.bar, advance=theirs, stats=_stats(self.result))
+                held = [p for p in held if p.digest not in states.finished]
+                holders = {h for h, _ in states.leases.values()}
+                self.dead = dead_local_holders(holders)
+                free = [p for p in held if (lease := states.leases.get(p.digest)) is None
+                        or lease[0] in self.dead or lease[0] == self.holder or lease[1] <= 0]
+                if free:
+                    taken = {p.digest for p in free}
+                    held = [p for p in held if p.digest not in taken] + await self.wave(free)
+                    continue
+                if held:
+                    await self._sleep_on(watch, min(lapse for _, lapse in states.leases.values()), holders)
+        finally:
+            await asyncio.shield(asyncio.to_thread(watch.close))
+
+    async def _sleep_on(self, watch: Watch, lapse_s: float, holders: set[str]) -> None:
+        """Until `watch` sees a change, the earliest lease lapses (`lapse_s` from now), or one
+        of `holders` turns out a process of this machine that is gone; in slices of at most
+        `DEAD_CHECK_S`, so Ctrl-C and a dead local holder are noticed within one."""
+        deadline = time.monotonic() + lapse_s + LAPSE_MARGIN_S
+        local = {h for h in holders if is_local_holder(h)}
+        while (left := deadline - time.monotonic()) > 0 and self.lost is None:
+            if await asyncio.to_thread(watch.wait, min(left, DEAD_CHECK_S)):
+                return
+            if local and dead_local_holders(local):
+                return
 
     async def wave(self, runs: list[PlannedRun]) -> list[PlannedRun]:
         """Run what can be claimed; the runs another worker holds.

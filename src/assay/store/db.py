@@ -11,7 +11,11 @@ Several workers (processes, machines) share one campaign through leases: a worke
 only after :meth:`Store.claim` gave it the key's lease (one transaction that refuses a
 finished key or a live lease of another worker, takes over an expired one, and decides the
 attempt number); :meth:`Store.heartbeat` keeps a worker's leases alive and
-:meth:`Store.release` gives them back.
+:meth:`Store.release` gives them back. On PostgreSQL all of them lock lease rows in one order
+(`_LEASE_ORDER`), so workers never deadlock, and a transaction the database rolls back to
+break a conflict all the same is run again (`Store.write`). A worker waiting on keys another
+holds is woken by :meth:`Store.watch` when runs are stored or leases given back
+(`assay.store.watch`), and reads where they stand with :meth:`Store.lease_states`.
 
 The hot path (``save_runs``, ``claim_many``) uses SQLAlchemy Core statements built once and
 run with executemany, not the ORM: it is called thousands of times per campaign alongside
@@ -26,11 +30,12 @@ import contextlib
 import functools
 import json
 import logging
+import random
 import re
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -46,6 +51,7 @@ from sqlalchemy import (
     func,
     literal,
     select,
+    tuple_,
     update,
 )
 from sqlalchemy.engine import make_url
@@ -64,6 +70,7 @@ from assay.store.models import (
     leases_t,
     runs_t,
 )
+from assay.store.watch import PostgresWatch, SqliteWatch, Watch
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -79,8 +86,31 @@ _PG_MIGRATION_LOCK = 0x61737361  # "assa": serialises concurrent migrations on P
 
 # The statements of the hot path (`save_run`), built once: building an expression per call
 # costs more CPU than SQLite takes to run it.
-_SAVE_LOCK_LEASE = select(leases_t.c.attempt).where(
-    leases_t.c.campaign == bindparam("c"), leases_t.c.key_digest == bindparam("d")).with_for_update()
+#
+# One lock order for every statement that locks lease rows on PostgreSQL (claims, saves,
+# heartbeats, releases): (campaign, key_digest) in the database's own order, locked by one
+# `SELECT ... ORDER BY ... FOR UPDATE` before the rows are changed (PostgreSQL sorts, then
+# locks the rows in that order). New lease rows are inserted after every lock, in sorted
+# order. Two transactions that lock in one order never wait on each other in a cycle, so
+# workers never deadlock; a deadlock or serialization failure all the same (another program
+# on the database) is retried (`Store.write`).
+_lk = leases_t.c
+_LEASE_ORDER = (_lk.campaign, _lk.key_digest)
+_SAVE_LOCK_LEASES = select(_lk.key_digest).where(
+    tuple_(_lk.campaign, _lk.key_digest).in_(bindparam("keys", expanding=True))
+).order_by(*_LEASE_ORDER).with_for_update()
+_HOLDER_LOCK = select(_lk.key_digest).where(_lk.holder == bindparam("h")).order_by(*_LEASE_ORDER).with_for_update()
+NOTIFY_CHANNEL = "assay_leases"
+"""PostgreSQL channel a transaction that stores runs or releases leases notifies (the
+payload: the campaign), at its commit: it wakes the workers waiting on those keys (`Store.watch`)."""
+CONFLICT_STATES = frozenset({"40P01", "40001"})
+"""SQLSTATEs of a transaction the database rolled back to break a conflict: deadlock detected,
+serialization failure. Nothing of it was committed; `Store.write` runs it again."""
+CONFLICT_RETRIES = 8
+"""How many times `Store.write` runs a transaction again after a conflict (backoff: 10 ms
+doubling, at most 0.5 s, with jitter), before it stops with the reason."""
+
+
 def _graded() -> ColumnElement[bool]:
     """A stored attempt that finished its key by being graded: done (or its task broken), not
     a key void too often and stored as failed (SPEC `void_attempts`: its end reason says void)."""
@@ -95,9 +125,9 @@ def _finished(retry_void: bool = False) -> ColumnElement[bool]:
 _SAVE_DONE = select(runs_t.c.key_digest).distinct().where(
     runs_t.c.campaign == bindparam("c"), runs_t.c.key_digest.in_(bindparam("ds", expanding=True)), _graded())
 # The claim's statements (`Store.claim_many`), built once for the same reason.
-_lk = leases_t.c
 _CLAIM_LEASES = select(_lk.key_digest, _lk.holder, _lk.heartbeat_at, _lk.ttl_s, _lk.attempt).where(
-    _lk.campaign == bindparam("c"), _lk.key_digest.in_(bindparam("ds", expanding=True))).with_for_update()
+    _lk.campaign == bindparam("c"), _lk.key_digest.in_(bindparam("ds", expanding=True))
+).order_by(*_LEASE_ORDER).with_for_update()
 _CLAIM_DROP = leases_t.delete().where(_lk.campaign == bindparam("c"),
                                       _lk.key_digest.in_(bindparam("ds", expanding=True)))
 _CLAIM_ATTEMPTS = select(runs_t.c.key_digest, func.max(runs_t.c.attempt)).where(
@@ -158,6 +188,17 @@ def _final_event(events: Sequence[Event], final: str) -> int | None:
         if e.kind == "assistant" and getattr(e, "content", None) == final:
             return i
     return None
+
+
+class LeaseStates:
+    """`Store.lease_states`: the finished keys among those asked about, and the leases of
+    the others: key digest -> (holder, seconds until the lease lapses)."""
+
+    __slots__ = ("finished", "leases")
+
+    def __init__(self) -> None:
+        self.finished: set[str] = set()
+        self.leases: dict[str, tuple[str, float]] = {}
 
 
 class SaveOutcome:
@@ -353,33 +394,53 @@ class Store:
         return self.engine.connect().execution_options(assay_write=True)
 
     @contextlib.contextmanager
-    def transaction(self, *, lost_ok: bool = False) -> Iterator[Connection]:
+    def transaction(self, *, retryable: bool = False) -> Iterator[Connection]:
         """One write transaction (all or nothing). A store that stops taking writes (a full
         disk, a read-only file, a dropped connection) is InputError with the database's reason:
         the command stops with exit 2, every run stored before is kept, and it can resume.
-        With `lost_ok`, a lost connection is raised as it is (`write` retries it)."""
+        With `retryable`, a lost connection and a conflict the database rolled back
+        (`CONFLICT_STATES`) are raised as they are (`write` runs the work again)."""
         try:
             with self._write_lock, self._writer() as conn, conn.begin():
                 yield conn
         except exc.OperationalError as e:
-            if lost_ok and e.connection_invalidated:
+            if retryable and (e.connection_invalidated or conflict_state(e) is not None):
                 raise
-            raise InputError(None, "--store", f"cannot write to the store {self.redacted_url}: {db_reason(e)}; "
-                             "every finished run is kept: run the same command again to resume") from None
+            raise self._write_error(e) from None
+
+    def _write_error(self, e: exc.DBAPIError) -> InputError:
+        return InputError(None, "--store", f"cannot write to the store {self.redacted_url}: {db_reason(e)}; "
+                          "every finished run is kept: run the same command again to resume")
 
     def write(self, work: Callable[[Connection], T]) -> T:
         """`work` in one write transaction (`transaction`). When the database connection is lost
         during it (the server restarted or ended the connection mid-transaction: nothing of it
-        was committed), it is done once more on a fresh connection; a second failure is the
-        InputError of `transaction` (exit 2, finished runs kept)."""
-        try:
-            with self.transaction(lost_ok=True) as conn:
-                return work(conn)
-        except exc.OperationalError as e:  # only a lost connection gets here
-            log.warning("store connection lost (%s); the write is retried once on a fresh connection",
-                        db_reason(e))
-        with self.transaction() as conn:
-            return work(conn)
+        was committed, unless only the commit's answer was lost: `work` checks), it is done
+        once more on a fresh connection; a second loss is the InputError of `transaction` (exit
+        2, finished runs kept). When the database rolled it back to break a deadlock or a
+        serialization conflict (nothing of it committed), it is done again after a short
+        backoff, up to `CONFLICT_RETRIES` times, then stops the same way."""
+        lost = conflicts = 0
+        while True:
+            try:
+                with self.transaction(retryable=True) as conn:
+                    return work(conn)
+            except exc.OperationalError as e:  # only a lost connection or a conflict gets here
+                state = conflict_state(e)
+                if state is None:
+                    lost += 1
+                    if lost > 1:
+                        raise self._write_error(e) from None
+                    log.warning("store connection lost (%s); the write is retried once on a fresh connection",
+                                db_reason(e))
+                    continue
+                conflicts += 1
+                if conflicts > CONFLICT_RETRIES:
+                    raise self._write_error(e) from None
+                pause = min(0.5, 0.01 * 2 ** (conflicts - 1)) * random.uniform(0.5, 1.5)
+                log.warning("store transaction rolled back by the database (%s, SQLSTATE %s); retried in %.0f ms "
+                            "(%d of %d)", db_reason(e), state, pause * 1000, conflicts, CONFLICT_RETRIES)
+                time.sleep(pause)
 
     def _insert(self, table: Any) -> Any:
         ins = _dialect_insert(self._backend)
@@ -447,6 +508,9 @@ class Store:
                     if s.record.run_id in there:
                         s.stored = True
                 todo = [s for s in batch if s.record.run_id not in there]
+            if self._backend == "postgresql" and todo:  # every lease row this save changes, in the one lock order
+                keys = sorted({(s.record.key.campaign, s.record.key.digest) for s in todo})
+                conn.execute(_SAVE_LOCK_LEASES, {"keys": keys})
             finished = self._finished_keys(conn, [s for s in todo if s.record.status != "void"])
             take: list[SaveOutcome] = []
             for s in todo:
@@ -469,24 +533,30 @@ class Store:
                 conn.execute(_INSERT_GRADE, [s.grade_row() for s in take])
                 current.upsert(conn, [s.current_row() for s in take])
             if todo:
-                conn.execute(_SAVE_RELEASE, [s.lease() for s in todo])
+                conn.execute(_SAVE_RELEASE, sorted((s.lease() for s in todo), key=lambda r: (r["c"], r["d"])))
+                self._notify(conn, {s.record.key.campaign for s in todo})
             for s in take:
                 s.stored = True
 
         self.write(work)
         self._known_campaigns.update(s.record.key.campaign for s in batch if s.stored)
 
+    def _notify(self, conn: Connection, campaigns: Iterable[str]) -> None:
+        """Wake the workers waiting on these campaigns' keys when this transaction commits
+        (PostgreSQL's NOTIFY on `NOTIFY_CHANNEL`; `Store.watch`). SQLite's waiters see the
+        commit itself (`PRAGMA data_version`)."""
+        if self._backend == "postgresql":
+            for name in sorted(set(campaigns)):
+                conn.execute(select(func.pg_notify(NOTIFY_CHANNEL, name)))
+
     def _finished_keys(self, conn: Connection, saves: list[SaveOutcome]) -> set[tuple[str, str]]:
-        """The (campaign, key digest) pairs of `saves` that have a stored ``done`` run, after
-        locking their lease rows (if any) on PostgreSQL, in one order so that two workers'
-        batches never deadlock (a SQLite writer holds the whole database from ``BEGIN
-        IMMEDIATE``)."""
+        """The (campaign, key digest) pairs of `saves` that have a stored ``done`` run. On
+        PostgreSQL the save locked their lease rows before (`_SAVE_LOCK_LEASES`), so two
+        workers' saves of one key queue; a SQLite writer holds the whole database from
+        ``BEGIN IMMEDIATE``."""
         keys = sorted({(s.record.key.campaign, s.record.key.digest) for s in saves})
         if not keys:
             return set()
-        if self._backend == "postgresql":
-            for c, d in keys:
-                conn.execute(_SAVE_LOCK_LEASE, {"c": c, "d": d})
         by_campaign: dict[str, list[str]] = {}
         for c, d in keys:
             by_campaign.setdefault(c, []).append(d)
@@ -582,10 +652,12 @@ class Store:
             won[d] = max(int(stored.get(d) or 0), lease.attempt if lease is not None else 0) + 1
         row = {"holder": holder, "heartbeat_at": now, "ttl_s": ttl_s, "claimed_at": now}
         taken = [{"c": campaign, "d": d, "a": won[d], "h": holder, "now": now, "ttl": ttl_s}
-                 for d in free if d in leases]
+                 for d in sorted(free) if d in leases]
         if taken:
             conn.execute(_CLAIM_TAKE_OVER, taken)
-        new = [{"campaign": campaign, "key_digest": d, "attempt": won[d], **row} for d in free if d not in leases]
+        # after every lock, in sorted order: two claims inserting the same new keys queue, never cross
+        new = [{"campaign": campaign, "key_digest": d, "attempt": won[d], **row}
+               for d in sorted(free) if d not in leases]
         if new:
             ins = _claim_insert(self._backend)
             if ins is None:
@@ -598,21 +670,42 @@ class Store:
         return won
 
     def heartbeat(self, holder: str) -> int:
-        """Renew every lease of `holder` in one statement; how many it still holds."""
+        """Renew every lease of `holder` in one statement; how many it still holds. On
+        PostgreSQL its rows are locked first in the one lock order (`_LEASE_ORDER`): another
+        worker's claim locks some of them too, to see whether they expired."""
         now: ColumnElement[Any] = _pg_now() if self._backend == "postgresql" else literal(time.time())
         stmt = update(leases_t).where(leases_t.c.holder == holder).values(heartbeat_at=now)
-        return self.write(lambda conn: int(conn.execute(stmt).rowcount))
+
+        def work(conn: Connection) -> int:
+            if self._backend == "postgresql":
+                conn.execute(_HOLDER_LOCK, {"h": holder})
+            return int(conn.execute(stmt).rowcount)
+
+        return self.write(work)
 
     def release(self, holder: str, campaign: str | None = None, digests: Sequence[str] | None = None) -> None:
-        """Give back `holder`'s leases: those on `digests` of `campaign`, or all of them."""
-        stmt = leases_t.delete().where(leases_t.c.holder == holder)
+        """Give back `holder`'s leases: those on `digests` of `campaign`, or all of them. The
+        workers waiting on them are woken (`watch`)."""
+        where = [leases_t.c.holder == holder]
         if campaign is not None:
-            stmt = stmt.where(leases_t.c.campaign == campaign)
+            where.append(leases_t.c.campaign == campaign)
         if digests is not None:
             if not digests:
                 return
-            stmt = stmt.where(leases_t.c.key_digest.in_(list(digests)))
-        self.write(lambda conn: conn.execute(stmt))
+            where.append(leases_t.c.key_digest.in_(sorted(set(digests))))
+        lock = select(_lk.campaign).where(*where).order_by(*_LEASE_ORDER).with_for_update()
+        stmt = leases_t.delete().where(*where)
+
+        def work(conn: Connection) -> None:
+            if self._backend != "postgresql":
+                conn.execute(stmt)
+                return
+            names = {name for (name,) in conn.execute(lock)}  # the one lock order, before the delete
+            if names:
+                conn.execute(stmt)
+                self._notify(conn, names)
+
+        self.write(work)
 
     def leases(self, campaign: str) -> dict[str, tuple[str, int]]:
         """The campaign's leases: key digest -> (holder, attempt)."""
@@ -620,6 +713,44 @@ class Store:
         with self.engine.connect() as conn:
             rows = conn.execute(select(lk.key_digest, lk.holder, lk.attempt).where(lk.campaign == campaign))
             return {d: (h, int(a)) for d, h, a in rows}
+
+    def lease_states(self, campaign: str, digests: Collection[str], *,
+                     retry_void: bool = False) -> LeaseStates:
+        """Where run keys `digests` of `campaign` stand, read in one snapshot: the finished
+        ones (as `finished_digests`) and the leases of the others, each with its holder and
+        the seconds until it lapses (the store's clock: negative when it has). What a worker
+        waiting on other workers' keys reads each time it wakes (`watch`)."""
+        ds = sorted(set(digests))
+        out = LeaseStates()
+        lk = leases_t.c
+        with self.engine.connect() as conn:
+            now = self._clock(conn)
+            for i in range(0, len(ds), 500):
+                part = ds[i:i + 500]
+                out.finished.update(d for (d,) in conn.execute(
+                    select(runs_t.c.key_digest).distinct()
+                    .where(runs_t.c.campaign == campaign, runs_t.c.key_digest.in_(part), _finished(retry_void))))
+                for d, holder, beat, ttl in conn.execute(
+                        select(lk.key_digest, lk.holder, lk.heartbeat_at, lk.ttl_s)
+                        .where(lk.campaign == campaign, lk.key_digest.in_(part))):
+                    if d not in out.finished:
+                        out.leases[d] = (holder, float(beat) + float(ttl) - now)
+        return out
+
+    def watch(self, campaign: str) -> Watch:
+        """A `Watch` that wakes a worker waiting on `campaign`'s keys when another worker
+        stores runs or releases leases (`assay.store.watch`); close it when done. Make it
+        before reading the state it waits on (`lease_states`). A store that cannot be reached
+        is InputError (exit 2), as for a write."""
+        try:
+            if self._backend == "postgresql":
+                return PostgresWatch(self.engine, NOTIFY_CHANNEL, campaign)
+            if self._backend == "sqlite" and not self._memory:
+                return SqliteWatch(self.engine)
+        except exc.OperationalError as e:
+            raise InputError(None, "--store", f"cannot reach the store {self.redacted_url}: {db_reason(e)}; "
+                             "every finished run is kept: run the same command again to resume") from None
+        return Watch()
 
     # --- reads ---------------------------------------------------------------------------
 
@@ -797,6 +928,13 @@ def db_reason(e: BaseException) -> str:
     orig = getattr(e, "orig", None) or e
     text = str(orig).strip().splitlines()
     return text[0] if text else type(orig).__name__
+
+
+def conflict_state(e: BaseException) -> str | None:
+    """The SQLSTATE of a transaction the database rolled back to break a conflict (deadlock,
+    serialization failure: `CONFLICT_STATES`), or None for any other error."""
+    state = getattr(getattr(e, "orig", None), "sqlstate", None)
+    return state if state in CONFLICT_STATES else None
 
 
 def _pg_now() -> ColumnElement[Any]:
