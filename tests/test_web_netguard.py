@@ -133,3 +133,28 @@ def test_log_lines_are_throttled_with_a_count() -> None:
             w.close()
 
     run(test, pending_per_client=4)
+
+
+def test_requests_past_an_address_rate_reset_its_connection_and_no_one_elses() -> None:
+    async def test(gate: Gate, port: int, log: io.StringIO) -> None:
+        flood_r, flood_w = await connect(port, "127.0.0.5")
+        flood_w.write(b"GET /static/x.js HTTP/1.1\r\nHost: a\r\n\r\n" * 300)  # pipelined, never read
+        assert await closed_by_server(flood_r, 1.0)
+        assert "requests at once" in log.getvalue() and "127.0.0.5" in log.getvalue()
+        # A person on another address with a page's worth of requests on one connection: all through.
+        reader, writer = await connect(port, "127.0.0.6")
+        page = b"GET /p HTTP/1.1\r\nHost: a\r\n\r\n" * 40
+        writer.write(page)
+        await asyncio.sleep(0.2)
+        assert not await closed_by_server(reader, 0.1)
+        assert bytes(Recorder.made[-1].data) == page
+        # The flooding address gets its budget back with time: a request a while later goes through.
+        await asyncio.sleep(0.3)
+        again_r, again_w = await connect(port, "127.0.0.5")
+        again_w.write(b"GET /q HTTP/1.1\r\nHost: a\r\n\r\n")
+        await asyncio.sleep(0.1)
+        assert not await closed_by_server(again_r, 0.1)
+        for w in (flood_w, writer, again_w):
+            w.close()
+
+    run(test, request_burst=100, requests_per_s=20.0)

@@ -231,6 +231,60 @@ def test_ten_thousand_half_open_connections_from_two_hundred_addresses() -> None
               f"server descriptors at most {probe.max_fds}")
 
 
+def _pipeline_flood(port: int, sources: list[str], per_source: int, requests: int, seconds: float) -> int:
+    """From each source, `per_source` connections that pipeline `requests` GETs of a static file
+    with a small receive window and never read an answer, reconnecting when reset, for
+    `seconds`: the connections opened."""
+    request = b"GET /static/workbench.js HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    opened = 0
+    socks: list[socket.socket] = []
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        for s in [s for s in socks if s.fileno() == -1]:
+            socks.remove(s)
+        for source in sources:
+            for _ in range(per_source - sum(1 for s in socks if s.getsockname()[0] == source)):
+                s = socket.socket()
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 2048)
+                s.settimeout(0.5)
+                try:
+                    s.bind((source, 0))
+                    s.connect(("127.0.0.1", port))
+                    s.sendall(request * requests)
+                except OSError:
+                    s.close()
+                    continue
+                opened += 1
+                socks.append(s)
+        time.sleep(0.2)
+        for s in list(socks):  # a reset one is closed here, so it is opened again next round
+            try:
+                s.setblocking(False)
+                if s.recv(1, socket.MSG_PEEK) == b"":
+                    s.close()
+            except BlockingIOError:
+                pass
+            except OSError:
+                s.close()
+    for s in socks:
+        s.close()
+    return opened
+
+
+def test_pipelined_requests_never_read_from_many_addresses_leave_healthz_answering() -> None:
+    """Connections from eight addresses pipelining thousands of requests each and never reading
+    the answers: past an address's request rate they are reset, and /healthz keeps answering."""
+    sources = [f"127.0.3.{i}" for i in range(1, 9)]
+    with served("avail-pipeline", suite=False) as site:
+        with Prober(site["port"], site["proc"].pid) as probe:
+            opened = _pipeline_flood(site["port"], sources, per_source=16, requests=3000, seconds=20)
+        probe.check("pipelined requests never read, from 8 addresses")
+        assert health(site["port"])[0] == 200
+        text = check_log(site["log"])
+        assert "requests at once" in text, text[-2000:]
+        print(f"pipeline flood: {opened} connections; slowest probe {max(t for _, t in probe.results):.2f} s")
+
+
 def _closed_after(s: socket.socket, drip: bytes, limit_s: float) -> float | None:
     """Send `drip` a byte a second; seconds until the server closed the connection (None: it did not)."""
     t0 = time.monotonic()

@@ -11,6 +11,11 @@ an asyncio Protocol in front of uvicorn's own (`GuardedProtocol`):
   TIME_WAIT, no work for it). When the total is full, the oldest connection with an
   unfinished request, from an address holding more than one, is reset to make room
   (`evict`), so a flood of half-open connections cannot keep a newcomer out.
+- **Request rate.** Each client address has a bucket of `REQUEST_BURST` requests, refilled at
+  `REQUESTS_PER_S` a second; a request past it resets its connection (with the requests
+  pipelined behind it). A page with its scripts and a workbench's polls stay far below; a
+  client pipelining thousands of requests it never reads the answers to cannot take the
+  server's CPU from everyone else.
 - **Timeouts.** A request's head must arrive within `HEADER_TIMEOUT_S` of its first byte
   (or of the connection, for the first request), its body within `BODY_TIMEOUT_S` of the
   head; past that the connection is closed. Where a request ends is read by a second,
@@ -34,6 +39,7 @@ import logging
 import os
 import socket
 import struct
+import time
 from collections import Counter
 from collections.abc import Callable
 from typing import Any, TextIO
@@ -63,6 +69,11 @@ LISTEN_QUEUE = 4096
 MAX_HEAD_BYTES = 64 * 1024
 #: oldest unfinished connections looked at for one from a busy address, when making room
 EVICT_SCAN = 64
+#: requests an address may make at once, then `REQUESTS_PER_S` a second
+REQUEST_BURST = 200
+REQUESTS_PER_S = 50.0
+#: request buckets kept (one per address seen lately); past it the full ones are forgotten
+MAX_BUCKETS = 4096
 
 
 def open_cap() -> int:
@@ -131,7 +142,8 @@ class Gate:
 
     def __init__(self, log: LineLog, *, max_open: int | None = None, per_client: int = MAX_PER_CLIENT,
                  pending_per_client: int = MAX_PENDING_PER_CLIENT, header_timeout_s: float = HEADER_TIMEOUT_S,
-                 body_timeout_s: float = BODY_TIMEOUT_S) -> None:
+                 body_timeout_s: float = BODY_TIMEOUT_S, request_burst: int = REQUEST_BURST,
+                 requests_per_s: float = REQUESTS_PER_S) -> None:
         self.log = log
         self.max_open = max_open if max_open is not None else open_cap()
         self.per_client = per_client
@@ -143,6 +155,9 @@ class Gate:
         self.pending: dict[GuardedProtocol, None] = {}  # oldest first
         self.pending_by_client: Counter[str] = Counter()
         self.closing = False  # the server stops: no new connection
+        self.request_burst = request_burst
+        self.requests_per_s = requests_per_s
+        self.buckets: dict[str, tuple[float, float]] = {}  # address -> (requests left, when counted)
 
     def protocol_factory(self, inner: Callable[..., asyncio.Protocol]) -> Callable[..., asyncio.Protocol]:
         """uvicorn's `http_protocol_class` wrapped: the same keyword arguments, guarded."""
@@ -190,6 +205,24 @@ class Gate:
         self.log.note("evicted", lambda: f"connection from {peer} with an unfinished request reset to make room "
                                          f"({self.max_open} connections open, the server's cap)")
         victim.drop()
+        return True
+
+    def take_request(self, conn: GuardedProtocol) -> bool:
+        """Count one request of `conn`'s address: False past its bucket (module docstring)."""
+        now = time.monotonic()
+        peer = conn.peer
+        left, then = self.buckets.get(peer, (float(self.request_burst), now))
+        left = min(float(self.request_burst), left + (now - then) * self.requests_per_s)
+        if left < 1.0:
+            self.buckets[peer] = (left, now)
+            self.log.note("refused-rate", lambda: f"connection from {peer} reset: more than {self.request_burst} "
+                                                  f"requests at once, or {self.requests_per_s:g} a second, from "
+                                                  "that address (the cap per address)")
+            return False
+        if peer not in self.buckets and len(self.buckets) >= MAX_BUCKETS:
+            full = now - self.request_burst / self.requests_per_s
+            self.buckets = {k: v for k, v in self.buckets.items() if v[1] > full}  # the refilled ones go
+        self.buckets[peer] = (left - 1.0, now)
         return True
 
     def set_pending(self, conn: GuardedProtocol, pending: bool) -> None:
@@ -256,13 +289,14 @@ class GuardedProtocol(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         if self.inner is not None:
-            self._track(data)
-            self.inner.data_received(data)
+            if self._track(data):
+                self.inner.data_received(data)
             return
         if self.phase != "head" or self.transport is None or self.transport.is_closing():
             return  # refused, dropped or timed out: nothing more is read
         self._early += data
-        self._track(data)
+        if not self._track(data):
+            return
         if self.phase != "head":  # the head is whole (or unreadable: uvicorn answers it 400)
             self.inner = self._make_inner()
             self.inner.connection_made(self.transport)
@@ -320,10 +354,11 @@ class GuardedProtocol(asyncio.Protocol):
         if self.transport is not None:
             self.transport.close()
 
-    def _track(self, data: bytes) -> None:
-        """Follow where requests begin and end in the bytes received (h11, passively)."""
+    def _track(self, data: bytes) -> bool:
+        """Follow where requests begin and end in the bytes received (h11, passively); False when
+        a request in them is past its address's rate and the connection was reset."""
         if self.phase == "untracked":
-            return
+            return True
         if self.phase == "answered":
             self._await("head")  # the first byte of the next request
         shadow = self._shadow
@@ -334,6 +369,9 @@ class GuardedProtocol(asyncio.Protocol):
                 if event is h11.NEED_DATA or event is h11.PAUSED or isinstance(event, h11.ConnectionClosed):
                     break
                 if isinstance(event, h11.Request):
+                    if not self.gate.take_request(self):
+                        self.drop()
+                        return False
                     self._await("body")
                 elif isinstance(event, h11.EndOfMessage):
                     # what the real server answers does not matter here; a stand-in ends the cycle
@@ -344,12 +382,13 @@ class GuardedProtocol(asyncio.Protocol):
                         self._settle("answered")
                     else:  # the connection closes after this request (HTTP/1.0, Connection: close)
                         self._settle("untracked")
-                        return
+                        return True
         except h11.ProtocolError:  # a bad request: uvicorn answers it 400 and closes the connection
             self._settle("untracked")
-            return
+            return True
         if self.phase == "answered" and shadow.trailing_data[0]:
             self._await("head")  # part of a next (pipelined) request is already here
+        return True
 
 
 class _Throttle(logging.Filter):
