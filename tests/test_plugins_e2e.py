@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from assay.env.sandbox import bwrap_available
-from tests.helpers import REPO, answer_task, assay, model_alias, write_task
+from tests.helpers import REPO, answer_task, assay_process, model_alias, write_task
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not bwrap_available(), reason="bubblewrap is not installed")]
 
@@ -108,9 +108,9 @@ def test_a_plugin_provider_and_tool_run_grade_report_compare_and_show(
     model_alias(tmp_path, "demo", "demowire", url)
     env = _env(plugin_site)
 
-    r = assay("validate", str(task), cwd=tmp_path, env=env)
+    r = assay_process("validate", str(task), cwd=tmp_path, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
-    r = assay("run", str(task), "--agent", "demo", "--agent", "noop", "-q", cwd=tmp_path, env=env)
+    r = assay_process("run", str(task), "--agent", "demo", "--agent", "noop", "-q", cwd=tmp_path, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
 
     # The provider spoke its own wire format, and offered exactly the task's tools.
@@ -119,7 +119,7 @@ def test_a_plugin_provider_and_tool_run_grade_report_compare_and_show(
     assert requests[0]["body"]["model"] == "fake-model"
 
     out = tmp_path / "report.json"
-    r = assay("report", "--json", str(out), cwd=tmp_path, env=env)
+    r = assay_process("report", "--json", str(out), cwd=tmp_path, env=env)
     assert r.returncode == 0, r.stderr
     runs = {run["agent"]: run for run in json.loads(out.read_text())["runs"]}
     demo = runs["demo"]
@@ -128,7 +128,7 @@ def test_a_plugin_provider_and_tool_run_grade_report_compare_and_show(
     assert demo["usage"]["input_tokens"] == 100 * len(requests)
     assert runs["noop"]["passed"] is False
 
-    r = assay("show", demo["run_id"], "--json", cwd=tmp_path, env=env)
+    r = assay_process("show", demo["run_id"], "--json", cwd=tmp_path, env=env)
     assert r.returncode == 0, r.stderr
     events = json.loads(r.stdout)["events"]
     calls = [(e["data"]["name"], e["data"]["output"]) for e in events if e["kind"] == "tool_result"]
@@ -136,18 +136,18 @@ def test_a_plugin_provider_and_tool_run_grade_report_compare_and_show(
     assert calls[1][0] == "write_file"
 
     cmp = tmp_path / "compare.json"
-    r = assay("compare", "noop", "demo", "--json", str(cmp), cwd=tmp_path, env=env)
+    r = assay_process("compare", "noop", "demo", "--json", str(cmp), cwd=tmp_path, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "demo" in cmp.read_text()
 
 
 def test_without_the_plugin_its_tool_and_provider_are_clear_input_errors(tmp_path: Path) -> None:
     task = _calc_task(tmp_path / "tasks" / "calc")
-    r = assay("validate", str(task), cwd=tmp_path, env=_env(None))
+    r = assay_process("validate", str(task), cwd=tmp_path, env=_env(None))
     assert r.returncode == 2
     assert "task.yaml: field 'tools[0]': unknown tool 'calculator'" in r.stdout + r.stderr
     model_alias(tmp_path, "demo", "demowire", "http://127.0.0.1:9")
     plain = answer_task(tmp_path / "plain")
-    r = assay("run", str(plain), "--agent", "demo", "-q", cwd=tmp_path, env=_env(None))
+    r = assay_process("run", str(plain), "--agent", "demo", "-q", cwd=tmp_path, env=_env(None))
     assert r.returncode == 2
     assert "field 'models.demo.provider': unknown provider 'demowire' (openai or anthropic)" in r.stdout + r.stderr
