@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import sys
@@ -12,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import typer
 from rich.console import Console
 
-from assay.config import DEFAULTS, settings
+from assay.defaults import DEFAULTS
 from assay.errors import InputError
 from assay.version import __version__
 
@@ -103,6 +102,8 @@ def run(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar")] = False,
 ) -> None:
     """Run agents x tasks x levels x epochs; grade, audit, store; print the leaderboard."""
+    import asyncio
+
     from assay.campaign.options import DEFAULT_AGENTS, RunOptions
     from assay.campaign.service import prepare_campaign, run_prepared
 
@@ -197,6 +198,8 @@ def validate(
     store: Annotated[str | None, typer.Option(help="store URL for anchor runs (default: a temporary one)")] = None,
 ) -> None:
     """Check every task file; with --anchors, run each task's admission anchors."""
+    import asyncio
+
     from assay.task.discover import discover
 
     try:
@@ -234,6 +237,8 @@ def report(
     judge: Annotated[list[str] | None, typer.Option("--judge", help="judge model spec or alias for --failure-modes")] = None,
 ) -> None:
     """Leaderboard and per-kind blocks from the store, one report per campaign."""
+    import asyncio
+
     from assay.record import KINDS
 
     url, st, names = _existing_store(store)
@@ -367,6 +372,8 @@ def calibrate(
 ) -> None:
     """Measure a judge against people: judge the answers stored in the task files (and, with --stored-labels, the
     stored runs experts labelled), compare with the people's verdicts."""
+    import asyncio
+
     from assay.campaign.service import calibrate_files
     from assay.report.table import calibration_table
 
@@ -501,7 +508,7 @@ def serve(
     """The web app: leaderboard, run viewer, JSON API, and human play (human:NAME) on --suite tasks.
 
     With a token or accounts, every page and API call needs sign-in (docs/web.md)."""
-    from assay.config import load_config, store_url
+    from assay.config import load_config, settings, store_url
     from assay.web.app import create_app
     from assay.web.ops import run_server
 

@@ -15,28 +15,12 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from assay.defaults import DEFAULTS, Defaults
 from assay.errors import InputError
 
 __all__ = ["DEFAULTS", "Config", "Defaults", "ModelAlias", "PriceConfig", "Settings", "config_path",
            "load_config", "settings", "store_url"]
 
-
-class Defaults(BaseModel):
-    """Defaults of a campaign's options: the CLI, the library, the planner and the web app use these."""
-
-    model_config = ConfigDict(frozen=True)
-    max_turns: int = 200
-    max_minutes: float = 150.0
-    max_usd: float = 8.0
-    concurrency: int = 4
-    epochs: int = 1
-    campaign: str = "default"
-    grade_timeout_s: float = 600.0
-    check_timeout_s: float = 60.0
-    predicate_timeout_s: float = 30.0
-
-
-DEFAULTS = Defaults()
 
 WORKSPACE_QUOTA_BYTES = 4 * 1024**3
 """Default disk quota of one run's workspace (docs/user-guide.md, "Sandbox limits")."""
