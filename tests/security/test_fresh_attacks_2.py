@@ -327,6 +327,37 @@ def test_wrong_typed_tool_arguments_are_tool_errors_and_control_names_are_escape
         listing = out["s9"]
         assert "\x1b" not in listing and "\x07" not in listing and "\r" not in listing, repr(listing)
         assert "red" in listing, listing
+        page = _served_page(d, f"/runs/{row['run_id']}")
+        assert "red" in page and "answer.txt" in page, page[:500]
+        assert not any(c in page for c in "\x1b\x07\r"), [c for c in "\x1b\x07\r" if c in page]
+
+
+def _served_page(cwd: Path, path: str) -> str:
+    """GET `path` from `assay serve` started in `cwd` (its store), then SIGTERM it."""
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ASSAY_")}
+    p = subprocess.Popen([sys.executable, "-m", "assay.cli", "serve", "--port", str(port)], cwd=cwd, env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not _healthz(port, timeout=1.0)[0]:
+            assert p.poll() is None and time.monotonic() < deadline, "server did not come up"
+            time.sleep(0.3)
+        with _conn(port, "127.0.0.1", 10) as s:
+            s.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode())
+            data = b""
+            while chunk := s.recv(65536):
+                data += chunk
+        head, _, body = data.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200"), head[:200]
+        return body.decode("utf-8", errors="replace")
+    finally:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
 
 
 # --------------------------------------------------------------------------- class 5: judge injection
@@ -386,3 +417,27 @@ def test_new_injection_phrasings_are_flagged_and_rejudged_by_an_obedient_judge()
             if row["status"] != "done" or row["score"] != rows["honest_wrong"]["score"] or "judge_injection" not in rules:
                 wrong[name] = (row["status"], row["score"], rules)
         assert not wrong, wrong
+
+
+# --------------------------------------------------------------------------- class 3: importers
+
+
+def test_importers_refuse_hostile_result_files_with_exit_2() -> None:
+    """Result files handed to `assay import omb|darebench|inspect|fdegym`: JSON nested 200,000
+    deep, NaN scores, a FIFO in place of the file (reading it would block forever), an FDE-Gym
+    result with fields of the wrong types. Each exits 2 in seconds, names the file, no traceback."""
+    with workdir("imports") as d:
+        (d / "deep.json").write_text("[" * 200_000 + "]" * 200_000)
+        (d / "nan.json").write_text('[{"score": NaN, "model_response": "a", "rubric_auto_score": Infinity}]')
+        os.mkfifo(d / "fifo.json")
+        (d / "fde" / "run1").mkdir(parents=True)
+        (d / "fde" / "run1" / "result.json").write_text('{"agent": 5, "stamp": [], "score": "NaN"}')
+        calls = [(kind, name) for kind in ("omb", "darebench", "inspect") for name in ("deep.json", "nan.json", "fifo.json")]
+        calls.append(("fdegym", "fde/run1"))
+        for kind, name in calls:
+            r = cli("import", kind, name, cwd=d, timeout=60)
+            assert not r.timed_out, f"{kind} {name}: hung " + r.tail()
+            assert r.returncode == 2, f"{kind} {name}: " + r.tail()
+            assert "Traceback" not in r.stderr, f"{kind} {name}: " + r.tail()
+            assert name in r.stderr, f"{kind} {name}: " + r.tail()
+            assert r.seconds < 30, (kind, name, r.seconds)
