@@ -441,3 +441,37 @@ def test_importers_refuse_hostile_result_files_with_exit_2() -> None:
             assert "Traceback" not in r.stderr, f"{kind} {name}: " + r.tail()
             assert name in r.stderr, f"{kind} {name}: " + r.tail()
             assert r.seconds < 30, (kind, name, r.seconds)
+
+
+# --------------------------------------------------------------------------- class 1: scenario deliverables
+
+
+def test_odd_deliverables_of_a_scenario_are_failed_runs_not_void() -> None:
+    """In a scenario whose grader reads `predictions.json` with plain `open()`: the agent delivers
+    it as a directory, as a FIFO (a read would block), as a wrong answer in a file nobody may read
+    (chmod 000, a socket beside it; graded as its content), or as a symlink loop. Each run is `done` and scores no more than an agent
+    that delivered nothing; the oracle's deliverable on the same case still scores."""
+    from tests.security._cases import labels_case
+
+    with workdir("odddeliv") as d:
+        case = labels_case(d / "labels")
+        agents = {
+            "nothing": [{"say": "done"}],
+            "as_dir": [cmd("mkdir -p predictions.json/x"), {"say": "done"}],
+            "as_fifo": [cmd("mkfifo predictions.json"), {"say": "done"}],
+            "unreadable": [cmd("echo '[\"even\"]' > predictions.json && chmod 000 predictions.json && "
+                               "python3 -c \"import socket; socket.socket(socket.AF_UNIX).bind('s.sock')\""),
+                           {"say": "done"}],
+            "loop": [cmd("ln -s predictions.json predictions.json || ln -s a b; ln -s b a; ln -sf a predictions.json"),
+                     {"say": "done"}],
+        }
+        specs = [script(d, name, lines) for name, lines in agents.items()]
+        _run(d, case, *specs, "reference", timeout=400)
+        rows = runs_by_name(report_json(d))
+        ref = next(r for n, r in rows.items() if n.startswith("reference"))
+        assert ref["status"] == "done" and ref["score"] is not None and ref["score"] > 0, ref
+        floor = rows["nothing"]["score"]
+        for name in agents:
+            row = rows[name]
+            assert row["status"] == "done", (name, row["status"], row.get("void_reason"))
+            assert row["score"] is not None and row["score"] <= floor, (name, row["score"], floor)
