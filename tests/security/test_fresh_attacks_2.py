@@ -56,7 +56,8 @@ def test_recursive_schema_on_deep_artifact_is_a_failed_predicate_not_a_void_run(
     """A contract `json` predicate whose schema refers to itself (a tree), and an agent that
     delivers an array nested 250 deep with a number at the bottom (invalid; under the JSON depth limit of the predicate, but deep
     enough for jsonschema's recursion to pass Python's limit). The run must be `done` and fail,
-    with the fault recorded, never void; an honest agent on the same task passes."""
+    with the fault recorded, never void, and stay so on a resume; an honest agent on the same task
+    passes."""
     with workdir("deepschema") as d:
         task = write_yaml(d / "tree", {
             "title": "deliver a tree", "domain": "test", "execution": "multi-step-with-tools",
@@ -74,6 +75,10 @@ def test_recursive_schema_on_deep_artifact_is_a_failed_predicate_not_a_void_run(
         assert deep_row["passed"] is False and not deep_row["score"], deep_row
         (pred,) = show(d, deep_row["run_id"])["run"]["grade"]["predicates"]
         assert pred["ok"] is False and pred["reason"], pred
+        _run(d, task, bad, good)  # a resume: the failed run stays as it was, nothing is run again
+        again = runs_by_name(report_json(d))
+        assert again["deep"]["run_id"] == deep_row["run_id"] and again["deep"]["status"] == "done", again["deep"]
+        assert len(report_json(d)["runs"]) == 2
 
 
 # --------------------------------------------------------------------------- class 2: stalling others
