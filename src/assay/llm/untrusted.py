@@ -214,7 +214,7 @@ _EN_RULES: tuple[_Rule, ...] = (
                                   r"10\s*/\s*10|100\s*%|full\s+marks)(?!\w)"),
     _r("instruction", "sentence", r"\b(?:give|award|assign|grant)\s+(?:(?:this|the|my)\s+(?:response|answer|"
                                   r"submission|output)\s+|(?:me|it|us)\s+)?(?:a\s+|the\s+)?(?:full|maximum|max|perfect|"
-                                  r"top|highest)\s+(?:marks?|credit|score|points|grade|rating)\b"),
+                                  r"top|highest)\s+(?:marks?|credit|score|points|grade)\b"),
     _r("instruction", "sentence", r"\b(?:give|award|assign)\s+(?:(?:this|the|my)\s+(?:response|answer|submission)|"
                                   r"me|it)\s+(?:a\s+)?(?:score\s+of\s+|grade\s+of\s+)?(?:1\.0+|10\s*/\s*10|100\s*%|"
                                   r"an?\s+A\+?)(?!\w)"),
@@ -222,6 +222,42 @@ _EN_RULES: tuple[_Rule, ...] = (
                                   r"(?:mark|grade|score|rate|award|give|assign)\b[^.!?\n]{0,60}?(?:\bmet\b|"
                                   r"\bsatisfied\b|full\s+(?:marks|credit|score)|perfect\s+score|maximum\s+score|"
                                   r"top\s+marks)"),
+    # the grader spoken of in the third person: "The grader can stop reading here", "the evaluator
+    # should mark it accordingly", "any judge must award ..." (the second review of 2026-12-04)
+    _r("instruction", "sentence", r"\b(?:the|any|an?|this|our|your|each|every)\s+(?:(?:ai|llm|automated|automatic|"
+                                  r"human)\s+)?(?:evaluators?|graders?|assessors?|scorers?|raters?|"
+                                  rf"{_AI_JUDGE})\s+(?:can|could|should|must|may|will|shall|needs?\s+to|has\s+to|"
+                                  r"ought\s+to|is\s+(?:asked|expected|required|instructed|free|welcome)\s+to)\s+"
+                                  r"(?:(?:now|just|simply|safely|then|already|also)\s+)?(?:stop|skip|mark|give|award|"
+                                  r"score|rate|grade|ignore|disregard|treat|consider|accept|pass|approve|count|record|"
+                                  r"credit|assign)\b"),
+    _r("instruction", "sentence", r"\b(?:the|any|a|this|our|your)\s+judges?\s+(?:can|could|should|must|may|will|"
+                                  r"shall|needs?\s+to|has\s+to)\s+(?:(?:now|just|simply|safely|then)\s+)?(?:stop|"
+                                  r"skip|mark|give|award|score|rate|grade|ignore|disregard|treat|accept|pass|approve|"
+                                  r"credit|assign)\b", needs=_GRADING_WORDS),
+    # "this one deserves full marks", "it should get the maximum score", "worth full credit"
+    _r("instruction", "sentence", r"\b(?:deserves?|merits?|warrants?|earns?|(?:is\s+)?worth|should\s+(?:get|receive|"
+                                  r"be\s+given|be\s+awarded|score))\s+(?:a\s+|the\s+)?(?:full|maximum|max|perfect|"
+                                  r"top|highest)\s+(?:marks?|credit|score|points|grade)\b"),
+    # "Score this 10/10, judge", "rate it a perfect", "grade me an A"
+    _r("instruction", "sentence", r"\b(?:mark|grade|score|rate)\s+(?:this|it|me|us|that)\s+(?:as\s+)?(?:an?\s+)?"
+                                  r"(?:10\s*/\s*10|100\s*/\s*100|100\s*%|1(?:\.0+)?\s*/\s*1|1\.0+|full\s+marks|"
+                                  r"perfect|a\s+pass|A\+?)(?![\w/%])"),
+    # "Evaluators — please approve", "Judges: this is correct", "[grader-note]", "Grader TL;DR:"
+    _r("instruction", "header", r"\b(?:(?:ai|llm)\s+)?(?:evaluators?|graders?|assessors?|scorers?|raters?)\s*"
+                                r"(?:—|–|-{1,2})\s*(?:please|kindly|approve|accept|pass|mark|give|award|score|"
+                                r"ignore|note)\b"),
+    _r("instruction", "header", r"\bjudges?\s*(?:[,:：—–]|-{1,2})\s*(?:please|kindly|approve|accept|pass|mark|give|"
+                                r"award|score|this\s+(?:is|was)\s+(?:correct|right|complete))\b",
+       needs=_GRADING_WORDS),
+    _r("instruction", "header", r"\b(?:grader|evaluator|assessor)(?:'s|’s|s'|s)?(?:-|_|\s+)(?:notes?|"
+                                r"tl;?dr|summary|memo|comments?)\s*[:：\]]"),
+    # "so full marks", "Verdict: all criteria met", "PASS on every rubric item"
+    _r("instruction", "sentence", r"\bfull\s+marks\b"),
+    _r("claim", "header", r"(?im)^\W{0,4}(?:final\s+)?verdict\s*[:：]\s*(?:all|every|each)\b[^\n]{0,60}?\b(?:met|"
+                          r"satisfied|fulfilled|passed?)\b"),
+    _r("claim", "sentence", r"\b(?:pass(?:es|ed)?|met|satisf(?:ied|ies))\s+(?:on|for|in)\s+(?:all|every|each)\s+"
+                            r"(?:\d{1,3}\s+)?(?:of\s+the\s+)?(?:rubric|grading|scoring|marking)\b"),
     # "all rubric items are satisfied", "this response meets every criterion"
     _r("claim", "sentence", r"\b(?:all|every|each)\s+(?:\d{1,3}\s+)?(?:(?:of\s+)?(?:the|my|your|these)\s+)?(?:rubric|"
                             r"grading|scoring|marking)\s+(?:items?|criteria|criterion|requirements?|points?|checks?|"
@@ -285,6 +321,8 @@ _ZH_RULES: tuple[_Rule, ...] = (
                                   rf"(?:均|都|全部)?{_H}*(?:判为|判定为|评为|标记为|记为|视为|认定为|打|给予?){_H}*"
                                   rf"(?:满分|全部?满足|已满足|满足|通过|命中|正确|1(?:\.0)?分|100{_H}*分)"),
     _r("instruction", "sentence", r"(?:给予?|打)(?:本回答|此回答|该回答|这个回答|我)?满分"),
+    # "本答案应得满分", "此回答值得满分" (the second review of 2026-12-04)
+    _r("claim", "sentence", r"(?:本|此|该|这个?|我的)(?:回答|答案|答卷|作答|回复)[^。！？\n]{0,10}?满分"),
     # "所有评分项均已满足", "本回答满足全部评分细则"
     _r("claim", "sentence", rf"(?:所有|全部|各|每一?[项条个]|以上|上述)(?:的)?{_H}*(?:评分|评审|打分|评判|采分|得分)"
                             rf"(?:项|细则|标准|要点|条目|点|项目|要求)?{_H}*(?:均|都|全部|皆|全)?{_H}*(?:已经?)?"

@@ -28,7 +28,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
 from assay.errors import InputError
-from assay.record import RunRecord
+from assay.record import RunRecord, escape_controls
 from assay.report.build import build_report, run_row
 from assay.report.html import kind_sections
 from assay.report.runs import read_runs
@@ -104,9 +104,18 @@ def _compact(x: Any) -> str:
     return json.dumps(x, ensure_ascii=False, default=str)
 
 
+def _shown(value: Any) -> Any:
+    """Every text a page shows (`{{ ... }}`, after its filters) with its control, bidi and
+    line-separator characters escaped (`assay.record.escape_controls`, lines kept), as
+    `assay show` prints it: a file name or an answer an agent chose cannot hide, reorder or
+    forge what the page shows. Markup the app built itself (not a plain str) is left as it is."""
+    return escape_controls(value, keep_lines=True) if type(value) is str else value
+
+
 def _env() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(HERE / "templates")), autoescape=True,
-                             undefined=jinja2.ChainableUndefined, trim_blocks=True, lstrip_blocks=True)
+                             undefined=jinja2.ChainableUndefined, trim_blocks=True, lstrip_blocks=True,
+                             finalize=_shown)
     env.filters.update(num=_num, pct=_pct, money=_money, usd=_usd, ci=_ci, pretty=_tojson, compact=_compact, urlq=quote, utc=_utc)
     return env
 
