@@ -559,3 +559,16 @@ async def test_judge_cuts_a_huge_final_message_and_records_it(server: FakeOpenAI
     assert "z" * 1001 not in prompt  # tool arguments are cut to 1000 characters
     cut = grade["judge"]["cut"]["final_message"]
     assert cut["chars"] == len(final) and cut["shown"] == 60_000
+
+
+def test_the_judge_sees_a_native_tasks_criteria_beside_its_rubric(workspace: Path) -> None:
+    """A native judge task must have a judge_rubric, and its `criteria` are shown to the judge
+    too (docs/formats.md); a DareBench task keeps upstream's prompt (its rubric section alone)."""
+    grading = GradingSpec(type="judge", judge_rubric="Score it.", criteria=["states the total", "cites the file"])
+    native = Task(id="native_judged", prompt="Sum the numbers.", grading=grading)
+    prompt = judge_prompt(native, [], "42", workspace)
+    rubric = prompt.split("## Grading Rubric\n", 1)[1]
+    assert rubric.startswith("Score it.\n\nCriteria:\n- states the total\n- cites the file\n"), rubric
+    upstream = native.model_copy(update={"source": "darebench"})
+    theirs = judge_prompt(upstream, [], "42", workspace)
+    assert theirs.split("## Grading Rubric\n", 1)[1].startswith("Score it.\n\n") and "states the total" not in theirs

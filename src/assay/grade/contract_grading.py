@@ -446,7 +446,7 @@ def _judge_prompt(task: Task, transcript: list[dict[str, Any]], final_message: s
     the files."""
     g = task.grading
     prompt = task.prompt or next(iter(task.briefs.values()), "")
-    rubric = (g.judge_rubric if g else None) or "\n".join(f"- {c}" for c in (g.criteria if g else []))
+    rubric = _rubric_text(task)
     if clean is not None:
         transcript = [_cleaned(ev, clean) for ev in transcript]
         final_message = clean(final_message)
@@ -474,6 +474,21 @@ def _judge_prompt(task: Task, transcript: list[dict[str, Any]], final_message: s
         "Respond with ONLY this JSON structure (no markdown, no code fences, no extra text):\n"
         '{"scores": {"criterion_name": 0.0}, "total": 0.0, "notes": "brief justification"}'
     ), cuts
+
+
+def _rubric_text(task: Task) -> str:
+    """The judge's rubric: the task's `judge_rubric` and its `criteria` list under it (a native
+    task's criteria are shown to the judge, docs/formats.md). A DareBench task keeps upstream's
+    prompt: its rubric section, else its criteria (its reader already made that choice)."""
+    g = task.grading
+    if g is None:
+        return ""
+    listed = "\n".join(f"- {c}" for c in g.criteria)
+    if not g.judge_rubric:
+        return listed
+    if task.source == "darebench" or not listed:
+        return g.judge_rubric
+    return f"{g.judge_rubric}\n\nCriteria:\n{listed}"
 
 
 def _block(label: str, token: str, cut: Cut, empty: str) -> str:
