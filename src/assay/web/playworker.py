@@ -251,5 +251,19 @@ async def _serve(sock: socket.socket) -> int:
 def main(argv: list[str]) -> int:
     """The worker's process: serve the session on the socket at descriptor `argv[1]`."""
     sock = socket.socket(fileno=int(argv[1]))
-    return asyncio.run(_serve(sock))
+    with asyncio.Runner() as runner:
+        try:
+            return runner.run(_serve(sock))
+        finally:
+            _ignore_stops(runner.get_loop())
+
+
+def _ignore_stops(loop: asyncio.AbstractEventLoop) -> None:
+    """Once the session has ended, a stop signal has nothing left to stop. Its handler is taken
+    off the loop here, before the loop closes: the close shuts the loop's wakeup socket first,
+    and a SIGTERM arriving between the two was written to a closed descriptor (Python prints
+    "Exception ignored ... Bad file descriptor" with a traceback into the server's log)."""
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.remove_signal_handler(sig)
+        signal.signal(sig, signal.SIG_IGN)
 
