@@ -174,6 +174,12 @@ def three_tasks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     return discover([tmp_path / "suite"])
 
 
+async def _answer_at_once(env: AgentEnv) -> AgentOutcome:
+    assert env.workspace is not None
+    (env.workspace / "answer.txt").write_text("42\n")
+    return AgentOutcome(end_reason="finished", final_message="done")
+
+
 async def _write_answer(env: AgentEnv) -> AgentOutcome:
     assert env.workspace is not None
     if env.task.id == "t0":
@@ -232,12 +238,7 @@ async def test_a_waiting_worker_takes_over_as_the_lease_lapses(three_tasks: list
     lapses, not before and not a 20 s poll later, and runs it as attempt 2."""
     ctx = RunContext(store=wake_store, options=RunOptions(unsafe_no_sandbox=True, concurrency=3))
 
-    async def answer(env: AgentEnv) -> AgentOutcome:
-        assert env.workspace is not None
-        (env.workspace / "answer.txt").write_text("42\n")
-        return AgentOutcome(end_reason="finished", final_message="done")
-
-    plan = build_plan(three_tasks, [FakeFactory("writer", answer)], ctx.options)
+    plan = build_plan(three_tasks, [FakeFactory("writer", _answer_at_once)], ctx.options)
     t0 = next(p for p in plan.runs if p.task.id == "t0")
     claimed = time.time()
     assert wake_store.claim(ctx.options.campaign, t0.digest, FOREIGN, 1.5) == 1
@@ -255,12 +256,7 @@ async def test_a_waiting_worker_wakes_when_the_other_gives_its_keys_back(three_t
     agent stopped): this worker, waiting on it, starts it within half a second."""
     ctx = RunContext(store=wake_store, options=RunOptions(unsafe_no_sandbox=True, concurrency=3))
 
-    async def answer(env: AgentEnv) -> AgentOutcome:
-        assert env.workspace is not None
-        (env.workspace / "answer.txt").write_text("42\n")
-        return AgentOutcome(end_reason="finished", final_message="done")
-
-    plan = build_plan(three_tasks, [FakeFactory("writer", answer)], ctx.options)
+    plan = build_plan(three_tasks, [FakeFactory("writer", _answer_at_once)], ctx.options)
     t0 = next(p for p in plan.runs if p.task.id == "t0")
     assert wake_store.claim(ctx.options.campaign, t0.digest, FOREIGN, 60) == 1
     released: list[float] = []
