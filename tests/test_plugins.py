@@ -32,8 +32,8 @@ Install = Callable[..., Path]
 def install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Install:
     """`install(dist, entry_points, modules)`: a distribution on sys.path, its entry points read
     afresh; the registries go back to the built-ins after the test."""
-    monkeypatch.setattr(providers, "_registry", dict(providers.BUILTIN_PROVIDERS))
-    monkeypatch.setattr(tools, "_registry", dict(tools.BUILTIN_TOOLS))
+    monkeypatch.setattr(providers.PROVIDERS, "items", dict(providers.BUILTIN_PROVIDERS))
+    monkeypatch.setattr(tools.TOOLS, "items", dict(tools.BUILTIN_TOOLS))
     plugins._entry_points.cache_clear()
 
     def make(dist: str, entry_points: str, modules: dict[str, str] | None = None, path: Path | None = None) -> Path:

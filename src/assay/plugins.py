@@ -19,14 +19,15 @@ distribution and the error.
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Literal
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Generic, Literal, Protocol, TypeVar
 
 from assay.errors import InputError
 
 if TYPE_CHECKING:
     from importlib import metadata
 
-__all__ = ["GROUPS", "Group", "PluginError", "entry_point_names", "load_entry_point", "plugin_error"]
+__all__ = ["GROUPS", "Group", "PluginError", "Registry", "entry_point_names", "load_entry_point", "plugin_error"]
 
 Group = Literal["assay.providers", "assay.tools"]
 GROUPS: tuple[Group, ...] = ("assay.providers", "assay.tools")
@@ -79,3 +80,68 @@ def plugin_error(group: Group, name: str, field: str, reason: str) -> PluginErro
     ep = _entry_points(group).get(name)
     dist = _distribution(ep) if ep is not None else "an unknown distribution"
     return PluginError(None, field, f"plugin {name!r} ({group} entry point of {dist}): {reason}")
+
+
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+T = TypeVar("T", bound=_Named)
+
+
+class Registry(Generic[T]):
+    """The one registry of a kind of extension (providers, tools): the built-ins, then the
+    plugins of its entry point `group`, each loaded and checked when first named.
+
+    A plugin's entry point refers to a `kind` (or a callable returning one) whose `name` is the
+    entry point's; `check(obj, field)` raises a reason (ValueError) for one that is not usable."""
+
+    def __init__(self, group: Group, kind: type[T], builtins: dict[str, T],
+                 check: Callable[[T], None] | None = None) -> None:
+        self.group = group
+        self.kind = kind
+        self.items: dict[str, T] = dict(builtins)
+        self._check = check
+
+    def register(self, item: T) -> None:
+        """Register `item` in this process (what an entry point does when first named)."""
+        if not isinstance(item, self.kind):
+            name = self.kind.__name__
+            raise TypeError(f"register_{name.lower()} takes a {name}, not {type(item).__name__}")
+        self.items[item.name] = item
+
+    def names(self) -> list[str]:
+        """Every name: the registered ones, then the installed plugins' (not imported)."""
+        return list(self.items) + [n for n in entry_point_names(self.group) if n not in self.items]
+
+    def has(self, name: str) -> bool:
+        """`name` is registered or an installed plugin's (not imported)."""
+        return name in self.items or name in entry_point_names(self.group)
+
+    def get(self, name: str, field: str) -> T | None:
+        """The item `name`, loading its plugin on first use; None when no one provides it.
+
+        A plugin that fails to load, or whose entry point is not usable, is a PluginError
+        (exit 2) naming its distribution."""
+        found = self.items.get(name)
+        if found is not None:
+            return found
+        obj = load_entry_point(self.group, name, field)
+        if obj is None:
+            return None
+        if not isinstance(obj, self.kind) and callable(obj):
+            obj = obj()
+        kind = self.kind
+        if not isinstance(obj, kind):
+            raise plugin_error(self.group, name, field,
+                               f"is a {type(obj).__name__}, not an {kind.__module__}.{kind.__qualname__}")
+        if obj.name != name:
+            raise plugin_error(self.group, name, field, f"its {kind.__name__} is named {obj.name!r}, not {name!r}")
+        if self._check is not None:
+            try:
+                self._check(obj)
+            except ValueError as e:
+                raise plugin_error(self.group, name, field, str(e)) from e
+        self.items[name] = obj
+        return obj

@@ -43,7 +43,7 @@ from assay import fs
 from assay.env.sandbox import Sandbox
 from assay.errors import InputError
 from assay.llm.messages import ImagePart, ToolCall, ToolSpec
-from assay.plugins import entry_point_names, load_entry_point, plugin_error
+from assay.plugins import Registry
 from assay.record import escape_controls, safe_text
 
 if TYPE_CHECKING:
@@ -345,51 +345,39 @@ BUILTIN_TOOLS: dict[str, Tool] = {
     **{n: Tool(TOOL_SPECS[n], _file_tool(n)) for n in ("read_file", "write_file", "edit_file", "list_files")},
     "web_search": Tool(TOOL_SPECS["web_search"], _web_search),
 }
-_registry: dict[str, Tool] = dict(BUILTIN_TOOLS)
+def _check_schema(tool: Tool) -> None:
+    """ValueError for a plugin tool whose parameters are not a JSON schema."""
+    try:
+        from jsonschema.validators import validator_for
+
+        validator_for(tool.spec.parameters).check_schema(tool.spec.parameters)
+    except Exception as e:  # noqa: BLE001 - jsonschema's SchemaError, or whatever a malformed schema raises
+        raise ValueError(f"its parameters are not a JSON schema: {e}") from e
+
+
+TOOLS: Registry[Tool] = Registry("assay.tools", Tool, BUILTIN_TOOLS, check=_check_schema)
+"""The one tool registry: the built-ins, then the `assay.tools` plugins as tasks name them."""
 
 
 def register_tool(tool: Tool) -> None:
     """Register a tool in this process (what an `assay.tools` entry point does when first named)."""
-    if not isinstance(tool, Tool):
-        raise TypeError(f"register_tool takes a Tool, not {type(tool).__name__}")
-    _registry[tool.name] = tool
+    TOOLS.register(tool)
 
 
 def tool_names() -> list[str]:
     """Every tool a task may name: the registered ones, then the installed plugins' (unloaded)."""
-    return list(_registry) + [n for n in entry_point_names("assay.tools") if n not in _registry]
+    return TOOLS.names()
 
 
 def get_tool(name: str, field: str = "tools") -> Tool | None:
-    """The tool `name`, loading its plugin on first use; None when no one provides it.
-
-    A plugin that fails to load, or whose entry point is not a Tool (or a callable returning
-    one) named `name`, is a PluginError (exit 2) naming its distribution."""
-    found = _registry.get(name)
-    if found is not None:
-        return found
-    obj = load_entry_point("assay.tools", name, field)
-    if obj is None:
-        return None
-    if not isinstance(obj, Tool) and callable(obj):
-        obj = obj()
-    if not isinstance(obj, Tool):
-        raise plugin_error("assay.tools", name, field, f"is a {type(obj).__name__}, not an assay.agent.tools.Tool")
-    if obj.name != name:
-        raise plugin_error("assay.tools", name, field, f"its Tool is named {obj.name!r}, not {name!r}")
-    try:
-        from jsonschema.validators import validator_for
-
-        validator_for(obj.spec.parameters).check_schema(obj.spec.parameters)
-    except Exception as e:  # noqa: BLE001 - jsonschema's SchemaError, or whatever a malformed schema raises
-        raise plugin_error("assay.tools", name, field, f"its parameters are not a JSON schema: {e}") from e
-    _registry[name] = obj
-    return obj
+    """The tool `name`, loading its plugin on first use; None when no one provides it (a plugin
+    that fails to load or is not a usable Tool is a PluginError, exit 2)."""
+    return TOOLS.get(name, field)
 
 
 def tool_spec(name: str) -> ToolSpec:
     """The spec of a registered tool (KeyError for one not registered)."""
-    return _registry[name].spec
+    return TOOLS.items[name].spec
 
 
 def check_task_tools(tasks: Iterable[Any]) -> None:

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from assay.plugins import entry_point_names, load_entry_point, plugin_error
+from assay.plugins import Registry
 
 if TYPE_CHECKING:
     from assay.llm.clients.base import Fault, ModelClient
@@ -113,48 +113,31 @@ BUILTIN_PROVIDERS: dict[str, Provider] = {
     "anthropic": Provider("anthropic", _LazyClient("assay.llm.clients.anthropic_client", "AnthropicClient"),
                           stainless_classifier("anthropic"), "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
 }
-_registry: dict[str, Provider] = dict(BUILTIN_PROVIDERS)
+PROVIDERS: Registry[Provider] = Registry("assay.providers", Provider, BUILTIN_PROVIDERS)
+"""The one provider registry: the built-ins, then the `assay.providers` plugins as specs name them."""
 
 
 def register_provider(provider: Provider) -> None:
     """Register a provider in this process (what an entry point does when first named)."""
-    if not isinstance(provider, Provider):
-        raise TypeError(f"register_provider takes a Provider, not {type(provider).__name__}")
-    _registry[provider.name] = provider
+    PROVIDERS.register(provider)
 
 
 def provider_names() -> list[str]:
     """Every provider a spec may name: the registered ones, then the installed plugins' (unloaded)."""
-    return list(_registry) + [n for n in entry_point_names("assay.providers") if n not in _registry]
+    return PROVIDERS.names()
 
 
 def is_provider(name: str) -> bool:
     """`name` is a registered provider or an installed plugin's (not imported)."""
-    return name in _registry or name in entry_point_names("assay.providers")
+    return PROVIDERS.has(name)
 
 
 def registered_providers() -> list[Provider]:
     """The providers registered so far (built-ins, and the plugins a spec has named)."""
-    return list(_registry.values())
+    return list(PROVIDERS.items.values())
 
 
 def get_provider(name: str, field: str = "--agent") -> Provider | None:
-    """The provider `name`, loading its plugin on first use; None when no one provides it.
-
-    A plugin that fails to load, or whose entry point is not a Provider (or a callable that
-    returns one), is a PluginError (exit 2) naming its distribution."""
-    found = _registry.get(name)
-    if found is not None:
-        return found
-    obj = load_entry_point("assay.providers", name, field)
-    if obj is None:
-        return None
-    if not isinstance(obj, Provider) and callable(obj):
-        obj = obj()
-    if not isinstance(obj, Provider):
-        raise plugin_error("assay.providers", name, field,
-                           f"is a {type(obj).__name__}, not an assay.llm.providers.Provider")
-    if obj.name != name:
-        raise plugin_error("assay.providers", name, field, f"its Provider is named {obj.name!r}, not {name!r}")
-    _registry[name] = obj
-    return obj
+    """The provider `name`, loading its plugin on first use; None when no one provides it (a
+    plugin that fails to load or is not a Provider is a PluginError, exit 2)."""
+    return PROVIDERS.get(name, field)
