@@ -119,7 +119,9 @@ def _upsert(backend: str) -> Any:
 
 def upsert(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
     """Make each row its key's current attempt unless the stored one ranks higher (in the
-    caller's transaction: `Store.save_runs`' own)."""
+    caller's transaction: `Store.save_runs`' own). The rows are written in (campaign, key
+    digest) order, the store's one lock order: two saves of the same keys, whose lease rows
+    are gone (nothing locked them first), queue on the first shared row, never cross."""
     best: dict[tuple[str, str], Mapping[str, Any]] = {}
     for row in rows:  # one row per key: a statement may change a row once only (PostgreSQL)
         k = (row["campaign"], row["key_digest"])
@@ -127,12 +129,13 @@ def upsert(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
             best[k] = row
     if not best:
         return
+    ordered = [best[k] for k in sorted(best)]
     stmt = _upsert(conn.dialect.name)
     if stmt is not None:
-        conn.execute(stmt, list(best.values()))
+        conn.execute(stmt, ordered)
         return
     c = current_t.c
-    for row in best.values():
+    for row in ordered:
         old = conn.execute(select(c.attempt, c.created_at, c.run_id).where(
             c.campaign == row["campaign"], c.key_digest == row["key_digest"])).first()
         if old is not None and tuple(old) >= _rank(row):
