@@ -133,6 +133,7 @@ def test_a_campaign_mixing_task_contents_or_harness_versions_is_warned_about(tmp
 def test_dry_run_calls_no_model_and_estimates_what_is_left(tmp_path: Path) -> None:
     from tests.fakes.openai_server import FakeOpenAIServer
     from tests.helpers import REPO, model_alias
+    from tests.shipped_schemas import schema_errors
 
     suite = REPO / "suites" / "starter" / "rubric"
     with FakeOpenAIServer() as srv:
@@ -142,7 +143,9 @@ def test_dry_run_calls_no_model_and_estimates_what_is_left(tmp_path: Path) -> No
         assert r.returncode == 0, r.stderr
         assert srv.requests == []  # no model was called
     assert not (tmp_path / ".assay").exists()  # and nothing was written
-    rows = {a["agent"]: a for a in json.loads((tmp_path / "dry.json").read_text())["agents"]}
+    plan = json.loads((tmp_path / "dry.json").read_text())
+    assert schema_errors(plan) == []
+    rows = {a["agent"]: a for a in plan["agents"]}
     assert rows["m"]["to_do"] == 10 and rows["m"]["done"] == 0
     assert rows["m"]["input_tokens"] > 0 and rows["m"]["cost_usd"] > 0
     assert any("prompt" in b for b in rows["m"]["basis"])

@@ -123,13 +123,14 @@ def run(
     _print_invalid(prepared.skipped)
     _print_skips(prepared.plan.skipped)
     if dry_run:
+        from assay.campaign.service import DryRun
         from assay.campaign.service import dry_run as estimate
         from assay.report.table import dry_run_table
 
-        rows = [r.model_dump() for r in estimate(prepared)]
-        out.print(dry_run_table(rows, prepared.options.campaign))
+        plan = DryRun(campaign=prepared.options.campaign, agents=estimate(prepared))
+        out.print(dry_run_table([r.model_dump() for r in plan.agents], plan.campaign))
         if json_out is not None:
-            _write_json(json_out, {"schema": "assay.dry-run/1", "campaign": prepared.options.campaign, "agents": rows})
+            _write_json(json_out, plan.model_dump(mode="json"))
         return
     try:
         result, report = asyncio.run(run_prepared(prepared, console=err, show_progress=not quiet,

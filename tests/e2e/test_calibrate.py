@@ -15,6 +15,7 @@ import pytest
 from tests.fakes import fault, reply
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.helpers import assay, model_alias
+from tests.shipped_schemas import schema_errors
 
 ITEM_LINE = re.compile(r"^\[([^\]]+)\] \(weight [+-]?[\d.]+\) (.*)$", re.MULTILINE)
 FENCED = re.compile(r"<<<ANSWER-(\w+)>>>\n?(.*?)<<<END-ANSWER-\1>>>", re.DOTALL)
@@ -108,6 +109,7 @@ def test_calibrate_compares_the_judge_with_people_per_domain(tmp_path: Path) -> 
         assert len(srv.requests) == sent
         assert json.loads((tmp_path / "again.json").read_text()) == cal
     assert cal["schema"] == "assay.calibration/1" and cal["answers"] == 5
+    assert schema_errors(cal) == []
     assert cal["unmatched"] == ["L2/response_3"]  # a score for an answer the file does not hold
     assert "L2/response_3" in r.stderr
     (j,) = cal["judges"]

@@ -11,9 +11,9 @@ import os
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 from rich.console import Console
 from sqlalchemy import Table
 
@@ -325,6 +325,16 @@ class DryRunAgent(BaseModel):
     output_tokens: int = 0
     cost_usd: float | None = 0.0  # None: the agent's price is unknown
     basis: list[str] = Field(default_factory=list)
+
+
+class DryRun(BaseModel):
+    """`assay run --dry-run --json` (`assay.dry-run/1`): the estimate of every agent."""
+
+    model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True, extra="forbid")
+
+    schema_: Literal["assay.dry-run/1"] = Field(default="assay.dry-run/1", alias="schema")
+    campaign: str
+    agents: list[DryRunAgent]
 
 
 DRY_RUN_TURN_TOKENS = (1500, 400)

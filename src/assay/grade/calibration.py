@@ -33,6 +33,7 @@ import asyncio
 import re
 from collections import defaultdict
 from collections.abc import Sequence
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -45,7 +46,7 @@ from assay.task.model import Task
 __all__ = ["SCHEMA", "Agreement", "Calibration", "Comparison", "JudgeCalibration", "LabelledAnswer", "StoredAnswer",
            "calibrate", "labelled_answers", "labelled_runs", "summarise"]
 
-SCHEMA = "assay.calibration/1"
+SCHEMA: Literal["assay.calibration/1"] = "assay.calibration/1"
 LABEL_KEY = re.compile(r"^(response_\d+)_human_score_(.+)$")
 REFERENCE = "reference"
 CONCURRENCY = 8
@@ -90,9 +91,11 @@ class JudgeCalibration(BaseModel):
 
 
 class Calibration(BaseModel):
+    """`assay calibrate --json` (`assay.calibration/1`)."""
+
     model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
 
-    schema_: str = Field(default=SCHEMA, alias="schema")
+    schema_: Literal["assay.calibration/1"] = Field(default=SCHEMA, alias="schema")
     judges: list[JudgeCalibration] = Field(default_factory=list)
     answers: int = 0  # labelled answers found in the task files
     unmatched: list[str] = Field(default_factory=list)  # labels naming an answer the file does not hold

@@ -1,9 +1,8 @@
 """The report JSON's models (SPEC.md "Report JSON", schema `assay.report/1`): the report, its
 agent summaries, each kind's block, the per-run and per-task rows, and what the top level
 holds across agents; and `assay compare`'s (`Compare`, `assay.compare/1`). The terminal
-tables read them (`assay.report.table`). `docs/schemas/assay.report-1.json` and
-`assay.compare-1.json` are their schemas as shipped (`python -m assay.report.model` writes them; tests/test_report_model.py checks it is current and
-that `assay report --json` validates against it).
+tables read them (`assay.report.table`). Their JSON Schemas ship in docs/schemas/
+(`assay.campaign.schemas`).
 
 Every model forbids keys it does not name, so a key the report gains without its model fails
 the tests. A key that only some reports hold (a kind's block, `judge`, `human_agreement`, a
@@ -12,15 +11,11 @@ scenario block's `levels`, the top level's `failure_modes`) is optional: absent,
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 SCHEMA = "assay.report/1"
-SCHEMA_FILE = Path(__file__).resolve().parents[3] / "docs" / "schemas" / "assay.report-1.json"
-"""Where the repository ships the report's JSON Schema."""
 
 Curve = dict[str, float]
 """pass@k or pass^k: k ("1", "2", ...) -> the value."""
@@ -346,31 +341,3 @@ class Compare(_Model):
     overall: PairedStats
     only_a: list[KeyRef]
     only_b: list[KeyRef]
-
-
-def report_schema() -> dict[str, Any]:
-    """The report's JSON Schema, generated from `Report`."""
-    schema = Report.model_json_schema(by_alias=True)
-    schema["$id"] = SCHEMA
-    return schema
-
-
-def compare_schema() -> dict[str, Any]:
-    """`assay compare --json`'s JSON Schema, generated from `Compare`."""
-    schema = Compare.model_json_schema(by_alias=True)
-    schema["$id"] = "assay.compare/1"
-    return schema
-
-
-COMPARE_SCHEMA_FILE = SCHEMA_FILE.with_name("assay.compare-1.json")
-
-
-def schema_text(schema: dict[str, Any] | None = None) -> str:
-    """A schema (default: `report_schema()`) as the file ships it."""
-    return json.dumps(report_schema() if schema is None else schema, indent=2, sort_keys=True) + "\n"
-
-
-if __name__ == "__main__":
-    SCHEMA_FILE.parent.mkdir(parents=True, exist_ok=True)
-    SCHEMA_FILE.write_text(schema_text())
-    COMPARE_SCHEMA_FILE.write_text(schema_text(compare_schema()))
