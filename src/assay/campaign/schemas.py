@@ -1,7 +1,6 @@
 """The JSON Schemas assay ships, one per versioned JSON document (one with a `schema` field) a
-command writes, each generated from
-the pydantic model that document is built from, so the file in docs/schemas/ and the output
-cannot drift apart (tests/test_schemas.py checks both). `python -m assay.campaign.schemas`
+command writes, each generated from the pydantic model that document is built from, so the
+file in docs/schemas/ and the output cannot drift apart (tests/test_schemas.py checks both). `python -m assay.campaign.schemas`
 writes them all again after a model changes.
 
 It sits in the campaign layer because it names models of the layers below it (report, grade,
