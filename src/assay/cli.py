@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from assay.report.model import Report
     from assay.store import Store
 
+CreateOpt = Annotated[bool, typer.Option("--create", help="make a SQLite store's folder if it does not exist (the default .assay folder is always made)")]
+
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="assay: measure what language agents are worth on real professional work.")
 
@@ -77,6 +79,7 @@ def run(
     concurrency: Annotated[int, typer.Option(help="runs at once")] = DEFAULTS.concurrency,
     campaign: Annotated[str, typer.Option(help="campaign name (resume key)")] = DEFAULTS.campaign,
     store: Annotated[str | None, typer.Option(help="store URL (default sqlite:///.assay/assay.db, or ASSAY_STORE)")] = None,
+    create: CreateOpt = False,
     judge: Annotated[list[str] | None, typer.Option("--judge", help="judge model spec; repeatable")] = None,
     judge_mode: Annotated[str, typer.Option(help="batched|per-item")] = "batched",
     judge_repeats: Annotated[int, typer.Option(help="judge each task N times; majority vote")] = 1,
@@ -108,7 +111,8 @@ def run(
     from assay.campaign.service import prepare_campaign, run_prepared
 
     req = RunOptions(paths=paths, agents=agent or list(DEFAULT_AGENTS), level=level, epochs=epochs,
-                     concurrency=concurrency, campaign=campaign, store=store, judges=judge or [],
+                     concurrency=concurrency, campaign=campaign, store=store, create_store=create,
+                     judges=judge or [],
                      judge_mode=judge_mode, judge_repeats=judge_repeats, values=values, task_ids=task or [],
                      tasks_from=tasks_from, max_turns=max_turns, max_minutes=max_minutes, max_usd=max_usd,
                      search=search, unsafe_no_sandbox=unsafe_no_sandbox, gateway_model=gateway_model,
@@ -122,6 +126,10 @@ def run(
     _closing.append(prepared.close)  # its store, if opened, closed when the command ends
     _print_invalid(prepared.skipped)
     _print_skips(prepared.plan.skipped)
+    if not prepared.plan.runs and prepared.plan.skipped:
+        n = len({task_id for task_id, _, _ in prepared.plan.skipped})
+        err.print(f"nothing to run: every run was skipped ({n} task(s); the reasons are above)")
+        raise typer.Exit(1)
     if dry_run:
         from assay.campaign.service import DryRun
         from assay.campaign.service import dry_run as estimate
@@ -456,13 +464,13 @@ def _open_existing(url: str) -> Store:
     return _command_store(url)
 
 
-def _command_store(url: str) -> Store:
+def _command_store(url: str, *, create: bool = False) -> Store:
     """The store at `url`, closed when the command ends however it ends (main): its connections
     (and a SQLite store's -wal and -shm files) do not outlive the command, in whatever process
     runs it."""
     from assay.store import Store
 
-    st = Store(url)
+    st = Store(url, create=create)
     _closing.append(st.close)
     return st
 
@@ -487,7 +495,11 @@ def show(
     except InputError as e:
         _fail(e)
     if rec is None:
-        _fail(InputError(None, "RUN_ID", f"no run {run_id!r} in the store"))
+        from assay.store.db import MIN_PREFIX
+
+        short = (f" (an id prefix needs at least {MIN_PREFIX} characters; `assay runs` lists the ids)"
+                 if len(run_id) < MIN_PREFIX else " (`assay runs` lists the ids)")
+        _fail(InputError(None, "RUN_ID", f"no run {run_id!r} in the store{short}"))
     events = st.events(rec.run_id)
     if json_flag:
         sys.stdout.write(json.dumps({"run": run_row(rec), "events": [e.wire() for e in events]},
@@ -496,11 +508,51 @@ def show(
     render_run(out, rec, events)
 
 
+RUN_STATUSES = ("done", "void", "broken")
+
+
+@app.command("runs")
+def runs_(
+    campaign: Annotated[str | None, typer.Option(help="only this campaign (default: every campaign)")] = None,
+    agent: Annotated[list[str] | None, typer.Option("--agent", help="only this agent; repeatable")] = None,
+    task: Annotated[list[str] | None, typer.Option("--task", help="only this task id; repeatable")] = None,
+    status: Annotated[list[str] | None, typer.Option("--status", help="done|void|broken; repeatable")] = None,
+    limit: Annotated[int, typer.Option(help="at most this many, newest first (0: all)")] = 50,
+    json_flag: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    store: Annotated[str | None, typer.Option(help="store URL")] = None,
+) -> None:
+    """List stored runs (the current attempt of each run key) with their ids, for `assay show`."""
+    from assay.report.table import runs_listing_table
+    from assay.store.listing import RunRow, list_runs
+
+    bad = [s for s in status or [] if s not in RUN_STATUSES]
+    if bad:
+        _fail(InputError(None, "--status", f"{bad[0]!r} is not one of {', '.join(RUN_STATUSES)}"))
+    if limit < 0:
+        _fail(InputError(None, "--limit", "must be 0 (all) or more"))
+    _, st, campaigns = _existing_store(store)
+    if campaign is not None and campaign not in campaigns:
+        _fail(InputError(None, "--campaign", f"no campaign named {campaign!r} in the store"))
+    rows = list_runs(st, campaign=campaign, agents=agent or [], tasks=task or [], statuses=status or [],
+                     limit=None if limit == 0 else limit + 1)
+    more = limit != 0 and len(rows) > limit
+    rows = rows[:limit] if more else rows
+    if json_flag:
+        sys.stdout.write(json.dumps({"runs": [RunRow.model_dump(r) for r in rows], "more": more},
+                                    ensure_ascii=False, indent=2) + "\n")
+        return
+    if not rows:
+        sys.stderr.write("no stored run matches\n")
+        return
+    out.print(runs_listing_table(rows, more=more))
+
+
 @app.command()
 def serve(
     host: Annotated[str, typer.Option(help="address to listen on (not loopback: needs accounts or --token)")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="port to listen on")] = 8700,
     store: Annotated[str | None, typer.Option(help="store URL")] = None,
+    create: CreateOpt = False,
     suite: Annotated[list[Path] | None, typer.Option("--suite", help="tasks offered for human play; repeatable")] = None,
     token: Annotated[str | None, typer.Option("--token",
                                               help="(or ASSAY_TOKEN) a shared secret that signs in as the one identity `admin` (plays as human:admin); accounts from `assay users` work beside it")] = None,
@@ -517,7 +569,7 @@ def serve(
         url = store_url(store, load_config())
         token = token if token is not None else settings().web_token
         web = create_app(url, suite or None, token=token, allowed_hosts=allowed_host or [], listen_host=host,
-                         request_log=sys.stderr)
+                         request_log=sys.stderr, create_store=create)
     except InputError as e:
         _fail(e)
     try:
@@ -551,12 +603,12 @@ users_app = typer.Typer(no_args_is_help=True, help="people who may use the web a
 app.add_typer(users_app, name="users")
 
 
-def _users_store(store: str | None, create: bool) -> Store:
+def _users_store(store: str | None, new: bool, create: bool = False) -> Store:
     from assay.config import load_config, store_url
 
     try:
         url = store_url(store, load_config())
-        return _command_store(url) if create else _open_existing(url)
+        return _command_store(url, create=create) if new else _open_existing(url)
     except InputError as e:
         _fail(e)
 
@@ -566,11 +618,12 @@ def users_add(
     name: Annotated[str, typer.Argument(help="the person's name (their plays are human:NAME)")],
     role: Annotated[str, typer.Option(help="user|expert|admin: experts grade rubric items by hand, admins see every session")] = "user",
     store: Annotated[str | None, typer.Option(help="store URL")] = None,
+    create: CreateOpt = False,
 ) -> None:
     """Add an account; prints its secret token once (the store keeps only a hash of it)."""
     from assay.store.accounts import add_account
 
-    st = _users_store(store, create=True)
+    st = _users_store(store, new=True, create=create)
     try:
         secret = add_account(st, name, role)
     except InputError as e:
@@ -592,7 +645,7 @@ def users_list(
 
     from assay.store.accounts import accounts
 
-    st = _users_store(store, create=False)
+    st = _users_store(store, new=False)
     try:
         rows = [a.model_dump() for a in accounts(st)]
     finally:
@@ -615,7 +668,7 @@ def users_remove(
     """Remove an account; its stored runs stay."""
     from assay.store.accounts import remove_account
 
-    st = _users_store(store, create=False)
+    st = _users_store(store, new=False)
     try:
         remove_account(st, name)
     except InputError as e:
@@ -652,7 +705,7 @@ def export_inspect(
 
 
 def _import(convert: Callable[[list[Path], str], list[Imported]], files: list[Path], campaign: str,
-            store: str | None) -> None:
+            store: str | None, create: bool) -> None:
     """Read and convert every file (a bad one: exit 2, nothing written), then store the new runs."""
     from assay.config import load_config, store_url
     from assay.interop.runs import store_imported
@@ -661,7 +714,7 @@ def _import(convert: Callable[[list[Path], str], list[Imported]], files: list[Pa
         url = store_url(store, load_config())
         if not campaign.strip():
             raise InputError(None, "--campaign", "empty campaign name")
-        result = store_imported(convert(files, campaign), _command_store(url), campaign, files)
+        result = store_imported(convert(files, campaign), _command_store(url, create=create), campaign, files)
     except InputError as e:
         _fail(e)
     out.print(f"{result.added} run(s) stored in campaign {campaign!r} ({result.void} void), "
@@ -674,11 +727,12 @@ def import_inspect(
     logs: Annotated[list[Path], typer.Argument(help="Inspect log files (.eval or .json)")],
     campaign: Annotated[str, typer.Option(help="campaign to store the runs in")] = DEFAULTS.campaign,
     store: Annotated[str | None, typer.Option(help="store URL (default sqlite:///.assay/assay.db, or ASSAY_STORE)")] = None,
+    create: CreateOpt = False,
 ) -> None:
     """Inspect AI logs as runs (one per sample and epoch; agent inspect:MODEL), so assay reports cover them."""
     from assay.interop.inspect_import import convert_logs
 
-    _import(convert_logs, logs, campaign, store)
+    _import(convert_logs, logs, campaign, store, create)
 
 
 @import_app.command("omb")
@@ -686,11 +740,12 @@ def import_omb(
     files: Annotated[list[Path], typer.Argument(help="OneMillion-Bench task JSON files holding graded responses")],
     campaign: Annotated[str, typer.Option(help="campaign to store the runs in")] = "omb",
     store: Annotated[str | None, typer.Option(help="store URL")] = None,
+    create: CreateOpt = False,
 ) -> None:
     """OneMillion-Bench grading results (model_response, rubric_auto_score) as runs of agent omb:MODEL."""
     from assay.interop.upstream import convert_omb
 
-    _import(convert_omb, files, campaign, store)
+    _import(convert_omb, files, campaign, store, create)
 
 
 @import_app.command("darebench")
@@ -698,11 +753,12 @@ def import_darebench(
     files: Annotated[list[Path], typer.Argument(help="DareBench results/*.json files")],
     campaign: Annotated[str, typer.Option(help="campaign to store the runs in")] = "darebench",
     store: Annotated[str | None, typer.Option(help="store URL")] = None,
+    create: CreateOpt = False,
 ) -> None:
     """DareBench results files as runs of agent darebench:MODEL (one per task and grading run)."""
     from assay.interop.upstream import convert_darebench
 
-    _import(convert_darebench, files, campaign, store)
+    _import(convert_darebench, files, campaign, store, create)
 
 
 @import_app.command("fdegym")
@@ -713,13 +769,14 @@ def import_fdegym(
                                                     "read from its case, with the task id and hash of `assay run`")] = None,
     campaign: Annotated[str, typer.Option(help="campaign to store the runs in")] = "fdegym",
     store: Annotated[str | None, typer.Option(help="store URL")] = None,
+    create: CreateOpt = False,
 ) -> None:
     """FDE-Gym harness runs (bench.py run) as runs of agent fdegym:SLUG on ENGAGEMENT/VARIANT at the run's level."""
     from functools import partial
 
     from assay.interop.fdegym import convert_fdegym
 
-    _import(partial(convert_fdegym, cases=cases), runs, campaign, store)
+    _import(partial(convert_fdegym, cases=cases), runs, campaign, store, create)
 
 
 local_app = typer.Typer(no_args_is_help=True, help="A real open-weight model on this machine (the `local` extra).")

@@ -53,7 +53,7 @@ def _env(**extra: str) -> dict[str, str]:
 
 def _run_cmd(tasks: Path, script: Path, url: str, *extra: str) -> list[str]:
     return [sys.executable, "-m", "assay.cli", "run", str(tasks), "--agent", f"script:{script}",
-            "--agent", "reference", "--concurrency", "2", "--store", url, "-q", *extra]
+            "--agent", "reference", "--concurrency", "2", "--store", url, "--create", "-q", *extra]
 
 
 def _rows(url: str) -> list[tuple[str, str, int]]:

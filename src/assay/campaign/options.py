@@ -40,6 +40,7 @@ class RunOptions(BaseModel):
     concurrency: int = DEFAULTS.concurrency
     campaign: str = DEFAULTS.campaign
     store: str | None = None
+    create_store: bool = False  # make a SQLite store's missing folder (--create)
     judges: list[str] = Field(default_factory=list)
     judge_mode: Literal["batched", "per-item"] | str = "batched"
     judge_repeats: int = 1

@@ -71,7 +71,7 @@ class PreparedCampaign:
     @property
     def store(self) -> Store:
         if self._store is None:
-            self._store = Store(self.store_url)
+            self._store = Store(self.store_url, create=self.options.create_store)
         return self._store
 
     def close(self) -> None:

@@ -10,9 +10,12 @@ from typing import TYPE_CHECKING, Any
 from rich.table import Table
 from rich.text import Text
 
+from assay.record import escape_controls
+
 if TYPE_CHECKING:
     from assay.report.curate import CurationResult
     from assay.report.model import AgentSummary, Compare, Report
+    from assay.store.listing import RunRow
 
 
 def _pct(v: float | None) -> str:
@@ -297,3 +300,16 @@ def failure_table(fm: dict[str, Any]) -> Table:
                  [[Text(agent), str(a["failed"]), *(f"{_pct(a['shares'].get(c, 0.0))} ({a['counts'].get(c, 0)})"
                                                     for c in used)]
                   for agent, a in fm["agents"].items()])
+
+
+def runs_listing_table(rows: list[RunRow], *, more: bool) -> Table:
+    """`assay runs`: one line per stored run, its whole id first (what `assay show` takes)."""
+    table = Table(title=Text("stored runs, newest first" + (" (more with --limit)" if more else "")))
+    for col in ("run id", "campaign", "agent", "task", "level", "epoch", "status", "score", "cost"):
+        table.add_column(col, justify="right" if col in ("epoch", "score", "cost") else "left", overflow="fold")
+    for r in rows:
+        score = "-" if r.score is None else f"{r.score:.3f}" + (" pass" if r.passed else "")
+        cost = "unknown" if r.cost_usd is None else f"${r.cost_usd:.4f}"
+        table.add_row(r.run_id, *(Text(escape_controls(v)) for v in (r.campaign, r.agent, r.task_id, r.level or "-")),
+                      str(r.epoch), r.status + (f" (attempt {r.attempt})" if r.attempt > 1 else ""), score, cost)
+    return table

@@ -263,10 +263,29 @@ def _sort_key(r: RunRecord) -> tuple[Any, ...]:
     return (k.task_id, k.agent, k.level is not None, k.level or "", k.epoch, k.campaign, r.attempt)
 
 
+DEFAULT_FOLDER = ".assay"
+"""The folder of the default store (`config.store_url`), made when missing."""
+
+
+def _store_folder(path: Path, create: bool) -> None:
+    folder = path.parent
+    if folder.is_dir():
+        return
+    if not (create or folder.name == DEFAULT_FOLDER):
+        raise InputError(None, "--store", f"the folder {folder} does not exist (a mistyped path?): make it first, "
+                                         "or pass --create (assay run, serve, import, users add)")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputError(None, "--store", f"cannot make the store's folder {folder}: {e.strerror or e}") from None
+
+
 class Store:
     """A run store at a SQLAlchemy URL; see the module docstring."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, create: bool = False) -> None:
+        """`create`: make a SQLite file's missing folder. Without it only the default folder
+        (`.assay`) is made, so a mistyped `--store` path is an error, not a new empty store."""
         parsed = make_url(url)
         if parsed.drivername == "postgresql":  # plain URL: use psycopg 3, not psycopg2
             parsed = parsed.set(drivername="postgresql+psycopg")
@@ -285,7 +304,7 @@ class Store:
                 path = Path(db).expanduser()
                 if not path.is_absolute():
                     path = Path.cwd() / path
-                path.parent.mkdir(parents=True, exist_ok=True)
+                _store_folder(path, create)
                 self._db_path = path.resolve()
                 parsed = parsed.set(database=str(self._db_path))
                 kwargs["connect_args"] = {"check_same_thread": False, "timeout": BUSY_TIMEOUT_MS / 1000}
@@ -967,9 +986,10 @@ def head_revision() -> str | None:
     return heads.pop() if len(heads) == 1 else None
 
 
-def open_store(url: str | None = None) -> Store:
-    """Open (creating and migrating if needed) the store at ``url`` or the default one."""
-    return Store(url or store_url())
+def open_store(url: str | None = None, *, create: bool = True) -> Store:
+    """Open (creating and migrating if needed) the store at ``url`` or the default one; a
+    SQLite file's missing folder is made unless `create` is false."""
+    return Store(url or store_url(), create=create)
 
 
 def _enable_wal(cur: Any, attempts: int = 50) -> None:

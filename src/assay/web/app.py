@@ -127,8 +127,9 @@ def _json_safe(obj: Any) -> Any:
 
 def create_app(store_url: str, suites: list[Path] | None = None, *, token: str | None = None,  # noqa: C901 (the app's routes, one small closure each over the same store)
                allowed_hosts: list[str] | None = None, listen_host: str = "127.0.0.1",
-               request_log: TextIO | None = None) -> FastAPI:
-    """The app over one store; `suites` are the task folders offered for human play.
+               request_log: TextIO | None = None, create_store: bool = False) -> FastAPI:
+    """The app over one store; `suites` are the task folders offered for human play;
+    `create_store` makes a SQLite store's missing folder (`Store(create=)`).
 
     `token` is a shared secret (one identity, `SHARED_TOKEN_NAME`); accounts come from the
     store (`assay users`). Listening on a non-loopback `listen_host` needs one or the other.
@@ -149,7 +150,7 @@ def create_app(store_url: str, suites: list[Path] | None = None, *, token: str |
         raise InputError(None, "--host", f"{listen_host} is reachable from other machines, and this server has no "
                                          "sign-in: add accounts (assay users add NAME) or pass --token TOKEN "
                                          "(or ASSAY_TOKEN); without either, listen on 127.0.0.1")
-    store = Store(store_url)
+    store = Store(store_url, create=create_store)
     if not local and token is None and not has_accounts(store):
         store.close()
         raise InputError(None, "--host", f"{listen_host} is reachable from other machines, and this server has no "
