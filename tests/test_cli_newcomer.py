@@ -88,3 +88,17 @@ def test_nothing_to_run_because_every_run_was_skipped_is_exit_1(tmp_path: Path) 
     r = assay("run", str(task.parent), "--agent", f"script:{script}", "--search", "off", "-q", cwd=tmp_path)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "needs web_search" in r.stderr and "nothing to run: every run was skipped (1 task(s)" in r.stderr
+
+
+def test_limit_runs_the_first_n_tasks_of_each_path_in_discovery_order(tmp_path: Path) -> None:
+    from tests.helpers import REPO
+
+    paths = [REPO / "suites" / "starter" / "rubric", REPO / "suites" / "starter" / "contract"]
+    listed = [json.loads(assay("tasks", str(p), "--json", cwd=tmp_path).stdout)["tasks"] for p in paths]
+    want = sorted(t["id"] for rows in listed for t in rows[:2])
+    r = assay("run", *map(str, paths), "--agent", "noop", "--limit", "2", "-q", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    ran = sorted(x["task_id"] for x in json.loads(assay("runs", "--json", cwd=tmp_path).stdout)["runs"])
+    assert ran == want and len(ran) == 4
+    r = assay("run", str(paths[0]), "--agent", "noop", "--limit", "0", cwd=tmp_path)
+    assert r.returncode == 2 and "--limit" in r.stderr

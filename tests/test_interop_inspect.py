@@ -98,6 +98,19 @@ def parity(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return {"root": root, "runs": assay_runs, "logs": logs, "samples": samples}
 
 
+def test_exported_samples_carry_the_reference_answer_as_inspects_target(parity: dict[str, Any]) -> None:
+    from assay.task.discover import discover
+
+    tasks = {t.id: t for t in discover(PARITY_TASKS)}
+    log = inspect_ai.log.read_eval_log(str(parity["logs"]["reference"]))
+    targets = {str(s.id): s.target for s in log.samples or []}
+    with_answer = {i for i, t in tasks.items() if t.policies.get("reference") and t.policies["reference"].answer}
+    assert with_answer  # the rubric tasks hold a reference answer in text
+    for task_id, task in tasks.items():
+        want = task.policies["reference"].answer if task_id in with_answer else ""
+        assert targets[task_id] == want, task_id
+
+
 def test_export_lists_what_it_cannot_export(tmp_path: Path) -> None:
     r = assay("export", "inspect", str(STARTER / "contract"), str(STARTER / "scenarios-native"), "--out", "out",
               cwd=tmp_path, env=_env())
@@ -275,6 +288,60 @@ def test_a_bad_log_is_refused_naming_it_and_nothing_is_written(tmp_path: Path, p
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert "huge.json" in r.stderr and f"samples[1].scores.{name}.value" in r.stderr and "1e+308" in r.stderr
     assert not (tmp_path / ".assay").exists()
+
+
+def test_an_eval_set_folder_and_its_manifest_import_the_newest_log_of_each_task(tmp_path: Path) -> None:
+    """`inspect eval-set` output as published: a folder of logs with `eval-set.json` and
+    `logs.json`; a task retried leaves two logs of one task id, and only the newest successful
+    one is read. A model named by an assay.toml alias is priced as the alias."""
+    from inspect_ai import eval_set
+
+    def task(name: str, answer: str) -> InspectTask:
+        return InspectTask(name=name, dataset=[Sample(id=f"{name}-1", input=f"{name}?", target=answer)],
+                           solver=[generate()], scorer=match())
+
+    logs_dir = tmp_path / "logs"
+    ok, logs = eval_set([task("alpha", "1"), task("beta", "2")], log_dir=str(logs_dir), display="none",
+                        model=get_model("mockllm/model", custom_outputs=scripted({"alpha?": "1", "beta?": "3"})))
+    assert ok and (logs_dir / "eval-set.json").is_file() and len(logs) == 2
+    # A retry's leftover: an older, failed log of alpha's task id, with another answer.
+    alpha = next(log for log in logs if log.eval.task == "alpha")
+    failed = inspect_ai.log.read_eval_log(alpha.location)
+    failed.status, failed.eval.created = "error", "2020-01-01T00:00:00+00:00"
+    inspect_ai.log.write_eval_log(failed, str(logs_dir / "2020-01-01T00-00-00_alpha_retry.json"))
+    for log in logs:  # the model as a lab names its own deployment
+        full = inspect_ai.log.read_eval_log(log.location)
+        full.eval.model = "openai/house-model"
+        for sample in full.samples or []:
+            (usage,) = sample.model_usage.values()
+            sample.model_usage = {"openai/house-model": usage}
+        inspect_ai.log.write_eval_log(full, log.location)
+    (tmp_path / "assay.toml").write_text('[models.house]\nprovider = "openai"\nmodel = "house-model"\n'
+                                         '[models.house.prices]\ninput = 1.0\noutput = 4.0\n')
+    r = assay("import", "inspect", str(logs_dir), "--campaign", "set", cwd=tmp_path, env=_env())
+    assert r.returncode == 0, r.stderr
+    assert "2 run(s) stored in campaign 'set' (0 void), 0 already there, from 2 run(s) read" in r.stdout
+    r = assay("import", "inspect", str(logs_dir / "eval-set.json"), "--campaign", "set", cwd=tmp_path, env=_env())
+    assert r.returncode == 0 and "0 run(s) stored" in r.stdout and "2 already there" in r.stdout, r.stdout
+    with Store(f"sqlite:///{tmp_path / '.assay' / 'assay.db'}") as st:
+        runs = {x.key.task_id: x for x in st.runs("set")}
+    assert set(runs) == {"alpha/alpha-1", "beta/beta-1"}
+    assert (runs["alpha/alpha-1"].score, runs["beta/beta-1"].score) == (1.0, 0.0)
+    assert runs["alpha/alpha-1"].key.agent == "inspect:openai/house-model"
+    assert runs["alpha/alpha-1"].usage.cost_usd == pytest.approx((120 * 1.0 + 30 * 4.0) / 1e6)
+    # A manifest whose tasks have no log here, a folder without logs, a malformed manifest: exit 2.
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "eval-set.json").write_text(json.dumps({"eval_set_id": "x", "tasks": [{"task_id": "nope"}]}))
+    (tmp_path / "empty").mkdir()
+    bad = tmp_path / "bad" / "eval-set.json"
+    bad.parent.mkdir()
+    bad.write_text("[" * 100_000)
+    for path, words in ((other / "eval-set.json", "no log of any task"), (tmp_path / "empty", "no Inspect log"),
+                        (bad, "nested deeper")):
+        with pytest.raises(InputError) as e:
+            convert_logs([path], "set")
+        assert e.value.file == str(path) and words in e.value.reason, (path, e.value.reason)
 
 
 @pytest.mark.slow  # Inspect AI's own `inspect eval` in a shell: a minute and more

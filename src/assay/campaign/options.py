@@ -46,6 +46,7 @@ class RunOptions(BaseModel):
     judge_repeats: int = 1
     values: Path | None = None
     task_ids: list[str] = Field(default_factory=list)
+    limit: int | None = None  # the first N tasks of each path, in discovery order (--limit)
     tasks_from: Path | None = None  # a suite manifest (`assay curate --out`); its `tasks` join task_ids
     max_turns: int = DEFAULTS.max_turns
     max_minutes: float = DEFAULTS.max_minutes
@@ -67,16 +68,14 @@ class RunOptions(BaseModel):
 
     def check(self) -> None:
         """Refuse bad values up front, naming the flag (InputError: exit 2, nothing run)."""
-        if self.concurrency < 1:
-            raise InputError(None, "--concurrency", "must be at least 1")
-        if self.epochs < 1:
-            raise InputError(None, "--epochs", "must be at least 1")
+        for flag, count in (("--concurrency", self.concurrency), ("--epochs", self.epochs),
+                            ("--judge-repeats", self.judge_repeats), ("--limit", self.limit)):
+            if count is not None and count < 1:
+                raise InputError(None, flag, "must be at least 1")
         if self.level is not None and self.level != "all" and self.level not in LEVELS:
             raise InputError(None, "--level", f"unknown level {self.level!r} (L0, L1, L2, L3 or all)")
         if self.judge_mode not in JUDGE_MODES:
             raise InputError(None, "--judge-mode", f"{self.judge_mode!r} is not batched or per-item")
-        if self.judge_repeats < 1:
-            raise InputError(None, "--judge-repeats", "must be at least 1")
         if self.search not in SEARCH_MODES:
             raise InputError(None, "--search", f"{self.search!r} is not {', '.join(SEARCH_MODES[:-1])} or "
                                                f"{SEARCH_MODES[-1]}")

@@ -100,7 +100,7 @@ def prepare_campaign(req: RunOptions) -> PreparedCampaign:
     """Read and check every input of a campaign (InputError, exit 2, before anything is written)."""
     req.check()
     config = load_config()
-    found = find_tasks(req.paths)
+    found = find_tasks(req.paths, limit=req.limit)
     if found.invalid and not req.skip_invalid:
         raise InvalidTasks(found.invalid)
     tasks = _select(found.tasks, req)

@@ -53,6 +53,7 @@ class ExportedSample(BaseModel):
     system: str | None = None
     prompt: str
     images: list[str] = Field(default_factory=list)  # absolute paths of the task's images
+    target: str | None = None  # the task's reference answer, where it has one in text (Inspect's `target`)
     metadata: SampleMeta
 
 
@@ -131,8 +132,10 @@ def load_tasks(paths: list[Path]) -> list[tuple[Path, Task]]:
 def _sample(root: Path, task: Task) -> ExportedSample:
     levels, _ = levels_for(task, None)
     level = levels[0] if levels else None
+    reference = task.policies.get("reference")
     return ExportedSample(
         id=task.id, system=task.system_prompt, prompt=task.prompt_text(level),
+        target=reference.answer if reference is not None else None,
         images=[str(Path(p).resolve()) for p in task.images],
         metadata=SampleMeta(assay_task_id=task.id, assay_task_hash=task.content_hash, assay_suite=str(root),
                             level=level, kinds=task.kinds,

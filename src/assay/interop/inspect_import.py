@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field, ValidationError
 
-from assay import metrics
+from assay import jsonlimits, metrics
 from assay.errors import InputError
 from assay.interop.runs import Imported, ImportResult, model_price, price_overrides, store_imported
 from assay.llm.prices import Price, cost_usd
@@ -319,10 +319,67 @@ def convert_log(path: Path, campaign: str, overrides: Mapping[str, Price] | None
     return out
 
 
+EVAL_SET_MANIFEST = "eval-set.json"
+"""What Inspect's `eval_set` writes beside its logs: the set's tasks, each with its task id."""
+
+
+def log_files(paths: list[Path]) -> list[Path]:
+    """The log files the given paths name, in order, each once: a log file as is; a folder,
+    the logs under it (Inspect's own listing), only the newest log of each eval task when a
+    task was run more than once (an eval set's retries; a finished one before one that was
+    not); an `eval-set.json`, the newest log of each task the manifest lists."""
+    out: list[Path] = []
+    for path in paths:
+        if path.name == EVAL_SET_MANIFEST and path.is_file():
+            found = _newest_per_task(path.parent, _manifest_task_ids(path))
+            if not found:
+                raise InputError(path, "tasks", f"no log of any task this eval set lists in {path.parent}")
+        elif path.is_dir():
+            found = _newest_per_task(path, None)
+            if not found:
+                raise InputError(path, None, "the folder holds no Inspect log (.eval or .json)")
+        else:
+            found = [path]
+        out.extend(p for p in found if p not in out)
+    return out
+
+
+def _manifest_task_ids(path: Path) -> set[str]:
+    try:
+        data = jsonlimits.loads(path.read_bytes(), max_chars=16 * 1024**2)
+    except (OSError, jsonlimits.JSONLimitError) as e:
+        raise InputError(path, None, f"cannot read the eval set manifest: {e}") from None
+    tasks = data.get("tasks") if isinstance(data, dict) else None
+    if not isinstance(tasks, list) or not all(isinstance(t, dict) and isinstance(t.get("task_id"), str)
+                                             for t in tasks):
+        raise InputError(path, "tasks", "an eval set manifest holds a list of tasks, each with a task_id")
+    return {t["task_id"] for t in tasks}
+
+
+def _newest_per_task(folder: Path, task_ids: set[str] | None) -> list[Path]:
+    """Per eval task id (of `task_ids` if given): its newest log, a successful one first."""
+    log = _inspect_log_module()
+    best: dict[str, tuple[tuple[bool, str], Path]] = {}
+    for info in log.list_eval_logs(str(folder), recursive=True):
+        path = Path(info.name.removeprefix("file://"))
+        try:
+            header = log.read_eval_log(str(path), header_only=True)
+        except Exception as e:  # Inspect raises many kinds (zip, zstd, JSON, validation): each is a bad log
+            raise InputError(path, None, f"not a readable Inspect log: {type(e).__name__}: {e}") from None
+        task_id = header.eval.task_id
+        if task_ids is not None and task_id not in task_ids:
+            continue
+        rank = (header.status == "success", header.eval.created)
+        if task_id not in best or rank > best[task_id][0]:
+            best[task_id] = (rank, path)
+    return sorted(path for _, path in best.values())
+
+
 def convert_logs(paths: list[Path], campaign: str) -> list[Imported]:
-    """Every log read and converted (InputError naming the first bad one; nothing stored)."""
+    """Every log the paths name (`log_files`) read and converted (InputError naming the first
+    bad one; nothing stored)."""
     overrides = price_overrides()
-    return [run for p in paths for run in convert_log(p, campaign, overrides)]
+    return [run for p in log_files(paths) for run in convert_log(p, campaign, overrides)]
 
 
 def import_inspect(paths: list[Path], store: Store, campaign: str) -> ImportResult:

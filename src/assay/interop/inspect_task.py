@@ -55,7 +55,7 @@ def _sample(s: ExportedSample) -> Sample:
         messages.append(ChatMessageSystem(content=s.system))
     content: list[Content] = [ContentText(text=s.prompt), *(_image(p) for p in s.images)]
     messages.append(ChatMessageUser(content=content if s.images else s.prompt))
-    return Sample(id=s.id, input=messages, metadata=s.metadata.model_dump(mode="json"))
+    return Sample(id=s.id, input=messages, target=s.target or "", metadata=s.metadata.model_dump(mode="json"))
 
 
 @cache

@@ -53,8 +53,15 @@ def store_imported(converted: list[Imported], store: Store, campaign: str, paths
 
 
 def price_overrides() -> dict[str, Price]:
-    """`[prices."provider/model"]` of assay.toml."""
-    return {k: Price(**v.model_dump()) for k, v in load_config().prices.items()}
+    """Prices assay.toml gives by `provider/model`: its `[prices."provider/model"]`, then the
+    prices of each `[models.ALIAS]` under the alias's provider and model (so a run made
+    elsewhere with the model an alias names is priced as `assay run --agent ALIAS` is)."""
+    cfg = load_config()
+    prices = {k: Price(**v.model_dump()) for k, v in cfg.prices.items()}
+    for alias in cfg.models.values():
+        if alias.prices is not None:
+            prices.setdefault(f"{alias.provider}/{alias.model}", Price(**alias.prices.model_dump()))
+    return prices
 
 
 def model_price(model: str, overrides: Mapping[str, Price]) -> Price | None:

@@ -139,9 +139,10 @@ class Found:
     invalid: list[InputError] = field(default_factory=list)
 
 
-def find_tasks(paths: Iterable[str | Path]) -> Found:
+def find_tasks(paths: Iterable[str | Path], *, limit: int | None = None) -> Found:
     """Every task under the given paths, in a stable order, and every bad file's error (a bad
-    file never hides the others). A path that does not exist or holds no task is refused."""
+    file never hides the others). A path that does not exist or holds no task is refused.
+    `limit`: only the first N tasks of each path; files after them are not read."""
     found = Found()
     seen: dict[str, str] = {}
     for raw in paths:
@@ -149,7 +150,10 @@ def find_tasks(paths: Iterable[str | Path]) -> Found:
         if not root.exists():
             raise InputError(root, None, "no such file or folder")
         before = len(found.tasks) + len(found.invalid)
+        first = len(found.tasks)
         for kind, path in list(_walk(root, found.invalid)):
+            if limit is not None and len(found.tasks) - first >= limit:
+                break
             try:
                 tasks = _read(kind, path)
             except InputError as e:
@@ -160,6 +164,8 @@ def find_tasks(paths: Iterable[str | Path]) -> Found:
                     found.invalid.append(InputError(path, "id", f"duplicate task id {task.id!r} "
                                                                 f"(also in {seen[task.id]})"))
                     continue
+                if limit is not None and len(found.tasks) - first >= limit:
+                    break
                 seen[task.id] = str(path)
                 found.tasks.append(task)
         if len(found.tasks) + len(found.invalid) == before:
