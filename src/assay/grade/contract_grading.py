@@ -298,7 +298,7 @@ def _scores(result: Any, faults: list[tuple[str, str]] | None = None) -> dict[st
             try:
                 x = float(v)
             except OverflowError:  # an integer past a float's range is no more a number than infinity
-                x, v = math.inf, f"an integer of {v.bit_length()} bits"
+                x, v = math.inf, f"an integer of {int(v).bit_length()} bits"
             if not math.isfinite(x):
                 out[str(k)] = 0.0
                 if faults is not None:
