@@ -162,6 +162,8 @@ def load_config(path: Path | None = None) -> Config:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as e:
         raise InputError(path, None, f"does not parse as TOML: {e}") from None
+    except RecursionError:  # tomllib recurses once per nested array or inline table
+        raise InputError(path, None, "does not parse as TOML: arrays or inline tables nested too deep") from None
     try:
         return Config.model_validate(raw)
     except ValidationError as e:

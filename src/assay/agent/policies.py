@@ -7,7 +7,6 @@ task authors exercise the harness end to end.
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from assay import fs
 from assay.agent.base import Agent, AgentEnv, AgentOutcome
 from assay.errors import InputError
 from assay.llm.messages import ToolCall
+from assay.task.formats.jsonio import loads_jsonl_line
 from assay.task.model import PolicySpec
 
 POLICY_MOUNT = "/run/assay/policy"
@@ -92,10 +92,7 @@ def load_script(path: Path) -> list[ScriptLine]:
     for n, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not raw.strip():
             continue
-        try:
-            obj = json.loads(raw)
-        except json.JSONDecodeError as e:
-            raise InputError(path, None, f"not JSON: {e.msg}", line=n, column=e.colno) from None
+        obj = loads_jsonl_line(raw, path, n)  # depth and digits bounded: exit 2 naming the line, never a traceback
         try:
             line = ScriptLine.model_validate(obj)
         except ValidationError as e:

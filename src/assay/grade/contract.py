@@ -172,7 +172,7 @@ ON_CONTENT: dict[str, Callable[[Predicate, bytes], Verdict]] = {
 
 def check_predicate(workspace: Path, pred: Predicate) -> PredicateResult:
     """Evaluate one predicate (not `python`); never raises on bad artifacts (that is a failed
-    predicate). The artifact is opened without following a link on its path and without
+    predicate; one the artifact's bytes make raise is also a fault). The artifact is opened without following a link on its path and without
     opening a FIFO or device: those are refused, like a file over MAX_READ bytes."""
 
     def res(ok: bool, reason: str) -> PredicateResult:
@@ -198,7 +198,14 @@ def check_predicate(workspace: Path, pred: Predicate) -> PredicateResult:
         data = fs.read_workspace_file(workspace, pred.path, MAX_READ)
     except PathError as e:
         return res(False, f"refused: {e}")
-    return res(*decide(pred, data))
+    try:
+        return res(*decide(pred, data))
+    except Exception as e:  # noqa: BLE001 (whatever the artifact's bytes make a predicate raise is the artifact's)
+        # e.g. jsonschema's `multipleOf` on a number past a float's range (OverflowError): a
+        # failed predicate with the fault recorded, never a void run (SPEC "who failed decides")
+        return PredicateResult(path=pred.path, predicate=pred.predicate, ok=False, fault=True,
+                               reason=f"the {pred.predicate} predicate failed on this artifact: "
+                                      f"{type(e).__name__}: {str(e)[:300]}")
 
 
 async def _python(workspace: Path, pred: Predicate, python_check: PythonCheck | None) -> PredicateResult:

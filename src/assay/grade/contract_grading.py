@@ -285,7 +285,8 @@ CheckValue = float | str | None
 def _scores(result: Any, faults: list[tuple[str, str]] | None = None) -> dict[str, CheckValue]:
     """A check's result dict as graded: numbers (booleans 0/1) as given; text values (an
     upstream `"error": "Expected ... got ..."`) kept as text, left out of the mean, as upstream
-    does; a non-finite number (NaN, infinity: what the agent's output parsed to) counts 0, and
+    does; a non-finite number (NaN, infinity, an integer too large for a float: what the agent's
+    output parsed to) counts 0, and
     (name, reason) goes to `faults`. No numeric value at all is a GradingFault."""
     if not isinstance(result, dict):
         raise GradingFault("checks", f"check returned {type(result).__name__}, not a dict of scores")
@@ -294,12 +295,16 @@ def _scores(result: Any, faults: list[tuple[str, str]] | None = None) -> dict[st
         if isinstance(v, bool):
             v = float(v)
         if isinstance(v, int | float):
-            if not math.isfinite(v):
+            try:
+                x = float(v)
+            except OverflowError:  # an integer past a float's range is no more a number than infinity
+                x, v = math.inf, f"an integer of {int(v).bit_length()} bits"
+            if not math.isfinite(x):
                 out[str(k)] = 0.0
                 if faults is not None:
                     faults.append((f"checks:{k}", f"value {v!r} is not a finite number: scored 0"))
                 continue
-            out[str(k)] = float(v)
+            out[str(k)] = x
         else:
             out[str(k)] = None if v is None else str(v)[:RESULT_TEXT_CHARS]
     if result and not any(isinstance(v, float) for v in out.values()):

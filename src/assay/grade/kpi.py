@@ -81,6 +81,9 @@ def score_scenario(spec: ScenarioSpec, case: CaseGrade, *, assistant_texts: list
     except ValueError:
         raise GradingFault("kpi", f"{spec.case.name}/{spec.files.get('grader')}: reference KPI equals the "
                                   f"baseline ({reference:g}); uplift is undefined") from None
+    if not math.isfinite(u):  # finite KPIs whose uplift passes a float's range: no more a score than NaN
+        raise GradingFault("kpi", f"uplift of KPI {kpi:g} over baseline {baseline:g} (reference {reference:g}) "
+                                  "is not a finite number")
     raw = result.get("incidents") or []
     incidents = [i if isinstance(i, str) else json.dumps(i, ensure_ascii=False)
                  for i in (raw if isinstance(raw, list) else [raw])]

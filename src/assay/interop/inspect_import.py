@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import uuid
+import zipfile
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
@@ -85,10 +86,38 @@ def _inspect_log_module() -> Any:
     return log
 
 
+MAX_UNPACKED_BYTES = 2 * 1024**3
+"""An `.eval` log (a zip) whose members unpack to more than this in all is refused before Inspect reads it."""
+MAX_RATIO = 200
+"""A member over 16 MiB that unpacks to more than this many times its packed size is refused: JSON
+compresses about tenfold, a zip bomb of whitespace a thousandfold (300 KB took 700 MB to read)."""
+
+
+def _refuse_bomb(path: Path) -> None:
+    """InputError when the `.eval` zip at `path` would unpack past the limits above (the sizes
+    its directory declares: Python's zip reader stops a member at its declared size)."""
+    if not zipfile.is_zipfile(path):
+        return
+    try:
+        with zipfile.ZipFile(path) as z:
+            members = z.infolist()
+    except (zipfile.BadZipFile, OSError, ValueError) as e:
+        raise InputError(path, None, f"not a readable Inspect log: {type(e).__name__}: {e}") from None
+    total = sum(m.file_size for m in members)
+    if total > MAX_UNPACKED_BYTES:
+        raise InputError(path, None, f"refused: its members unpack to {total:,} bytes, more than the "
+                                     f"{MAX_UNPACKED_BYTES:,} read")
+    for m in members:
+        if m.file_size > 16 * 1024**2 and m.file_size > MAX_RATIO * max(1, m.compress_size):
+            raise InputError(path, m.filename, f"refused: {m.compress_size:,} bytes unpack to {m.file_size:,} "
+                                               f"(more than {MAX_RATIO} times: a zip bomb, not a log)")
+
+
 def read_inspect_log(path: Path) -> EvalLog:
     """The log at `path` (`.eval` or `.json`) with its samples; InputError naming the file when it cannot be read."""
     if not path.is_file():
         raise InputError(path, None, "no such log file")
+    _refuse_bomb(path)
     log = _inspect_log_module()
     try:
         return log.read_eval_log(str(path))

@@ -16,6 +16,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
+from assay import jsonlimits
 from assay.errors import ProviderError
 from assay.llm import cache as response_cache
 from assay.llm.messages import Citation, Message, ModelReply, ToolCall, ToolSpec
@@ -57,17 +58,28 @@ def classify(exc: BaseException) -> Fault | None:
 
 
 def parse_arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
-    """Tool-call arguments as a dict, plus an error text when they are not a JSON object."""
+    """Tool-call arguments as a dict, plus an error text when they are not a JSON object (or
+    one nested deeper than `jsonlimits.MAX_DEPTH`: what walks them would recurse once per level)."""
     if isinstance(raw, dict):
+        try:
+            deep = jsonlimits.deep_at(json.dumps(raw)) is not None
+        except (RecursionError, ValueError, TypeError) as exc:  # a provider SDK's dict the harness cannot write
+            return {}, f"arguments are not JSON this harness reads: {type(exc).__name__}"
+        if deep:
+            return {}, f"arguments are not valid JSON this harness reads: nested deeper than {jsonlimits.MAX_DEPTH} levels"
         return raw, None
     if raw is None or (isinstance(raw, str) and not raw.strip()):
         return {}, None  # a call with no arguments
     if not isinstance(raw, str):
         return {}, f"arguments must be a JSON object, got {type(raw).__name__}"
+    if jsonlimits.deep_at(raw) is not None:  # json.loads would recurse once per level, into RecursionError
+        return {}, f"arguments are not valid JSON this harness reads: nested deeper than {jsonlimits.MAX_DEPTH} levels"
     try:
         value = json.loads(raw)
     except json.JSONDecodeError as exc:
         return {}, f"arguments are not valid JSON: {exc.msg} at position {exc.pos}"
+    except ValueError as exc:  # an integer of more digits than Python converts
+        return {}, f"arguments are not valid JSON this harness reads: {str(exc)[:200]}"
     if not isinstance(value, dict):
         return {}, f"arguments must be a JSON object, got {type(value).__name__}"
     return value, None
@@ -75,7 +87,7 @@ def parse_arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
 
 def make_tool_call(call_id: str, name: str, raw: Any) -> ToolCall:
     args, error = parse_arguments(raw)
-    raw_text = raw if isinstance(raw, str) else json.dumps(raw)
+    raw_text = raw if isinstance(raw, str) else json.dumps(raw) if error is None else f"({error})"
     return ToolCall(id=call_id, name=name, arguments=args, arguments_error=error, raw_arguments=raw_text)
 
 
