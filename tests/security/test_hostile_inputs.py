@@ -134,6 +134,18 @@ def contract_number(suite: Path, pattern: str) -> tuple[Path, str]:
     return contract_task(suite / "t", {"predicate": "number", "pattern": pattern}), "contract[0].pattern"
 
 
+def schema_pattern(suite: Path, pattern: str) -> tuple[Path, str]:
+    schema = {"type": "object", "properties": {"v": {"type": "string", "pattern": pattern}}}
+    return (contract_task(suite / "t", {"path": "out.json", "predicate": "json", "schema": schema}),
+            "contract[0].schema.properties.v.pattern")
+
+
+def schema_pattern_properties(suite: Path, pattern: str) -> tuple[Path, str]:
+    schema = {"type": "object", "patternProperties": {pattern: {"type": "number"}}, "additionalProperties": False}
+    return (contract_task(suite / "t", {"path": "out.json", "predicate": "json", "schema": {"allOf": [schema]}}),
+            f"contract[0].schema.allOf[0].patternProperties.{pattern}")
+
+
 def rubric_regex(suite: Path, pattern: str) -> tuple[Path, str]:
     return rubric_task(suite / "t", {"regex": pattern}), "rubric.items[0].check.regex"
 
@@ -163,8 +175,9 @@ def framing_rule(suite: Path, pattern: str) -> tuple[Path, str]:
     return case / "task.yaml", "scenario.truth.framing[0].any[0]"
 
 
-PATTERN_CASES: list[PatternCase] = [contract_regex, contract_number, rubric_regex, rubric_not_regex,
-                                    rubric_number_pattern, stakeholder_trigger, stakeholder_requires, framing_rule]
+PATTERN_CASES: list[PatternCase] = [contract_regex, contract_number, schema_pattern, schema_pattern_properties,
+                                    rubric_regex, rubric_not_regex, rubric_number_pattern, stakeholder_trigger,
+                                    stakeholder_requires, framing_rule]
 
 
 # --------------------------------------------------------------------------- patterns RE2 cannot run

@@ -62,25 +62,26 @@ def test_an_inspect_log_that_is_a_zip_bomb_is_refused_before_it_is_unpacked(tmp_
 
 
 @pytest.mark.skipif(not bwrap_available(), reason="bubblewrap is not installed")
-def test_a_json_schema_with_a_catastrophic_pattern_fails_its_own_task_alone(tmp_path: Path) -> None:
-    """`assay validate` takes a JSON Schema `pattern` as it is (jsonschema runs it on Python's
-    `re`): `^(a+)+$` on 40 a's and a '!' backtracks for hours. The predicate's worker is killed
-    at its time limit, the task is found broken on its own reference, and the other task's
-    runs finish with their scores."""
+def test_a_json_schema_with_a_catastrophic_pattern_is_graded_in_linear_time(tmp_path: Path) -> None:
+    """A JSON Schema `pattern` runs on RE2 like every task pattern (`assay.task.json_schemas`):
+    `^(a+)+$` on 40 a's and a '!' (hours for Python's `re`, which jsonschema uses) is a plain
+    mismatch, scored 0 at once with the reason; the reference's matching name scores 1, and the
+    other task's runs are untouched."""
     cwd = home(tmp_path)
     task(cwd / "tasks" / "redos", {
         "title": "t", "domain": "test", "prompt": "Write out.json.",
         "contract": [{"path": "out.json", "predicate": "json", "schema": {
             "type": "object", "properties": {"name": {"type": "string", "pattern": "^(a+)+$"}}}}],
-        "reference": {"artifacts": "ref"}}, {"ref/out.json": '{"name": "' + "a" * 40 + '!"}', "workspace/R.md": "x"})
+        "reference": {"artifacts": "ref"}}, {"ref/out.json": '{"name": "' + "a" * 40 + '"}', "workspace/R.md": "x"})
     answer_task(cwd / "tasks" / "good")
     agent = script(cwd / "agent.jsonl", [
         {"tool": "write_file", "args": {"path": "out.json", "content": '{"name": "' + "a" * 40 + '!"}'}},
         {"tool": "write_file", "args": {"path": "answer.txt", "content": "42\n"}}, {"say": "done"}])
     t0 = time.monotonic()
     runs = run(cwd, str(cwd / "tasks"), "--agent", agent, "--agent", "reference", "--concurrency", "4",
-               env={"ASSAY_PREDICATE_TIMEOUT_S": "3"})
+               env={"ASSAY_PREDICATE_TIMEOUT_S": "30"})
     assert time.monotonic() - t0 < HOSTILE_S
     assert runs[("good", agent)]["status"] == "done" and runs[("good", agent)]["score"] == 1.0
     assert runs[("good", "reference")]["score"] == 1.0
-    assert {runs[("redos", a)]["status"] for a in (agent, "reference")} == {"broken"}
+    assert runs[("redos", "reference")]["status"] == "done" and runs[("redos", "reference")]["score"] == 1.0
+    assert runs[("redos", agent)]["status"] == "done" and runs[("redos", agent)]["score"] == 0.0

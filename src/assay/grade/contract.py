@@ -12,7 +12,6 @@ import struct
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-import jsonschema
 from pydantic import BaseModel
 
 from assay import fs, jsonlimits
@@ -21,6 +20,7 @@ from assay.errors import GradingFault
 from assay.fs import PathError
 from assay.grade import workers
 from assay.grade.numbers import parse_number
+from assay.task.json_schemas import validator
 from assay.task.model import Predicate
 from assay.task.patterns import compile_pattern
 
@@ -119,11 +119,12 @@ def _json(pred: Predicate, data: bytes) -> Verdict:
     except jsonlimits.JSONLimitError as e:
         return False, str(e)
     if pred.json_schema is not None:
-        try:
-            jsonschema.validate(doc, pred.json_schema)
-        except jsonschema.ValidationError as e:
-            where = "/".join(str(p) for p in e.absolute_path) or "(root)"
-            return False, f"schema: at {where}: {e.message}"
+        from jsonschema.exceptions import best_match
+
+        error = best_match(validator(pred.json_schema).iter_errors(doc))
+        if error is not None:
+            where = "/".join(str(p) for p in error.absolute_path) or "(root)"
+            return False, f"schema: at {where}: {error.message}"
     return True, "valid JSON"
 
 

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 from assay import fs
 from assay.errors import InputError
 from assay.metrics import CAPABILITY_TAGS
+from assay.task.json_schemas import check_task_schema
 from assay.task.model import LEVELS, Task
 from assay.task.patterns import PatternError, check_flags, check_pattern
 
@@ -161,7 +162,8 @@ def _listed(value: str | list[str] | None, field: str) -> list[tuple[str, str]]:
 def check_task_patterns(task: Task, file: Path | str) -> None:
     """Every pattern of a task's contract and rubric checks compiles for RE2, which runs them in
     linear time (`assay.task.patterns`): a lookaround, a backreference or a bad flag is an
-    InputError naming the field, refused before anything runs. Stakeholder patterns are checked
+    InputError naming the field, refused before anything runs; so is a contract's JSON Schema
+    that is malformed or holds such a pattern (`assay.task.json_schemas`). Stakeholder patterns are checked
     by the people schema, truth framing patterns by the scenario readers."""
     for i, pred in enumerate(task.contract):
         try:
@@ -170,6 +172,8 @@ def check_task_patterns(task: Task, file: Path | str) -> None:
             raise InputError(file, f"contract[{i}].flags", str(e)) from None
         if pred.predicate in ("regex", "number") and pred.pattern is not None:
             check_pattern(file, f"contract[{i}].pattern", pred.pattern, pred.flags)
+        if pred.predicate == "json" and pred.json_schema is not None:
+            check_task_schema(file, f"contract[{i}].schema", pred.json_schema)
     for i, item in enumerate(task.rubric.items if task.rubric else []):
         if item.check is None:
             continue
