@@ -578,7 +578,7 @@ def serve(
         _check_port_free(host, port)
     except InputError as e:
         _fail(e)
-    if token is not None and len(token) < 16:
+    if token is not None and len(token) < 16:  # on a non-loopback address create_app refused it
         sys.stderr.write("warning: --token is shorter than 16 characters; anyone who can reach the server may guess it\n")
     shown = f"[{host}]" if ":" in host else host
     err.print(f"assay web app on http://{shown}:{port}/ (store {url}); health at /healthz; Ctrl-C or SIGTERM stops it "

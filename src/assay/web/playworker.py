@@ -229,9 +229,11 @@ async def _serve(sock: socket.socket) -> int:
         done["run_id"] = record.run_id
     except asyncio.CancelledError:
         done["error"] = "the server stopped before the run finished; it resumes when the server starts again"
-    except Exception as e:  # shown on the session's page; execute_run voids run faults itself
-        done["error"] = f"{type(e).__name__}: {e}"
-        sys.stderr.write(f"assay serve: play session {launch.play.id} failed: {done['error']}\n")
+    except Exception as e:  # execute_run voids run faults itself; this is the harness failing around it
+        # The page says only that it failed: the message may name the host's files (the store's path).
+        done["error"] = (f"a harness fault ended this session ({type(e).__name__}); "
+                         "the server's log has the details")
+        sys.stderr.write(f"assay serve: play session {launch.play.id} failed: {type(e).__name__}: {e}\n")
     finally:
         worker.agent.finished = True
         worker.agent.ready.set()

@@ -22,6 +22,12 @@
    (415 otherwise): a page elsewhere can post `text/plain` without a CORS preflight, never
    `application/json`.
 
+Wrong tokens are rate-limited per client address (`SignInThrottle`): after `GUESSES` wrong
+ones (through `/signin` or `Authorization: Bearer`), one more guess every `GUESS_EVERY_S`
+seconds; beyond that the answer is 429 with `Retry-After`, the token not even compared. Every
+answer carries `SECURITY_HEADERS`: no framing by another site (`X-Frame-Options: DENY`, CSP
+`frame-ancestors 'none'`), `nosniff`, and no URL sent on in `Referer` to other sites.
+
 Sign-ins last 12 hours and are kept in the store as the SHA-256 of the cookie value
 (`assay.store.play`), so a server restart signs nobody out; the cookie value itself is
 never stored. `/healthz` is open without sign-in (it tells only whether the server is up).
@@ -48,8 +54,9 @@ from assay.store import Store
 from assay.store.accounts import find_by_token, get_account, has_accounts
 from assay.store.play import StoredSignin, delete_signin, load_signin, save_signin
 
-__all__ = ["COOKIE", "LOOPBACK_NAMES", "MAX_BODY_BYTES", "SESSION_HOURS", "SHARED_TOKEN_NAME", "Guard", "Identity",
-           "WebAuth", "check_allowed_host", "is_loopback_host"]
+__all__ = ["COOKIE", "GUESSES", "GUESS_EVERY_S", "LOOPBACK_NAMES", "MAX_BODY_BYTES", "MIN_SHARED_TOKEN", "SECURITY_HEADERS", "SESSION_HOURS",
+           "SHARED_TOKEN_NAME", "Guard", "Identity", "SignInThrottle", "WebAuth", "check_allowed_host",
+           "client_address", "is_loopback_host", "too_many_guesses"]
 
 MAX_BODY_BYTES = 1024 * 1024
 SESSION_HOURS = 12
@@ -61,6 +68,21 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 OPEN_PATHS = ("/signin", "/healthz")
 #: pages under /api/ (HTML for a person, so a caller without sign-in is sent to sign in)
 API_PAGES = ("/api/docs",)
+MIN_SHARED_TOKEN = 16
+"""A shared `--token` shorter than this is refused on an address other machines reach."""
+GUESSES = 10
+"""Wrong tokens a client address may send at once before it is slowed down."""
+GUESS_EVERY_S = 6.0
+"""After that, one more wrong token per this many seconds (10 a minute)."""
+MAX_TRACKED = 4096
+"""Client addresses whose guesses are remembered; the oldest forgotten first."""
+SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
+    (b"x-frame-options", b"DENY"),
+    (b"content-security-policy", b"frame-ancestors 'none'"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"same-origin"),
+)
+"""Added to every response that does not set them itself."""
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -136,6 +158,39 @@ class _Session:
 
 
 @dataclass
+class SignInThrottle:
+    """Wrong tokens per client address, as a leaky bucket: `GUESSES` at once, then one per
+    `GUESS_EVERY_S`. Only wrong tokens count, so a person who signs in is never slowed."""
+
+    buckets: dict[str, tuple[float, float]] = field(default_factory=dict)  # address -> (guesses used, at)
+
+    def _used(self, address: str, now: float) -> float:
+        used, at = self.buckets.get(address, (0.0, now))
+        return max(0.0, used - (now - at) / GUESS_EVERY_S)
+
+    def wait(self, address: str) -> float:
+        """Seconds before this address may try another token (0: now)."""
+        used = self._used(address, time.monotonic())
+        return 0.0 if used <= GUESSES - 1 else (used - (GUESSES - 1)) * GUESS_EVERY_S
+
+    def failed(self, address: str) -> None:
+        now = time.monotonic()
+        used = self._used(address, now) + 1
+        self.buckets.pop(address, None)  # put back last: the dict's order is the age of each last guess
+        self.buckets[address] = (used, now)
+        while len(self.buckets) > MAX_TRACKED:
+            self.buckets.pop(next(iter(self.buckets)))
+
+
+def too_many_guesses(api: bool, wait_s: float) -> Response:
+    """429 for an address that sent too many wrong tokens."""
+    why = f"too many wrong tokens from this address; try again in {wait_s:.0f} s"
+    resp = _refuse(api, 429, why)
+    resp.headers["retry-after"] = str(max(1, round(wait_s)))
+    return resp
+
+
+@dataclass
 class WebAuth:
     """The sign-in rules of one server: see the module docstring."""
 
@@ -145,6 +200,7 @@ class WebAuth:
     always: bool = False
     allowed_hosts: frozenset[str] = LOOPBACK_NAMES
     sessions: dict[str, _Session] = field(default_factory=dict)
+    guesses: SignInThrottle = field(default_factory=SignInThrottle)
 
     def required(self) -> bool:
         return self.token is not None or self.always or has_accounts(self.store)
@@ -239,6 +295,7 @@ class Guard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        send = _with_security_headers(send)
         refusal, receive = await self._check(scope, receive)
         if refusal is not None:
             await refusal(scope, receive, send)
@@ -267,8 +324,13 @@ class Guard:
         auth_header = headers.get("authorization")
         if auth_header is not None:
             kind, _, value = auth_header.partition(" ")
+            address = client_address(scope)
+            wait_s = self.auth.guesses.wait(address)
+            if wait_s > 0:
+                return too_many_guesses(True, wait_s), receive
             who = self.auth.by_token(value.strip()) if kind.lower() == "bearer" and value.strip() else None
             if who is None:
+                self.auth.guesses.failed(address)
                 return _refuse(True, 401, "the bearer token is not valid"), receive
             identity, via = who[0], "bearer"
         else:
@@ -315,6 +377,24 @@ class Guard:
             if not sent or not hmac.compare_digest(sent.encode(), session.csrf.encode()):
                 return _refuse(api, 403, "the CSRF token is missing or wrong (reload the page)"), receive
         return None, receive
+
+
+def client_address(scope: Scope) -> str:
+    """The peer's address (what guesses are counted by); "" when the server does not know it."""
+    client = scope.get("client")
+    return str(client[0]) if client else ""
+
+
+def _with_security_headers(send: Send) -> Send:
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = list(message.get("headers", []))
+            present = {bytes(k).lower() for k, _ in headers}
+            headers += [(k, v) for k, v in SECURITY_HEADERS if k not in present]
+            message = {**message, "headers": headers}
+        await send(message)
+
+    return sending
 
 
 def _refuse(api: bool, status: int, why: str) -> Response:
