@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ALPHA",
     "GRID",
+    "Moments",
     "PAIRED_FLOOR",
     "PAIRED_PRIOR_N",
     "TRUNCATION",
@@ -118,7 +119,9 @@ def paired_bets(n: np.ndarray | float, total: np.ndarray | float, squares: np.nd
 
 
 @dataclass
-class _Moments:
+class Moments:
+    """Count, sum and sum of squares of the values seen."""
+
     n: int = 0
     total: float = 0.0
     squares: float = 0.0
@@ -146,7 +149,7 @@ class ConfidenceSequence:
         self.log_up = np.zeros(grid)
         self.log_down = np.zeros(grid)
         self.alive = np.ones(grid, dtype=bool)
-        self.seen = _Moments()
+        self.seen = Moments()
         self.rounds = 0
 
     def add(self, scores: Sequence[float] | np.ndarray) -> None:
@@ -232,7 +235,7 @@ class PairedTest:
         self.log_plus = 0.0
         self.log_minus = 0.0
         self.log_max = 0.0
-        self.seen = _Moments()
+        self.seen = Moments()
         self.cs = ConfidenceSequence(alpha)
         self.rounds = 0
         self.decision: Decision | None = None
