@@ -158,3 +158,23 @@ def test_paired_p_value_is_monotone_and_ci_nests(rounds: list[list[float]]) -> N
         if a.decision is not None:
             assert b.decision == a.decision
     assert all(0 < s.p_value <= 1 and s.e_value > 0 for s in steps)
+
+
+def test_the_simulation_keeps_coverage_and_type_one_error() -> None:
+    """bench/bench_sequential.py's coverage and type-I rows on 2,000 campaigns each (the
+    figures in docs/PERFORMANCE.md are from 10,000): the guarantees hold with room to spare."""
+    import importlib.util
+
+    import numpy as np
+
+    from tests.helpers import REPO
+
+    spec = importlib.util.spec_from_file_location("bench_sequential", REPO / "bench" / "bench_sequential.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    rng = np.random.default_rng(1)
+    coverage = [float(v) for _what, v, _target in bench.coverage_rows(2000, rng)]
+    type_one = [float(v) for _what, v, _target in bench.type_one_rows(2000, rng)]
+    assert len(coverage) == 4 and min(coverage) >= 0.95, coverage
+    assert len(type_one) == 2 and max(type_one) <= 0.05, type_one
