@@ -454,6 +454,53 @@ def compare(
 
 
 @app.command()
+def noise(
+    campaign: Annotated[str | None, typer.Option(help="campaign to read (default: the store's only one, else `default`)")] = None,
+    agent: Annotated[list[str] | None, typer.Option("--agent", help="agent to read; repeatable (default: every agent of the campaign)")] = None,
+    threshold: Annotated[float, typer.Option(help="flag tasks whose outcome flips on more than this share of epochs")] = 0.2,
+    store: Annotated[str | None, typer.Option(help="store URL")] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="write the noise JSON (assay.noise/1)")] = None,
+) -> None:
+    """Noise of the harness over a campaign's epochs (run it with `assay run ... --epochs K`, with
+    `--agent reference` for the floor): between-epoch variance, void rate, flaky tasks."""
+    from assay.report.compare import agents as campaign_agents
+    from assay.report.noise import noise as measure
+
+    url, st, names = _existing_store(store)
+    if campaign is None:
+        if len(names) != 1 and "default" not in names:
+            _fail(InputError(None, "--campaign", f"the store holds {len(names)} campaigns "
+                                                 f"({', '.join(names[:10]) or 'none'}) and none is `default`: "
+                                                 "name one with --campaign"))
+        campaign = names[0] if len(names) == 1 else "default"
+    if campaign not in names:
+        _fail(InputError(None, "--campaign", f"no campaign named {campaign!r} in {url}"))
+    if not (0 <= threshold < 0.5):
+        _fail(InputError(None, "--threshold", "must be a share in [0, 0.5)"))
+    there = campaign_agents(st, campaign)
+    for a in agent or []:
+        if a not in there:
+            _fail(InputError(None, "--agent", f"agent {a!r} has no runs in campaign {campaign!r} "
+                                              f"(agents there: {', '.join(there[:10]) or 'none'})"))
+    result = measure(st, campaign, agent or there, threshold)
+    for ag in result.agents:
+        var = "n/a (one epoch)" if ag.between_epoch_var is None else \
+            f"{ag.between_epoch_var:.4g} (within a task {ag.within_task_var:.4g})"
+        void = "n/a" if ag.void_rate is None else f"{ag.void_rate:.1%}"
+        means = ", ".join(f"{m:.3f}" for m in ag.epoch_means)
+        out.print(f"{ag.agent}: {ag.runs} runs over {ag.epochs} epoch(s); epoch means [{means}]; "
+                  f"between-epoch variance {var}; void {void} of {ag.attempts} attempts; "
+                  f"{ag.flaky_tasks} task(s) flip", highlight=False, soft_wrap=True)
+        for t in ag.flagged:
+            level = f" {t.level}" if t.level else ""
+            out.print(f"  flaky: {t.task_id}{level} passed {t.passes} of {t.epochs} epochs "
+                      f"(flakiness {t.flakiness:.2f} > {threshold:g}): a candidate for assay curate",
+                      highlight=False, soft_wrap=True)
+    if json_out is not None:
+        _write_json(json_out, result.model_dump(mode="json", by_alias=True))
+
+
+@app.command()
 def calibrate(
     paths: Annotated[list[Path], typer.Argument(help="task files or folders holding answers people scored")],
     judge: Annotated[list[str] | None, typer.Option("--judge", help="judge model spec or alias; repeatable (each is measured on its own)")] = None,

@@ -350,6 +350,40 @@ class Evidence(_Model):
     paired: EvidencePaired | None = None
 
 
+class NoiseTask(_Model):
+    """A task whose outcome flips across one agent's epochs (`assay noise`)."""
+
+    task_id: str
+    level: str | None
+    epochs: int
+    passes: int
+    flakiness: float = Field(description="min(passes, fails) / epochs")
+
+
+class NoiseAgent(_Model):
+    """One agent's harness noise over its epochs."""
+
+    agent: str
+    runs: int = Field(description="finished (done, scored) current runs")
+    epochs: int
+    attempts: int = Field(description="stored attempts, void ones included")
+    void_rate: float | None = Field(description="void attempts / attempts")
+    epoch_means: list[float] = Field(description="mean score of each epoch, over the tasks scored in every epoch")
+    between_epoch_var: float | None = Field(description="sample variance of the epoch means (None: one epoch)")
+    within_task_var: float | None = Field(description="mean over tasks of the sample variance of a task's scores")
+    flaky_tasks: int = Field(description="tasks whose outcome flips at all")
+    flagged: list[NoiseTask] = Field(description="tasks whose flakiness exceeds the threshold")
+
+
+class Noise(_Model):
+    """`assay noise --json` (`assay.noise/1`)."""
+
+    schema_: Literal["assay.noise/1"] = Field(default="assay.noise/1", alias="schema")
+    campaign: str
+    threshold: float
+    agents: list[NoiseAgent]
+
+
 class Report(_Model):
     """The report (`assay report --json`, `assay run --json`)."""
 
