@@ -19,6 +19,7 @@ from assay.version import __version__
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from assay.campaign.service import PreparedCampaign
     from assay.interop.runs import Imported
     from assay.report.model import Report
     from assay.store import Store
@@ -103,10 +104,21 @@ def run(
     gateway_model: Annotated[str | None, typer.Option("--gateway-model", help="OpenAI-compatible model (spec or assay.toml alias) behind scenarios' company LLM gateway (default: ASSAY_GATEWAY_MODEL)")] = None,
     backend: Annotated[str, typer.Option(help="local|ray: where runs execute; ray sends each run to a Ray worker with its own workspace and sandbox, into the same store (the `ray` extra; every worker needs the suite at the same path)")] = "local",
     ray_address: Annotated[str | None, typer.Option("--ray-address", help="Ray cluster to use with --backend ray (HOST:PORT, ray://HOST:PORT or auto; default: a private local Ray instance); a SQLite store needs the workers on this machine")] = None,
+    until_ci: Annotated[float | None, typer.Option("--until-ci", help="run in rounds (an epoch of every key, or with --pool the next tasks) until every agent's anytime-valid interval, per kind, has at most this half-width")] = None,
+    until_decided: Annotated[bool, typer.Option("--until-decided", help="two agents: run in rounds until the anytime-valid paired test decides A better, B better or (with --margin) equivalent")] = False,
+    alpha: Annotated[float | None, typer.Option(help="error rate of --until-ci's intervals and --until-decided's test (default 0.05)")] = None,
+    margin: Annotated[float | None, typer.Option(help="--until-decided: also stop as equivalent once the difference's interval lies inside (-D, D)")] = None,
+    max_epochs: Annotated[int | None, typer.Option("--max-epochs", help="rounds of epochs at most (default 10)")] = None,
+    pool: Annotated[bool, typer.Option("--pool", help="rounds draw tasks at random without replacement from PATHS (each run --epochs times) until the pool ends")] = False,
+    seed: Annotated[int | None, typer.Option(help="--pool: the seed of the draw order (default 0); resume with the same one")] = None,
+    round_size: Annotated[int | None, typer.Option("--round-size", help="--pool: tasks drawn per round (default 10)")] = None,
+    detect: Annotated[float | None, typer.Option(help="--dry-run of two agents: the pairs, runs and dollars a fixed design needs to detect this difference at 80%% power")] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="write the report JSON here")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar")] = False,
 ) -> None:
-    """Run agents x tasks x levels x epochs; grade, audit, store; print the leaderboard."""
+    """Run agents x tasks x levels x epochs; grade, audit, store; print the leaderboard.
+
+    With --until-ci or --until-decided the campaign runs in rounds and stops on evidence."""
     import asyncio
 
     from assay.campaign.options import DEFAULT_AGENTS, RunOptions
@@ -120,7 +132,11 @@ def run(
                      search=search, unsafe_no_sandbox=unsafe_no_sandbox, gateway_model=gateway_model,
                      routing=routing, router_model=router_model, skip_invalid=skip_invalid, backend=backend,
                      ray_address=ray_address, max_campaign_usd=max_campaign_usd,
-                     response_cache=response_cache, retry_void=retry_void)
+                     response_cache=response_cache, retry_void=retry_void, until_ci=until_ci,
+                     until_decided=until_decided, alpha=alpha, margin=margin, max_epochs=max_epochs, pool=pool,
+                     seed=seed, round_size=round_size, detect=detect)
+    if detect is not None and not dry_run:
+        _fail(InputError(None, "--detect", "is read by --dry-run (and assay compare): pass --dry-run"))
     try:
         prepared = prepare_campaign(req)
     except InputError as e:
@@ -133,14 +149,7 @@ def run(
         err.print(f"nothing to run: every run was skipped ({n} task(s); the reasons are above)")
         raise typer.Exit(1)
     if dry_run:
-        from assay.campaign.service import DryRun
-        from assay.campaign.service import dry_run as estimate
-        from assay.report.table import dry_run_table
-
-        plan = DryRun(campaign=prepared.options.campaign, agents=estimate(prepared))
-        out.print(dry_run_table([r.model_dump() for r in plan.agents], plan.campaign))
-        if json_out is not None:
-            _write_json(json_out, plan.model_dump(mode="json"))
+        _dry_run(prepared, json_out)
         return
     try:
         result, report = asyncio.run(run_prepared(prepared, console=err, show_progress=not quiet,
@@ -154,6 +163,8 @@ def run(
     from assay.report.table import leaderboard
 
     out.print(leaderboard(summary_model(report)))
+    if report.get("sequential") is not None:
+        _print_evidence(report["sequential"])
     for w in report["warnings"]:
         sys.stderr.write(f"warning: {w}\n")
     for r in [r for r in report["runs"] if r["status"] == "void"][:20]:
@@ -174,6 +185,65 @@ def run(
         raise typer.Exit(130)
     if result.stopped_agents or result.budget_reached is not None or any(r["status"] == "void" for r in report["runs"]):
         raise typer.Exit(1)
+
+
+def _dry_run(prepared: PreparedCampaign, json_out: Path | None) -> None:
+    """`assay run --dry-run`: the estimate per agent and, for two agents, the power of the plan."""
+    from assay.campaign.rounds import plan_power
+    from assay.campaign.service import DryRun
+    from assay.campaign.service import dry_run as estimate
+    from assay.report.table import dry_run_table
+
+    rows = estimate(prepared)
+    plan = DryRun(campaign=prepared.options.campaign, agents=rows,
+                  power=plan_power(prepared, [(r.agent, r.to_do, r.cost_usd) for r in rows]))
+    out.print(dry_run_table([r.model_dump() for r in plan.agents], plan.campaign))
+    if plan.power is not None:
+        _print_power(plan.power, "the plan's")
+    if json_out is not None:
+        _write_json(json_out, plan.model_dump(mode="json"))
+
+
+def _print_evidence(ev: dict[str, Any]) -> None:
+    """The rounds of a campaign that stopped on evidence: which interval, the decision, why it stopped."""
+    out.print(f"stopped: {ev['stopped']} ({ev['rounds']} of at most {ev['rounds_max']} rounds, {ev['runs']} runs, "
+              f"${ev['cost_usd']:.4f})", highlight=False, soft_wrap=True)
+    out.print(f"interval: {ev['interval']}", highlight=False, soft_wrap=True)
+    for iv in ev["intervals"]:
+        out.print(f"  {iv['agent']} {iv['kind']}: {iv['mean']:.3f} [{iv['lo']:.3f}, {iv['hi']:.3f}] "
+                  f"half-width {iv['half_width']:.3f}, n {iv['n']}", highlight=False, soft_wrap=True)
+    if ev.get("paired") is not None:
+        _print_paired(ev["paired"])
+    if ev["fixed_runs"] is not None:
+        what = "the same half-width (normal intervals)" if ev["rule"] == "until-ci" else \
+            "80% power for the observed difference"
+        out.print(f"runs spent {ev['runs']}; a fixed design of {what} needs {ev['fixed_runs']}",
+                  highlight=False, soft_wrap=True)
+
+
+def _print_paired(p: dict[str, Any]) -> None:
+    mean = "n/a" if p["mean_diff"] is None else f"{p['mean_diff']:+.3f}"
+    decided = f"{p['decision']} (round {p['decided_at']})" if p["decision"] else "not decided"
+    out.print(f"paired B - A ({p['b']} - {p['a']}), anytime-valid: {mean} [{p['ci'][0]:+.3f}, {p['ci'][1]:+.3f}] "
+              f"over {p['n']} pairs; e-value {p['e_value']:.3g}, sequential p {p['p_value']:.3g}; {decided}",
+              highlight=False, soft_wrap=True)
+    if p.get("runs") is not None:
+        def usd(x: float | None) -> str:
+            return "unknown cost" if x is None else f"${x:.2f}"
+
+        fixed = "a fixed design needs no known n (no observed difference)" if p["fixed_runs"] is None else \
+            f"a fixed design of 80% power for the observed difference needs {p['fixed_runs']} ({usd(p['fixed_usd'])})"
+        out.print(f"spent {p['runs']} runs ({usd(p['cost_usd'])}); {fixed}", highlight=False, soft_wrap=True)
+
+
+def _print_power(pw: Any, whose: str) -> None:
+    mde = "n/a" if pw.mde80 is None else f"{pw.mde80:.3f}"
+    out.print(f"power: {whose} {pw.n} pairs detect a difference of {mde} at 80% power (alpha {pw.alpha:g}, "
+              f"sd {pw.sd:.3f} {pw.sd_basis})", highlight=False, soft_wrap=True)
+    if pw.detect is not None:
+        usd = "unknown cost" if pw.usd_detect is None else f"about ${pw.usd_detect:.2f}"
+        out.print(f"to detect {pw.detect:g}: {pw.n_detect} pairs ({pw.runs_detect} runs, {usd})",
+                  highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -338,8 +408,10 @@ def compare(
     against_campaign: Annotated[str | None, typer.Option("--against-campaign", help="take B's runs from this campaign (e.g. the same model with search)")] = None,
     store: Annotated[str | None, typer.Option(help="store URL")] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="write the comparison JSON (assay.compare/1)")] = None,
+    detect: Annotated[float | None, typer.Option(help="the pairs, runs and dollars a fixed design needs to detect this difference at 80%% power")] = None,
 ) -> None:
-    """Paired comparison of B against A on the run keys both finished: difference, CI, p-value."""
+    """Paired comparison of B against A on the run keys both finished: difference, CI, p-value;
+    the anytime-valid test over the campaign's rounds, and the power of a fixed design."""
     from assay.report.compare import agents as compare_agents
     from assay.report.compare import compare_sides, finished
     from assay.report.model import Compare
@@ -363,13 +435,70 @@ def compare(
             _fail(InputError(None, arg, f"agent {agent!r} has no runs in campaign {camp!r} "
                                         f"(agents there: {', '.join(there[:10]) or 'none'})"))
         sides.append(finished(st, camp, agent))
+    if detect is not None and not (0 < detect < 1):
+        _fail(InputError(None, "--detect", "must be a difference between 0 and 1"))
+    from assay.campaign.rounds import compare_evidence
+
     cmp = compare_sides(agent_a, agent_b, *sides, campaign=campaign, against=against_campaign)
+    paired, power = compare_evidence(st, campaign, against_campaign, agent_a, agent_b, sides[0], sides[1], detect)
+    cmp["sequential"] = paired.model_dump(mode="json") if paired is not None else None
+    cmp["power"] = power.model_dump(mode="json")
     out.print(compare_table(Compare.model_validate(cmp)))
+    if paired is not None:
+        _print_paired(cmp["sequential"])
+    _print_power(power, "these")
     if cmp["only_a"] or cmp["only_b"]:
         sys.stderr.write(f"not paired: {len(cmp['only_a'])} key(s) only {agent_a} finished, "
                          f"{len(cmp['only_b'])} only {agent_b} finished\n")
     if json_out is not None:
         _write_json(json_out, cmp)
+
+
+@app.command()
+def noise(
+    campaign: Annotated[str | None, typer.Option(help="campaign to read (default: the store's only one, else `default`)")] = None,
+    agent: Annotated[list[str] | None, typer.Option("--agent", help="agent to read; repeatable (default: every agent of the campaign)")] = None,
+    threshold: Annotated[float, typer.Option(help="flag tasks whose outcome flips on more than this share of epochs")] = 0.2,
+    store: Annotated[str | None, typer.Option(help="store URL")] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="write the noise JSON (assay.noise/1)")] = None,
+) -> None:
+    """Noise of the harness over a campaign's epochs (run it with `assay run ... --epochs K`, with
+    `--agent reference` for the floor): between-epoch variance, void rate, flaky tasks."""
+    from assay.report.compare import agents as campaign_agents
+    from assay.report.noise import noise as measure
+
+    url, st, names = _existing_store(store)
+    if campaign is None:
+        if len(names) != 1 and "default" not in names:
+            _fail(InputError(None, "--campaign", f"the store holds {len(names)} campaigns "
+                                                 f"({', '.join(names[:10]) or 'none'}) and none is `default`: "
+                                                 "name one with --campaign"))
+        campaign = names[0] if len(names) == 1 else "default"
+    if campaign not in names:
+        _fail(InputError(None, "--campaign", f"no campaign named {campaign!r} in {url}"))
+    if not (0 <= threshold < 0.5):
+        _fail(InputError(None, "--threshold", "must be a share in [0, 0.5)"))
+    there = campaign_agents(st, campaign)
+    for a in agent or []:
+        if a not in there:
+            _fail(InputError(None, "--agent", f"agent {a!r} has no runs in campaign {campaign!r} "
+                                              f"(agents there: {', '.join(there[:10]) or 'none'})"))
+    result = measure(st, campaign, agent or there, threshold)
+    for ag in result.agents:
+        var = "n/a (one epoch)" if ag.between_epoch_var is None else \
+            f"{ag.between_epoch_var:.4g} (within a task {ag.within_task_var:.4g})"
+        void = "n/a" if ag.void_rate is None else f"{ag.void_rate:.1%}"
+        means = ", ".join(f"{m:.3f}" for m in ag.epoch_means)
+        out.print(f"{ag.agent}: {ag.runs} runs over {ag.epochs} epoch(s); epoch means [{means}]; "
+                  f"between-epoch variance {var}; void {void} of {ag.attempts} attempts; "
+                  f"{ag.flaky_tasks} task(s) flip", highlight=False, soft_wrap=True)
+        for t in ag.flagged:
+            level = f" {t.level}" if t.level else ""
+            out.print(f"  flaky: {t.task_id}{level} passed {t.passes} of {t.epochs} epochs "
+                      f"(flakiness {t.flakiness:.2f} > {threshold:g}): a candidate for assay curate",
+                      highlight=False, soft_wrap=True)
+    if json_out is not None:
+        _write_json(json_out, result.model_dump(mode="json", by_alias=True))
 
 
 @app.command()

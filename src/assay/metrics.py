@@ -30,7 +30,9 @@ __all__ = [
     "bootstrap_ci",
     "clipped_mean",
     "economic_value",
+    "epoch_noise",
     "expert_score",
+    "flakiness",
     "floored_score",
     "mean",
     "mean_run_score",
@@ -496,3 +498,32 @@ def void_outlier(void: int, runs: int, others_void: int, others_runs: int) -> bo
     from scipy import stats
 
     return float(stats.binom.sf(void - 1, runs, base)) < VOID_OUTLIER_P
+
+
+def flakiness(outcomes: Sequence[bool]) -> float:
+    """How often a task's pass/fail outcome flips across epochs of one agent: the share of its
+    epochs on the minority side, ``min(passes, fails) / epochs`` (0: the same every epoch; 0.5:
+    half and half). ValueError for no outcomes."""
+    if not outcomes:
+        raise ValueError("flakiness of no outcomes")
+    passes = sum(1 for o in outcomes if o)
+    return min(passes, len(outcomes) - passes) / len(outcomes)
+
+
+def epoch_noise(tasks: Iterable[Mapping[int, float]]) -> tuple[list[float], float | None, float | None]:
+    """Noise of repeated epochs over the tasks scored in every epoch (`tasks`: per task, epoch ->
+    score): the mean score of each epoch, the between-epoch variance (the sample variance of
+    those means; None below 2 epochs), and the within-task variance (the mean over tasks of the
+    sample variance of a task's scores across epochs; None below 2 epochs)."""
+    given = list(tasks)
+    epochs = sorted({e for by in given for e in by})
+    full = [by for by in given if all(e in by for e in epochs)]
+    if not full:
+        return [], None, None
+    means = [sum(by[e] for by in full) / len(full) for e in epochs]
+    if len(epochs) < 2:
+        return means, None, None
+    from statistics import variance
+
+    within = sum(variance([by[e] for e in epochs]) for by in full) / len(full)
+    return means, variance(means), within

@@ -65,6 +65,17 @@ class RunOptions(BaseModel):
     # Where runs execute; not in result_options(): a run key is the same on either backend.
     backend: str = "local"  # local: this process's asyncio scheduler; ray: Ray tasks (the `ray` extra)
     ray_address: str | None = None  # None with --backend ray: a private local Ray instance
+    # Stopping on evidence (campaign/rounds.py); not in result_options(): they decide which runs
+    # start, not what a run scores.
+    until_ci: float | None = None  # stop once every agent's interval, per kind, has this half-width
+    until_decided: bool = False  # two agents: stop once the paired test decides
+    alpha: float | None = None  # error rate of the intervals and the test; None: ALPHA (0.05)
+    margin: float | None = None  # --until-decided: "equivalent" once the difference is inside (-D, D)
+    max_epochs: int | None = None  # rounds of epochs at most; None: DEFAULT_MAX_EPOCHS
+    pool: bool = False  # rounds draw tasks at random without replacement instead of adding epochs
+    seed: int | None = None  # --pool's order; None: 0
+    round_size: int | None = None  # --pool: tasks drawn per round; None: DEFAULT_ROUND_SIZE
+    detect: float | None = None  # --dry-run: pairs and dollars to detect this difference
 
     def check(self) -> None:
         """Refuse bad values up front, naming the flag (InputError: exit 2, nothing run)."""
@@ -93,11 +104,56 @@ class RunOptions(BaseModel):
         if self.max_campaign_usd is not None and (not math.isfinite(self.max_campaign_usd)
                                                   or self.max_campaign_usd <= 0):
             raise InputError(None, "--max-campaign-usd", "must be a positive, finite number")
+        self._check_rounds()
         seen: set[str] = set()
         for spec in self.agents:
             if spec in seen:
                 raise InputError(None, "--agent", f"agent {spec!r} given twice")
             seen.add(spec)
+
+    @property
+    def stops_on_evidence(self) -> bool:
+        """Whether the campaign runs in rounds (`--until-ci` or `--until-decided`)."""
+        return self.until_ci is not None or self.until_decided
+
+    def _check_rounds(self) -> None:  # noqa: C901 - one refusal per bad combination, each with its flag
+        """Bad combinations of the stopping flags: exit 2 naming the flag."""
+        if self.until_ci is not None and self.until_decided:
+            raise InputError(None, "--until-ci", "--until-ci and --until-decided are two stopping rules: pass one")
+        if self.until_ci is not None and not (math.isfinite(self.until_ci) and 0 < self.until_ci < 0.5):
+            raise InputError(None, "--until-ci", "the half-width must be a number between 0 and 0.5")
+        if self.until_decided and len(self.agents) != 2:
+            raise InputError(None, "--until-decided", f"compares two agents: pass --agent A --agent B "
+                                                      f"(got {len(self.agents)})")
+        rule = self.stops_on_evidence
+        for flag, value in (("--alpha", self.alpha), ("--max-epochs", self.max_epochs), ("--pool", self.pool or None),
+                            ("--seed", self.seed), ("--round-size", self.round_size)):
+            if value is not None and not rule:
+                raise InputError(None, flag, "only applies to a campaign that stops on evidence: pass --until-ci W "
+                                             "or --until-decided")
+        if self.margin is not None and not self.until_decided:
+            raise InputError(None, "--margin", "is the equivalence margin of --until-decided")
+        if self.margin is not None and not (math.isfinite(self.margin) and 0 < self.margin < 1):
+            raise InputError(None, "--margin", "must be a number between 0 and 1")
+        if self.alpha is not None and not (math.isfinite(self.alpha) and 0 < self.alpha <= 0.5):
+            raise InputError(None, "--alpha", "must be a number in (0, 0.5]")
+        if self.pool:
+            if self.max_epochs is not None:
+                raise InputError(None, "--max-epochs", "with --pool each round draws new tasks (each run --epochs "
+                                                       "times) and the pool's end stops it: drop --max-epochs")
+            if self.round_size is not None and self.round_size < 1:
+                raise InputError(None, "--round-size", "must be at least 1")
+        else:
+            for flag, value in (("--seed", self.seed), ("--round-size", self.round_size)):
+                if value is not None:
+                    raise InputError(None, flag, "needs --pool (without it, every round is an epoch of every task)")
+            if rule and self.epochs not in (DEFAULTS.epochs, self.max_epochs):
+                raise InputError(None, "--epochs", "a campaign that stops on evidence adds one epoch a round: "
+                                                   "use --max-epochs N (or --pool, where --epochs is per task)")
+            if self.max_epochs is not None and self.max_epochs < 1:
+                raise InputError(None, "--max-epochs", "must be at least 1")
+        if self.detect is not None and not (math.isfinite(self.detect) and 0 < self.detect < 1):
+            raise InputError(None, "--detect", "must be a difference between 0 and 1")
 
     def _check_backend(self) -> None:
         if self.backend not in BACKENDS:

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from assay.campaign.service import DryRun
 from assay.grade.calibration import Calibration
-from assay.report.model import Compare, Report
+from assay.report.model import Compare, Noise, Report
 
 __all__ = ["SCHEMAS", "SCHEMA_DIR", "schema", "schema_file", "schema_text", "write_all"]
 
@@ -26,6 +26,7 @@ SCHEMAS: dict[str, type[BaseModel]] = {
     "assay.compare/1": Compare,  # assay compare --json
     "assay.calibration/1": Calibration,  # assay calibrate --json
     "assay.dry-run/1": DryRun,  # assay run --dry-run --json
+    "assay.noise/1": Noise,  # assay noise --json
 }
 """Every shipped schema's id (the document's own `schema` field) and the model behind it."""
 

@@ -42,6 +42,7 @@ from assay.llm.messages import Usage
 from assay.llm.resolve import resolve_model
 from assay.record import RunRecord
 from assay.report.build import build_report
+from assay.report.model import Power
 from assay.report.runs import read_runs
 from assay.store import Store
 from assay.store.labels import stored_labels as labels_in_store
@@ -112,6 +113,11 @@ def prepare_campaign(req: RunOptions) -> PreparedCampaign:
     agents = [AgentFactory(spec, config) for spec in req.agents]
     options = req.model_copy(update={"gateway_model": _gateway_model(req, config),
                                      "router_model": _router_model(req, config)})
+    if req.stops_on_evidence and not req.pool:  # every epoch a round may run is planned
+        from assay.campaign.rounds import DEFAULT_MAX_EPOCHS
+
+        max_epochs = req.max_epochs or DEFAULT_MAX_EPOCHS
+        options = options.model_copy(update={"epochs": max_epochs, "max_epochs": max_epochs})
     plan = build_plan(tasks, agents, options)
     if not bwrap_available() and not req.unsafe_no_sandbox:
         unsafe = sorted({p.agent.spec for p in plan.runs if p.agent.kind in ("model", "script")})
@@ -209,7 +215,9 @@ async def run_prepared(prepared: PreparedCampaign, *, console: Console | None = 
                        show_progress: bool = True, details: bool | None = True
                        ) -> tuple[CampaignResult, dict[str, Any]]:
     """Run a prepared campaign (resuming what the store already holds); the result and the report
-    of the plan's runs, read back from the store as reports read it (`read_runs`). `details`:
+    of the plan's runs, read back from the store as reports read it (`read_runs`). A campaign
+    that stops on evidence runs in rounds (`assay.campaign.rounds`): the report covers the
+    rounds run and holds the `sequential` block. `details`:
     True, the whole report; False, the leaderboard only (no per-run and per-task rows: the
     store's projection is read, not every record); None, the leaderboard only unless a run is
     void (`assay run` lists void runs with their reasons, which the projection does not hold).
@@ -234,9 +242,17 @@ async def run_prepared(prepared: PreparedCampaign, *, console: Console | None = 
         prepared.judge.cache = store
     brave = brave_search() if prepared.options.search == "brave" else None
     ctx = RunContext(store=store, options=prepared.options, judge=prepared.judge, brave=brave)
+    evidence = None
+    keys = {p.digest for p in prepared.plan.runs}
     try:
-        result = await run_campaign(prepared.plan, ctx, console=console, show_progress=show_progress,
-                                    execute=execute)
+        if prepared.options.stops_on_evidence:
+            from assay.campaign.rounds import run_rounds
+
+            result, evidence, keys = await run_rounds(prepared, ctx, console=console, show_progress=show_progress,
+                                                      execute=execute)
+        else:
+            result = await run_campaign(prepared.plan, ctx, console=console, show_progress=show_progress,
+                                        execute=execute)
     finally:
         if ray_backend is not None:
             ray_backend.close()
@@ -246,13 +262,15 @@ async def run_prepared(prepared: PreparedCampaign, *, console: Console | None = 
             await a.aclose()
         if prepared.judge is not None:
             await prepared.judge.aclose()
-    keys = {p.digest for p in prepared.plan.runs}
     campaign = prepared.options.campaign
     runs = [r for r in read_runs(store, campaign, whole=bool(details)) if r.key.digest in keys]
     if details is None and any(r.status == "void" for r in runs):
         details = True
         runs = [r for r in read_runs(store, campaign, whole=True) if r.key.digest in keys]
-    return result, build_report(campaign, runs, skipped=prepared.skipped, details=bool(details))
+    report = build_report(campaign, runs, skipped=prepared.skipped, details=bool(details))
+    if evidence is not None:
+        report["sequential"] = evidence.model_dump(mode="json")
+    return result, report
 
 
 async def calibrate_files(paths: list[Path], judge_specs: list[str], *, mode: str = "batched",
@@ -335,6 +353,7 @@ class DryRun(BaseModel):
     schema_: Literal["assay.dry-run/1"] = Field(default="assay.dry-run/1", alias="schema")
     campaign: str
     agents: list[DryRunAgent]
+    power: Power | None = None  # two agents: what a fixed design of the plan's pairs can detect
 
 
 DRY_RUN_TURN_TOKENS = (1500, 400)

@@ -282,6 +282,108 @@ class Skipped(_Model):
     column: int | None = None
 
 
+class EvidenceInterval(_Model):
+    """One agent's anytime-valid interval of one kind's mean score (`--until-ci`)."""
+
+    agent: str
+    kind: str
+    n: int
+    mean: float | None
+    lo: float
+    hi: float
+    half_width: float
+
+
+class EvidencePaired(_Model):
+    """The anytime-valid paired test of B against A on the keys both finished, round by round."""
+
+    a: str
+    b: str
+    n: int = Field(description="pairs")
+    mean_diff: float | None = Field(description="B - A, on scores scaled to [0, 1] per kind")
+    sd: float | None = Field(description="standard deviation of the per-key differences")
+    e_value: float
+    p_value: float = Field(description="anytime-valid: 1 / the largest e-value so far")
+    ci: list[float] = Field(description="confidence sequence of the mean difference")
+    margin: float | None
+    decision: Literal["B better", "A better", "equivalent"] | None
+    decided_at: int | None = Field(description="the round of the decision")
+    mde80: float | None = Field(description="minimum detectable difference of a fixed design of n pairs at 80% power")
+    fixed_pairs: int | None = Field(description="pairs a fixed design needs for the observed difference at 80% power")
+    runs: int | None = Field(default=None, description="runs of the paired keys, both agents (assay compare)")
+    cost_usd: float | None = Field(default=None, description="their cost at the campaign's mean cost per run; None: a price unknown")
+    fixed_runs: int | None = Field(default=None, description="runs of that fixed design, both agents (assay compare)")
+    fixed_usd: float | None = Field(default=None, description="their cost at the same mean cost per run")
+
+
+class Power(_Model):
+    """What a fixed design of these pairs can detect, and what detecting `detect` would need."""
+
+    n: int
+    sd: float
+    sd_basis: str
+    alpha: float
+    mde80: float | None
+    detect: float | None = None
+    n_detect: int | None = None
+    runs_detect: int | None = None
+    usd_detect: float | None = None
+
+
+class Evidence(_Model):
+    """`assay run --until-ci` / `--until-decided`: the rounds, why they stopped, and what was spent."""
+
+    rule: Literal["until-ci", "until-decided"]
+    interval: str = Field(description="which interval is shown")
+    alpha: float
+    width: float | None
+    margin: float | None
+    pool: bool
+    seed: int | None
+    rounds: int = Field(description="rounds run")
+    rounds_max: int = Field(description="rounds the epochs or the pool allow")
+    stopped: str = Field(description="why it stopped")
+    runs: int = Field(description="runs in the rounds run (the store holds these)")
+    cost_usd: float
+    fixed_runs: int | None = Field(description="runs a fixed design of the same power or width would need")
+    intervals: list[EvidenceInterval]
+    paired: EvidencePaired | None = None
+
+
+class NoiseTask(_Model):
+    """A task whose outcome flips across one agent's epochs (`assay noise`)."""
+
+    task_id: str
+    level: str | None
+    epochs: int
+    passes: int
+    flakiness: float = Field(description="min(passes, fails) / epochs")
+
+
+class NoiseAgent(_Model):
+    """One agent's harness noise over its epochs."""
+
+    agent: str
+    runs: int = Field(description="finished (done, scored) current runs")
+    epochs: int
+    attempts: int = Field(description="stored attempts, void ones included")
+    void_rate: float | None = Field(description="void attempts / attempts")
+    epoch_means: list[float] = Field(description="mean score of each epoch, over the tasks scored in every epoch")
+    between_epoch_var: float | None = Field(description="sample variance of the epoch means (None: one epoch)")
+    within_task_var: float | None = Field(description="mean over tasks of the sample variance of a task's scores")
+    flaky_tasks: int = Field(description="tasks whose outcome flips at all")
+    flagged: list[NoiseTask] = Field(description="tasks whose flakiness exceeds the threshold")
+
+
+class Noise(_Model):
+    """`assay noise --json` (`assay.noise/1`)."""
+
+    schema_: Literal["assay.noise/1"] = Field(default="assay.noise/1", alias="schema")
+    campaign: str
+    threshold: float
+    agents: list[NoiseAgent]
+
+
 class Report(_Model):
     """The report (`assay report --json`, `assay run --json`)."""
 
@@ -301,6 +403,7 @@ class Report(_Model):
     broken_tasks: list[BrokenTask]
     warnings: list[str]
     failure_modes: dict[str, Any] | None = None
+    sequential: Evidence | None = None
 
 
 def summary_model(report: dict[str, Any]) -> Report:
@@ -341,3 +444,5 @@ class Compare(_Model):
     overall: PairedStats
     only_a: list[KeyRef]
     only_b: list[KeyRef]
+    sequential: EvidencePaired | None = None
+    power: Power | None = None

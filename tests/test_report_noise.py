@@ -1,0 +1,62 @@
+"""`assay noise`: the harness's own noise over a campaign's epochs, on a store of known runs
+(hand-computed variances, a flaky task flagged, a deterministic agent at 0), and the pure
+`metrics.flakiness` / `metrics.epoch_noise` by hand."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from assay import metrics
+from assay.report.model import Noise
+from assay.store import Store
+from tests.helpers import assay
+from tests.test_report_read import _rec
+
+
+def test_flakiness_and_epoch_noise_by_hand() -> None:
+    assert metrics.flakiness([True, True, True]) == 0
+    assert metrics.flakiness([True, False, True, True]) == 0.25
+    assert metrics.flakiness([False, True]) == 0.5
+    with pytest.raises(ValueError, match="no outcomes"):
+        metrics.flakiness([])
+    # Two tasks in both epochs (the third, in epoch 1 only, is left out): means 0.5 and 1.0.
+    means, between, within = metrics.epoch_noise([{1: 1.0, 2: 1.0}, {1: 0.0, 2: 1.0}, {1: 0.0}])
+    assert means == [0.5, 1.0]
+    assert between == pytest.approx(0.125)  # ((0.5 - 0.75)^2 + (1 - 0.75)^2) / 1
+    assert within == pytest.approx(0.25)  # (0 + 0.5) / 2
+    assert metrics.epoch_noise([{1: 0.3}]) == ([0.3], None, None)
+
+
+def test_noise_flags_the_flaky_task_and_shows_the_deterministic_floor(tmp_path: Path) -> None:
+    st = Store(f"sqlite:///{tmp_path / '.assay' / 'assay.db'}")
+    for epoch in (1, 2, 3, 4):
+        for task in ("t1", "t2", "t3"):
+            st.save_run(_rec("default", "reference", task, "contract", 1.0, epoch=epoch), [])
+        st.save_run(_rec("default", "m", "t1", "contract", 1.0, epoch=epoch), [])
+        st.save_run(_rec("default", "m", "t2", "contract", 1.0 if epoch != 3 else 0.0, epoch=epoch), [])
+        st.save_run(_rec("default", "m", "t3", "contract", 1.0 if epoch % 2 else 0.0, epoch=epoch), [])
+    st.save_run(_rec("default", "m", "t1", "contract", 0.0, epoch=5, void=True), [])
+    st.close()
+
+    out = tmp_path / "noise.json"
+    r = assay("noise", "--threshold", "0.3", "--json", str(out), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    data = Noise.model_validate(json.loads(out.read_text()))
+    by = {a.agent: a for a in data.agents}
+    ref, m = by["reference"], by["m"]
+    assert ref.between_epoch_var == 0 and ref.within_task_var == 0 and ref.flaky_tasks == 0 and not ref.flagged
+    assert ref.void_rate == 0
+    # m: epoch means 1, 2/3, 2/3, 2/3 (variance 1/36); t2 flips once in 4 (0.25), t3 twice (0.5): only t3 is over 0.3.
+    assert m.epoch_means == pytest.approx([1, 2 / 3, 2 / 3, 2 / 3])
+    assert m.between_epoch_var == pytest.approx(1 / 36)
+    assert m.flaky_tasks == 2 and [t.task_id for t in m.flagged] == ["t3"] and m.flagged[0].passes == 2
+    assert m.void_rate == pytest.approx(1 / 13)
+    assert "flaky: t3 passed 2 of 4 epochs" in r.stdout and "candidate for assay curate" in r.stdout
+
+    bad = assay("noise", "--agent", "nobody", cwd=tmp_path)
+    assert bad.returncode == 2 and "--agent" in bad.stderr and "nobody" in bad.stderr
+    bad = assay("noise", "--threshold", "0.7", cwd=tmp_path)
+    assert bad.returncode == 2 and "--threshold" in bad.stderr
