@@ -10,7 +10,9 @@ here against the published run of the same model (`--against-campaign omb`).
   and hash are those of assay's runs of the same file); a model's responses are its epochs in
   order. Items are scored by assay's rubric scorer from the judges' verdicts (hit when the
   auto score is not 0, NA when it is "NA" or missing); with several judges (repeats
-  `<model>::run_<k>` included) each votes and the majority decides, fail-closed on a tie.
+  `<model>::run_<k>` included) each votes and the majority decides, fail-closed on a tie. A
+  response whose every item is NA is void (`grader_error`): upstream's `_calculate_omb_norm`
+  leaves it out.
 - **DareBench** `results/<run_id>_<model>.json`: each task's `grading.runs[j]` is epoch j+1 of
   `darebench:<model>`, scored `score / max_score`; a task with status `error` is void, one with
   `timeout` is scored as it stands (`max_time`). The task's usage is split evenly over its runs;
@@ -168,13 +170,17 @@ def _omb_record(path: Path, where: str, rec: dict[str, Any], task: Task, campaig
         rubric = score_items(task, verdicts)
         rubric.judge_info = info
         score = rubric.expert_score
+        # Upstream's report (`_calculate_omb_norm`) gives a response no score when its items are
+        # NA: one whose every item is NA (the judge's reply did not parse) is left out, void.
+        void = ("no positive rubric weight" if score is None else
+                "every rubric item's auto score is NA (the judge's verdict did not parse): no score, as "
+                "upstream's OMB Norm" if info.answered == 0 else None)
         key = RunKey(campaign=campaign, task_id=task.id, task_hash=task.content_hash, agent=agent, level=None,
                      epoch=epochs[agent], options_hash=json_digest({"omb": options_key}))
         final = safe_text(text)
         record = imported_record(key, task.kinds, score=score, passed=None if score is None else score >= task.pass_threshold(),
                                  grade=Grade(rubric=rubric), model=safe_text(name.strip()), final=final,
-                                 void_reason=None if score is not None else "no positive rubric weight",
-                                 end_reason="finished" if score is not None else "grader_error",
+                                 void_reason=void, end_reason="finished" if void is None else "grader_error",
                                  value={"amount": task.value.amount, "currency": task.value.currency} if task.value else None,
                                  task_meta=task.meta(), options={"source": "omb", "file": str(path), **options_key})
         events: list[Event] = [
