@@ -752,3 +752,58 @@ def test_omb_import_mean_is_upstreams_macro_average(tmp_path: Path) -> None:
     [void] = [r for r in rep["runs"] if r["status"] == "void"]
     assert (void["agent"], void["task_id"], void["end_reason"]) == ("omb:model-a", "5102", "grader_error")
     assert "every rubric item's auto score is NA" in void["void_reason"]
+
+
+def upstream_dare_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """DareBench `scripts/get_result.py::load_model_metrics`, transcribed (no session files): one
+    row per entry of `tasks`; the k-th entry of a task scores `grading.runs[k].score` (else
+    `grading.mean`), counts `usage.total_tokens`, and its outcome is timeout (`timed_out` or
+    status timeout), else success, else error."""
+    seen: dict[str, int] = {}
+    rows = []
+    for entry in data["tasks"]:
+        occ = seen.get(entry["task_id"], 0)
+        seen[entry["task_id"]] = occ + 1
+        runs = entry["grading"].get("runs") or []
+        score = float(runs[occ].get("score") or 0.0) if occ < len(runs) else float(entry["grading"].get("mean") or 0.0)
+        status = str(entry.get("status") or "unknown")
+        outcome = ("timeout" if entry.get("timed_out") or status == "timeout" else
+                   "success" if status == "success" else "error")
+        rows.append({"key": (entry["task_id"], occ), "score": score, "outcome": outcome,
+                     "tokens": int((entry.get("usage") or {}).get("total_tokens") or 0),
+                     "cost": float((entry.get("usage") or {}).get("cost_usd") or 0.0)})
+    return rows
+
+
+def test_darebench_import_gives_get_result_numbers(tmp_path: Path) -> None:
+    """A results file as `scripts/benchmark.py` writes it (one entry per run): 8 runs, one an
+    error, one a timeout. assay's mean is get_result.py's fair-subset mean (error keys left out),
+    its tokens get_result.py's total, and upstream's cost is stored once per run."""
+    path = UPSTREAM / "darebench" / "r7_openai-gpt-4o.json"
+    data = json.loads(path.read_text())
+    rows = upstream_dare_rows(data)
+    fair = [r for r in rows if r["outcome"] != "error"]
+    want_mean = sum(r["score"] for r in fair) / len(fair)
+    assert want_mean == pytest.approx(4.8 / 7)
+    assert sum(r["tokens"] for r in rows) == 16870
+    out, rep = _imported_report(tmp_path, "darebench", path)
+    assert "8 run(s) stored in campaign 'darebench' (1 void), 0 already there, from 8 run(s) read" in out
+    [agent] = rep["agents"]
+    assert agent["mean_score"] == pytest.approx(want_mean)
+    assert agent["tokens"] == sum(r["tokens"] for r in rows)
+    assert agent["void"] == sum(r["outcome"] == "error" for r in rows) == 1
+    runs = {(r["task_id"], r["epoch"]): r for r in rep["runs"]}
+    assert len(runs) == len(rows)
+    for r in rows:
+        run = runs[(r["key"][0], r["key"][1] + 1)]
+        assert run["status"] == ("void" if r["outcome"] == "error" else "done")
+        assert run["end_reason"] == {"timeout": "max_time", "success": "finished", "error": "harness_error"}[r["outcome"]]
+        if r["outcome"] != "error":
+            assert run["score"] == pytest.approx(r["score"])
+            assert run["grade"]["darebench"]["upstream_cost_usd"] == pytest.approx(r["cost"])
+    assert "gateway 502" in runs[("task_advancedif_00", 1)]["void_reason"]
+    # the image task keeps its cell (MM-MT), as assay's own DareBench reader gives it
+    assert runs[("task_agentvista_00", 1)]["task"]["modality"] == "multimodal"
+    assert runs[("task_finqa_00", 1)]["task"]["modality"] == "text"
+    again = assay("import", "darebench", str(path), cwd=tmp_path)
+    assert "0 run(s) stored" in again.stdout and "8 already there" in again.stdout
