@@ -690,3 +690,120 @@ def test_pareto_front_never_averages_across_kinds(kinds: Campaign) -> None:
     assert points
     for p in points:
         assert any(p["mean_score"] == pytest.approx(h) for h in heads[p["agent"]]), p
+
+
+# ============================================================================ upstream results, imported
+
+UPSTREAM = REPO / "tests" / "fixtures" / "upstream"
+
+
+def _imported_report(cwd: Path, kind: str, *paths: Path, extra: tuple[str, ...] = ()) -> tuple[str, dict[str, Any]]:
+    """`assay import KIND PATHS`, then `assay report --json` of its campaign: (import summary, report)."""
+    r = assay("import", kind, *map(str, paths), *extra, cwd=cwd)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rep = assay("report", "--campaign", kind, "--json", "report.json", cwd=cwd)
+    assert rep.returncode == 0, rep.stderr
+    return r.stdout, json.loads((cwd / "report.json").read_text())
+
+
+def upstream_omb_norm(rubrics: list[dict[str, Any]], auto: dict[str, Any], idx: int) -> float | None:
+    """OneMillion-Bench `reporting/__init__.py::_calculate_omb_norm`, transcribed: None without a
+    positive weight or when any item's auto score is missing or "NA"; else the sum of the auto
+    scores, each clamped into [min(0, w), max(0, w)], over the positive weights, clipped to [0, 1]."""
+    positive = sum(max(0.0, float(r.get("rubric_weight", 0.0))) for r in rubrics)
+    if positive <= 0:
+        return None
+    total = 0.0
+    for r in rubrics:
+        s = auto.get(f"rubric_{r['rubric_number']}_response_{idx}_auto_score")
+        if s is None or s == "NA":
+            return None
+        w = float(r.get("rubric_weight", 0.0))
+        total += min(max(float(s), min(0.0, w)), max(0.0, w))
+    return min(max(total / positive, 0.0), 1.0)
+
+
+def upstream_omb_macro(files: list[Path], judge: str) -> dict[str, float]:
+    """The "Macro Average" row of upstream's Excel sheet for `judge`: per model, the mean OMB Norm
+    over its responses that have one."""
+    sums: dict[str, list[float]] = {}
+    for f in files:
+        data = json.loads(f.read_text(encoding="utf-8"))
+        for key, resp in data["model_response"].items():
+            m = re.match(r"model_response_(\d+)", key)
+            assert m is not None
+            norm = upstream_omb_norm(data["rubrics"], data["rubric_auto_score"].get(judge, {}), int(m.group(1)))
+            if norm is not None:
+                sums.setdefault(resp["model_name"], []).append(norm)
+    return {model: sum(v) / len(v) for model, v in sums.items()}
+
+
+def test_omb_import_mean_is_upstreams_macro_average(tmp_path: Path) -> None:
+    """p2's model-a response has every item NA: upstream leaves it out of model-a's mean (0.52,
+    not (0.52 + 0) / 2 = 0.26); assay stores it void, and the report's mean is upstream's."""
+    files = sorted((UPSTREAM / "omb_results" / "law").glob("*.json"))
+    want = upstream_omb_macro(files, "judge/x")
+    assert want == pytest.approx({"model-a": 13 / 25, "model-b": (16 / 25 + 6 / 10) / 2})
+    out, rep = _imported_report(tmp_path, "omb", *files)
+    assert "4 run(s) stored in campaign 'omb' (1 void)" in out
+    agents = {a["agent"]: a for a in rep["agents"]}
+    for model, mean in want.items():
+        assert agents[f"omb:{model}"]["mean_score"] == pytest.approx(mean, abs=0.005)  # the report rounds to 2 places
+    [void] = [r for r in rep["runs"] if r["status"] == "void"]
+    assert (void["agent"], void["task_id"], void["end_reason"]) == ("omb:model-a", "5102", "grader_error")
+    assert "every rubric item's auto score is NA" in void["void_reason"]
+
+
+def upstream_dare_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """DareBench `scripts/get_result.py::load_model_metrics`, transcribed (no session files): one
+    row per entry of `tasks`; the k-th entry of a task scores `grading.runs[k].score` (else
+    `grading.mean`), counts `usage.total_tokens`, and its outcome is timeout (`timed_out` or
+    status timeout), else success, else error."""
+    seen: dict[str, int] = {}
+    rows = []
+    for entry in data["tasks"]:
+        occ = seen.get(entry["task_id"], 0)
+        seen[entry["task_id"]] = occ + 1
+        runs = entry["grading"].get("runs") or []
+        score = float(runs[occ].get("score") or 0.0) if occ < len(runs) else float(entry["grading"].get("mean") or 0.0)
+        status = str(entry.get("status") or "unknown")
+        outcome = ("timeout" if entry.get("timed_out") or status == "timeout" else
+                   "success" if status == "success" else "error")
+        rows.append({"key": (entry["task_id"], occ), "score": score, "outcome": outcome,
+                     "tokens": int((entry.get("usage") or {}).get("total_tokens") or 0),
+                     "cost": float((entry.get("usage") or {}).get("cost_usd") or 0.0)})
+    return rows
+
+
+def test_darebench_import_gives_get_result_numbers(tmp_path: Path) -> None:
+    """A results file as `scripts/benchmark.py` writes it (one entry per run): 8 runs, one an
+    error, one a timeout. assay's mean is get_result.py's fair-subset mean (error keys left out),
+    its tokens get_result.py's total, and upstream's cost is stored once per run."""
+    path = UPSTREAM / "darebench" / "r7_openai-gpt-4o.json"
+    data = json.loads(path.read_text())
+    rows = upstream_dare_rows(data)
+    fair = [r for r in rows if r["outcome"] != "error"]
+    want_mean = sum(r["score"] for r in fair) / len(fair)
+    assert want_mean == pytest.approx(4.8 / 7)
+    assert sum(r["tokens"] for r in rows) == 16870
+    out, rep = _imported_report(tmp_path, "darebench", path)
+    assert "8 run(s) stored in campaign 'darebench' (1 void), 0 already there, from 8 run(s) read" in out
+    [agent] = rep["agents"]
+    assert agent["mean_score"] == pytest.approx(want_mean)
+    assert agent["tokens"] == sum(r["tokens"] for r in rows)
+    assert agent["void"] == sum(r["outcome"] == "error" for r in rows) == 1
+    runs = {(r["task_id"], r["epoch"]): r for r in rep["runs"]}
+    assert len(runs) == len(rows)
+    for r in rows:
+        run = runs[(r["key"][0], r["key"][1] + 1)]
+        assert run["status"] == ("void" if r["outcome"] == "error" else "done")
+        assert run["end_reason"] == {"timeout": "max_time", "success": "finished", "error": "harness_error"}[r["outcome"]]
+        if r["outcome"] != "error":
+            assert run["score"] == pytest.approx(r["score"])
+            assert run["grade"]["darebench"]["upstream_cost_usd"] == pytest.approx(r["cost"])
+    assert "gateway 502" in runs[("task_advancedif_00", 1)]["void_reason"]
+    # the image task keeps its cell (MM-MT), as assay's own DareBench reader gives it
+    assert runs[("task_agentvista_00", 1)]["task"]["modality"] == "multimodal"
+    assert runs[("task_finqa_00", 1)]["task"]["modality"] == "text"
+    again = assay("import", "darebench", str(path), cwd=tmp_path)
+    assert "0 run(s) stored" in again.stdout and "8 already there" in again.stdout

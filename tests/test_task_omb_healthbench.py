@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,7 +16,9 @@ from assay.task.formats.healthbench import read_healthbench
 from assay.task.formats.omb import read_omb
 from assay.task.formats.values import apply_found_value_tables
 from assay.task.hashing import content_hash
-from tests.helpers import assay
+from tests.fakes import Response, reply
+from tests.fakes.openai_server import FakeOpenAIServer
+from tests.helpers import assay, model_alias
 
 FIX = Path(__file__).parent / "fixtures"
 OMB = FIX / "omb"
@@ -232,3 +236,95 @@ def test_tasks_json_lists_ids(tmp_path):
     assert by["cn_valuation"]["language"] == "zh"
     assert by["9001"]["domain"] == "law"
     assert all(row["kinds"] == ["rubric"] and row["execution"] == "single-step" for row in rows)
+
+
+# ---------------------------------------------------------------- the Hugging Face dataset card's rows
+
+PUBLISHED = FIX / "upstream" / "omb"
+ITEM_LINE = re.compile(r"^\[([^\]]+)\] \((?:weight|权重) ([+-]?[\d.]+)\) (.*)$", re.MULTILINE)
+
+
+def test_dataset_card_rows_read():
+    """`tags` an object, `rubric_tag` labels, the EN and CN rows of case 4101 two tasks."""
+    path = PUBLISHED / "healthcare_and_medicine" / "test.json"
+    tasks = read_omb(path)
+    apply_found_value_tables(tasks, [path])
+    assert [t.id for t in tasks] == ["4101-en", "4101-zh", "4102-en"]
+    en, zh, other = tasks
+    assert (en.language, en.subset, zh.language, zh.subset) == ("en", "global", "zh", "cn")
+    assert en.tags == ["Healthcare", "Clinical Pharmacology", "Drug Interactions"]
+    assert en.subdomain == "Clinical Pharmacology" and zh.subdomain == "临床药理学"
+    assert en.metadata["time_sensitivity"] == {"level": "low", "note": "stable guidance"}
+    assert "time_sensitivity" not in other.metadata
+    assert [i.tag for i in en.rubric.items] == ["FI", "AR", "SF", "AR"]
+    assert [i.tag for i in other.rubric.items] == ["FI", "IF"]
+    assert en.prompt.startswith("A 64-year-old") and en.system_prompt is None
+    assert other.system_prompt == "You are a hospital pharmacist."
+    # the value table matches each row's own `id` (its UUID) first, not the shared case_id
+    assert (en.value.amount, en.value.currency) == (410.0, "USD")
+    assert (zh.value.amount, zh.value.currency) == (2950.0, "CNY")
+    assert other.value is None
+    assert en.content_hash != zh.content_hash
+
+
+@pytest.mark.parametrize(("tags", "field", "reason"), [
+    ("Healthcare", "[0].tags", "tags must be a list, or an object with a topics list"),
+    ({"topics": "Healthcare"}, "[0].tags.topics", "topics must be a list"),
+])
+def test_dataset_card_tags_refused(tmp_path, tags, field, reason):
+    rows = json.loads((PUBLISHED / "healthcare_and_medicine" / "test.json").read_text(encoding="utf-8"))
+    rows[0]["tags"] = tags
+    bad = tmp_path / "test.json"
+    bad.write_text(json.dumps(rows), encoding="utf-8")
+    with pytest.raises(InputError) as e:
+        read_omb(bad)
+    assert (e.value.field, e.value.reason) == (field, reason)
+
+
+def test_dataset_card_label_and_language_refused(tmp_path):
+    rows = json.loads((PUBLISHED / "healthcare_and_medicine" / "test.json").read_text(encoding="utf-8"))
+    bad = tmp_path / "test.json"
+    for change, field, reason in [
+        (lambda rs: rs[1].update(language="klingon"), "[1].language", "unknown language 'klingon'"),
+        (lambda rs: rs[2]["rubrics"][1].update(rubric_tag="Vibes"), "[2].rubrics[1].rubric_tag",
+         "unknown capability tag"),
+    ]:
+        changed = json.loads(json.dumps(rows))
+        change(changed)
+        bad.write_text(json.dumps(changed), encoding="utf-8")
+        r = _assay(["validate", str(bad)], cwd=tmp_path)
+        assert r.returncode == 2 and "Traceback" not in r.stderr
+        assert f"field '{field}'" in r.stderr and reason in r.stderr
+    rows[2]["rubrics"][1].pop("rubric_tag")
+    bad.write_text(json.dumps(rows), encoding="utf-8")
+    r = _assay(["validate", str(bad)], cwd=tmp_path)
+    assert r.returncode == 2
+    assert "field '[2].rubrics[1].rubricLabel'" in r.stderr and "rubricLabel or rubric_tag" in r.stderr
+
+
+def _card_judge(body: dict[str, Any]) -> Response:
+    """Items 1 and 2 of every case met, the rest not (upstream's array reply)."""
+    prompt = body["messages"][-1]["content"]
+    rows = [{"rubric_id": int(i), "status": "是" if i in ("1", "2") else "否", "justification": "read the answer"}
+            for i, _w, _text in ITEM_LINE.findall(prompt)]
+    return reply(json.dumps(rows, ensure_ascii=False), prompt_tokens=300, completion_tokens=40)
+
+
+def test_dataset_card_rows_validate_and_run(tmp_path):
+    r = _assay(["validate", str(PUBLISHED)], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "3 tasks valid" in r.stdout
+    steps = tmp_path / "answer.jsonl"
+    steps.write_text(json.dumps({"say": "Check the INR within 3 to 5 days; it is likely to rise."}) + "\n")
+    with FakeOpenAIServer() as srv:
+        srv.handler = _card_judge
+        model_alias(tmp_path, "j", "openai", srv.url, model="judge-model")
+        r = _assay(["run", str(PUBLISHED), "--agent", f"script:{steps}", "--judge", "j", "-q",
+                    "--json", "report.json"], cwd=tmp_path)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    runs = {row["task_id"]: row for row in json.loads((tmp_path / "report.json").read_text())["runs"]}
+    assert sorted(runs) == ["4101-en", "4101-zh", "4102-en"]
+    assert runs["4101-en"]["score"] == pytest.approx(18 / 21)  # (10 + 8) / (10 + 8 + 3); the -6 item not hit
+    assert runs["4101-zh"]["score"] == pytest.approx(18 / 21)
+    assert runs["4102-en"]["score"] == pytest.approx(1.0)  # (6 + 8) / 14
+    assert all(row["passed"] for row in runs.values())

@@ -16,7 +16,9 @@ or `harness_error`, or whose grading failed), beside `meta.json`.
 - `void.json`: a void run (`api_error`, `interrupted`, `harness_error`; failed grading is
   `grader_error`) with upstream's error as the reason.
 - Usage from the agent's `prompt_tokens`, `cached_tokens`, `completion_tokens` (0 when a
-  harness version does not record them); cost = `agent.usd`, upstream's own figure.
+  harness version does not record them); cost = `agent.usd`, upstream's own figure; a void
+  run's cost is left out (0; its `agent.usd` kept as `options.fdegym_usd`), as `bench.py
+  table`, which sums the USD of the runs it reports, leaves it out.
 - `cases`: the folder holding the case folders. Each run's task is then read from its case by
   assay's own FDE-Gym reader, so its task id, content hash, value and metadata are those of
   `assay run` on the same case and `assay compare` pairs the two; a variant or level the case
@@ -276,9 +278,13 @@ def _void(folder: Path, path: Path, agent: _Agent, cases: _Cases, campaign: str)
     end = _VOID.get(agent.end_reason, "grader_error")
     why = agent.error or (agent.grade_error or "")[-300:] or "no error recorded"
     reason = f"FDE-Gym void run ({agent.end_reason}): {safe_text(why)}"
+    # `bench.py table` sums the USD of the runs it reports, and a void run is not one of them:
+    # its cost is left out (0), upstream's figure kept in `options.fdegym_usd`.
+    usage = _usage(agent).model_copy(update={"cost_usd": 0.0})
     record = imported_record(key, ["scenario"], score=None, passed=None, grade=Grade(), end_reason=end,
-                             void_reason=reason, model=safe_text(agent.model or agent.slug), usage=_usage(agent),
-                             options=safe_json({"source": "fdegym", "run": str(folder), "slug": agent.slug}),
+                             void_reason=reason, model=safe_text(agent.model or agent.slug), usage=usage,
+                             options=safe_json({"source": "fdegym", "run": str(folder), "slug": agent.slug,
+                                                "fdegym_usd": agent.usd}),
                              **_task_fields(task))
     record.turns = max(0, agent.turns)
     return record, [HarnessEvent(seq=0, t=0.0, note=f"imported from FDE-Gym run {folder.name} (void.json)")]

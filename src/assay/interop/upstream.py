@@ -10,11 +10,14 @@ here against the published run of the same model (`--against-campaign omb`).
   and hash are those of assay's runs of the same file); a model's responses are its epochs in
   order. Items are scored by assay's rubric scorer from the judges' verdicts (hit when the
   auto score is not 0, NA when it is "NA" or missing); with several judges (repeats
-  `<model>::run_<k>` included) each votes and the majority decides, fail-closed on a tie.
-- **DareBench** `results/<run_id>_<model>.json`: each task's `grading.runs[j]` is epoch j+1 of
-  `darebench:<model>`, scored `score / max_score`; a task with status `error` is void, one with
-  `timeout` is scored as it stands (`max_time`). The task's usage is split evenly over its runs;
-  cost from assay's price table, null when the model has none.
+  `<model>::run_<k>` included) each votes and the majority decides, fail-closed on a tie. A
+  response whose every item is NA is void (`grader_error`): upstream's `_calculate_omb_norm`
+  leaves it out.
+- **DareBench** `results/<run_id>_<model>.json` as `scripts/benchmark.py` writes it: one entry per
+  run, the k-th entry of a task (with `grading.runs[k]`) is epoch k+1 of `darebench:<model>`,
+  scored `score / max_score`, with that entry's own usage; a timed-out run is scored as it stands
+  (`max_time`), any other status than `success` is void. Cost from assay's price table, null
+  when the model has none; upstream's own cost per run is kept in the grade.
 """
 
 from __future__ import annotations
@@ -49,11 +52,12 @@ from assay.record import (
     safe_json,
     safe_text,
 )
+from assay.task.formats.darebench import IMAGE_EXTS, cell_for, source_benchmark
 from assay.task.formats.jsonio import loads_json
 from assay.task.formats.omb import read_omb
 from assay.task.formats.values import apply_found_value_tables
 from assay.task.hashing import json_digest
-from assay.task.model import Task
+from assay.task.model import EXECUTIONS, MODALITIES, Task
 from assay.version import HARNESS_VERSION
 
 __all__ = ["MAX_RESULT_BYTES", "convert_darebench", "convert_omb", "imported_record", "load_json"]
@@ -168,13 +172,17 @@ def _omb_record(path: Path, where: str, rec: dict[str, Any], task: Task, campaig
         rubric = score_items(task, verdicts)
         rubric.judge_info = info
         score = rubric.expert_score
+        # Upstream's report (`_calculate_omb_norm`) gives a response no score when its items are
+        # NA: one whose every item is NA (the judge's reply did not parse) is left out, void.
+        void = ("no positive rubric weight" if score is None else
+                "every rubric item's auto score is NA (the judge's verdict did not parse): no score, as "
+                "upstream's OMB Norm" if info.answered == 0 else None)
         key = RunKey(campaign=campaign, task_id=task.id, task_hash=task.content_hash, agent=agent, level=None,
                      epoch=epochs[agent], options_hash=json_digest({"omb": options_key}))
         final = safe_text(text)
         record = imported_record(key, task.kinds, score=score, passed=None if score is None else score >= task.pass_threshold(),
                                  grade=Grade(rubric=rubric), model=safe_text(name.strip()), final=final,
-                                 void_reason=None if score is not None else "no positive rubric weight",
-                                 end_reason="finished" if score is not None else "grader_error",
+                                 void_reason=void, end_reason="finished" if void is None else "grader_error",
                                  value={"amount": task.value.amount, "currency": task.value.currency} if task.value else None,
                                  task_meta=task.meta(), options={"source": "omb", "file": str(path), **options_key})
         events: list[Event] = [
@@ -237,12 +245,14 @@ class _DareUsage(_Loose):
     output_tokens: Tokens = 0
     cache_read_tokens: Tokens = 0
     cache_write_tokens: Tokens = 0
+    total_tokens: Tokens | None = None
     cost_usd: float | None = None
 
 
 class _DareTask(_Loose):
     task_id: str
     status: str = "success"
+    timed_out: bool = False
     execution_time: float | None = None
     usage: _DareUsage = Field(default_factory=_DareUsage)
     grading: _Grading = Field(default_factory=_Grading)
@@ -259,31 +269,73 @@ class _DareResults(_Loose):
 
 
 def _dare_usage(u: _DareUsage, n: int, price_of: Any) -> UsageCost:
-    usage = Usage(input_tokens=max(0, u.input_tokens) // n, output_tokens=max(0, u.output_tokens) // n,
-                  cache_read_tokens=max(0, u.cache_read_tokens) // n, cache_write_tokens=max(0, u.cache_write_tokens) // n)
+    """One run's tokens as upstream counts them (`get_result.py` sums `total_tokens`): the itemised
+    counts, and a `total_tokens` above their sum (tokens the provider does not itemise, such as
+    reasoning) counted as output; `n` > 1 splits an entry that holds several runs evenly."""
+    parts = [max(0, u.input_tokens), max(0, u.output_tokens), max(0, u.cache_read_tokens),
+             max(0, u.cache_write_tokens)]
+    surplus = max(0, (u.total_tokens or 0) - sum(parts))
+    usage = Usage(input_tokens=parts[0] // n, output_tokens=(parts[1] + surplus) // n,
+                  cache_read_tokens=parts[2] // n, cache_write_tokens=parts[3] // n)
     return UsageCost.of(usage, cost_usd(usage, price_of))
 
 
-def _dare_task(path: Path, res: _DareResults, t: _DareTask, campaign: str, price: Any) -> list[Imported]:
+def _dare_cell(task_id: str, fm: dict[str, Any]) -> tuple[str, str]:
+    """The task's workload cell as assay's DareBench reader gives it: the source benchmark's cell,
+    else multimodal when a workspace file is an image; the front matter's own `modality` /
+    `execution` win."""
+    images = any(isinstance(wf, dict) and isinstance(wf.get("dest") or wf.get("source"), str)
+                 and Path(str(wf.get("dest") or wf.get("source"))).suffix.lower() in IMAGE_EXTS
+                 for wf in fm.get("workspace_files") or [] if isinstance(fm.get("workspace_files"), list))
+    modality, execution = cell_for(source_benchmark(task_id)) or (
+        "multimodal" if images else "text", "multi-step-with-tools")
+    if fm.get("modality") in MODALITIES:
+        modality = fm["modality"]
+    if fm.get("execution") in EXECUTIONS:
+        execution = fm["execution"]
+    return modality, execution
+
+
+def _dare_runs(t_entries: list[_DareTask]) -> list[tuple[_DareTask, _GradingRun | None, int]]:
+    """(entry, grading run, usage share) per run of one task. `scripts/benchmark.py` writes one
+    entry per run, each carrying the task's whole `grading.runs`: the k-th entry of a task is its
+    run k. A single entry with several grading runs (a file that kept one entry per task) is
+    split: run j is its grading run j, with an even share of its usage."""
+    first = t_entries[0]
+    if len(t_entries) == 1 and len(first.grading.runs) > 1:
+        return [(first, run, len(first.grading.runs)) for run in first.grading.runs]
+    return [(e, e.grading.runs[k] if k < len(e.grading.runs) else None, 1) for k, e in enumerate(t_entries)]
+
+
+def _dare_task(path: Path, res: _DareResults, entries: list[_DareTask], campaign: str, price: Any) -> list[Imported]:
+    t = entries[0]
     agent = safe_text("darebench:" + res.model)
     ohash = json_digest({"darebench": {"executor": res.executor, "benchmark_version": res.benchmark_version,
                                        "suite": res.suite}})
     task_hash = json_digest(t.frontmatter)
+    modality, execution = _dare_cell(t.task_id, t.frontmatter)
     meta = {"source": "darebench", "title": safe_text(str(t.frontmatter.get("name", t.task_id))),
-            "modality": "text", "execution": "multi-step-with-tools"}
+            "modality": modality, "execution": execution}
     opts = {"source": "darebench", "file": str(path), "darebench_run_id": res.run_id}
-    runs: list[_GradingRun | None] = [*t.grading.runs] or [None]
     out: list[Imported] = []
-    for j, run in enumerate(runs):
+    for j, (entry, run, share) in enumerate(_dare_runs(entries)):
         key = RunKey(campaign=campaign, task_id=safe_text(t.task_id), task_hash=task_hash, agent=agent, level=None,
                      epoch=j + 1, options_hash=ohash)
-        usage = _dare_usage(t.usage, len(runs), price)
+        usage = _dare_usage(entry.usage, share, price)
+        upstream_cost = None if entry.usage.cost_usd is None else entry.usage.cost_usd / share
         note = HarnessEvent(seq=0, t=0.0, note=f"imported from DareBench results {path.name} (task {t.task_id}, run {j + 1})")
-        if t.status == "error" or run is None:
-            why = "DareBench task status error" if t.status == "error" else "DareBench task has no grading run"
+        timed_out = entry.timed_out or entry.status == "timeout"
+        # Upstream's outcome (`get_result.py`): timeout, else success, else error (any other status).
+        if not timed_out and (entry.status != "success" or run is None):
+            why = (f"DareBench run status {entry.status!r}" if entry.status != "success"
+                   else "DareBench run has no grading run")
+            if run is not None and run.notes:
+                why += f": {safe_text(run.notes)[:500]}"
             out.append((imported_record(key, ["contract"], score=None, passed=None, grade=Grade(), end_reason="harness_error",
                                         void_reason=why, model=res.model, usage=usage, task_meta=meta, options=opts), [note]))
             continue
+        if run is None:  # a timeout with no grading run: nothing delivered is scored 0
+            run = _GradingRun(score=0.0, max_score=1.0, notes="no grading run for a timed-out run")
         score = run.score / run.max_score if run.max_score else run.score
         if not math.isfinite(score):
             raise InputError(path, f"tasks[{t.task_id}].grading.runs[{j}].score", "not a finite number")
@@ -293,9 +345,10 @@ def _dare_task(path: Path, res: _DareResults, t: _DareTask, campaign: str, price
         grade = Grade(contract=ContractGrade.model_validate({
             "checks": safe_json(run.breakdown), "judge": {"notes": safe_text(run.notes or "")},
             "darebench": safe_json({"grading_type": run.grading_type, "score": run.score, "max_score": run.max_score,
-                                    "upstream_cost_usd": t.usage.cost_usd})}))
+                                    "upstream_cost_usd": upstream_cost, "status": entry.status,
+                                    "total_tokens": entry.usage.total_tokens})}))
         out.append((imported_record(key, ["contract"], score=score, passed=score >= metrics.PASS_THRESHOLD, grade=grade,
-                                    end_reason="max_time" if t.status == "timeout" else "finished", model=res.model,
+                                    end_reason="max_time" if timed_out else "finished", model=res.model,
                                     usage=usage, task_meta=meta, options=opts), [note]))
     return out
 
@@ -312,6 +365,9 @@ def convert_darebench(paths: list[Path], campaign: str) -> list[Imported]:
             err = e.errors()[0]
             raise InputError(path, ".".join(str(x) for x in err["loc"]) or None, err["msg"]) from None
         price = model_price(res.model, overrides)
+        by_task: dict[str, list[_DareTask]] = {}
         for t in res.tasks:
-            out += _dare_task(path, res, t, campaign, price)
+            by_task.setdefault(t.task_id, []).append(t)
+        for entries in by_task.values():
+            out += _dare_task(path, res, entries, campaign, price)
     return out
