@@ -12,6 +12,7 @@ the attacker, whose result must be what it is without the attack. Every test dri
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -210,26 +211,28 @@ def test_show_json_keeps_the_fault(refund_attack: dict[str, Any]) -> None:
 
 # --------------------------------------------------------------------------- a predicate that backtracks on the artifact
 
-SCHEMA = {"type": "object", "properties": {"id": {"type": "string", "pattern": "^(a+)+$"}}}
+SCHEMA = {"type": "array", "uniqueItems": True}
 
 
 @pytest.fixture(scope="module")
 def backtracking() -> Iterator[dict[str, Any]]:
-    """A task's JSON Schema `pattern` (run by Python's `re` in jsonschema) that backtracks for
-    hours on an artifact the agent shapes for it, in the same campaign as an honest run."""
+    """A task's JSON Schema check that is slow on an artifact the agent shapes for it, in the same
+    campaign as an honest run. Patterns run on RE2 now (tests/test_task_json_schemas.py); what is
+    left is jsonschema's own cost: `uniqueItems` compares objects pairwise, and 20,000 of them
+    take hours."""
     with workdir("void-schema") as wd:
         suite = write_yaml(wd / "suite" / "schema", {
-            "title": "write the record", "domain": "test", "execution": "multi-step-with-tools",
-            "prompt": "Write record.json.",
-            "contract": [{"path": "record.json", "predicate": "json", "json_schema": SCHEMA}]},
+            "title": "write the records", "domain": "test", "execution": "multi-step-with-tools",
+            "prompt": "Write records.json.",
+            "contract": [{"path": "records.json", "predicate": "json", "json_schema": SCHEMA}]},
             {"workspace/README.md": "hello\n"})
-        evil = '{"id": "' + "a" * 40 + '!"}'
-        agents = {"backtrack": [_writes("record.json", evil), {"say": "done"}],
-                  "honest": [cmd("sleep 1"), _writes("record.json", '{"id": "aaa"}'), {"say": "done"}]}
+        evil = json.dumps([{"a": i} for i in range(20_000)])
+        agents = {"backtrack": [_writes("records.json", evil), {"say": "done"}],
+                  "honest": [cmd("sleep 1"), _writes("records.json", '[{"a": 1}, {"a": 2}]'), {"say": "done"}]}
         yield _campaign(wd, [suite], agents, env={"ASSAY_PREDICATE_TIMEOUT_S": "3"})
 
 
-def test_a_backtracking_schema_pattern_fails_the_predicate_not_the_campaign(backtracking: dict[str, Any]) -> None:
+def test_a_slow_schema_check_fails_the_predicate_not_the_campaign(backtracking: dict[str, Any]) -> None:
     run = backtracking["runs"]["backtrack"]
     _scored_failure(run, "predicate", "stopped after 3 s")
     assert backtracking["cli"].seconds < 60, backtracking["cli"].tail()

@@ -201,6 +201,9 @@ def check_predicate(workspace: Path, pred: Predicate) -> PredicateResult:
         return res(False, f"refused: {e}")
     try:
         return res(*decide(pred, data))
+    except RecursionError:  # a task's recursive schema on a deep artifact (the worker's own limit)
+        return PredicateResult(path=pred.path, predicate=pred.predicate, ok=False, fault=True,
+                               reason=f"the {pred.predicate} predicate passed its recursion limit on this artifact")
     except Exception as e:  # noqa: BLE001 (whatever the artifact's bytes make a predicate raise is the artifact's)
         # e.g. jsonschema's `multipleOf` on a number past a float's range (OverflowError): a
         # failed predicate with the fault recorded, never a void run (SPEC "who failed decides")
