@@ -84,10 +84,10 @@ def test_paired_decides_and_keeps_the_decision() -> None:
     test = seq.PairedTest()
     steps = [test.add([1.0] * 10) for _ in range(4)]
     decided = [s for s in steps if s.decision is not None]
-    assert decided and decided[0].decision == "B better"
-    assert all(s.decision == "B better" and s.decided_at == decided[0].round for s in decided)
+    assert decided and decided[0].decision == "b_better"
+    assert all(s.decision == "b_better" and s.decided_at == decided[0].round for s in decided)
     worse = seq.paired_sequential([[-1.0] * 10] * 4)
-    assert worse[-1].decision == "A better"
+    assert worse[-1].decision == "a_better"
 
 
 def test_margin_decides_equivalent_when_the_difference_is_small() -> None:

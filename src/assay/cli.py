@@ -222,8 +222,10 @@ def _print_evidence(ev: dict[str, Any]) -> None:
 
 
 def _print_paired(p: dict[str, Any]) -> None:
+    from assay.sequential import DECISION_TEXT
+
     mean = "n/a" if p["mean_diff"] is None else f"{p['mean_diff']:+.3f}"
-    decided = f"{p['decision']} (round {p['decided_at']})" if p["decision"] else "not decided"
+    decided = f"{DECISION_TEXT[p['decision']]} (round {p['decided_at']})" if p["decision"] else "not decided"
     out.print(f"paired B - A ({p['b']} - {p['a']}), anytime-valid: {mean} [{p['ci'][0]:+.3f}, {p['ci'][1]:+.3f}] "
               f"over {p['n']} pairs; e-value {p['e_value']:.3g}, sequential p {p['p_value']:.3g}; {decided}",
               highlight=False, soft_wrap=True)
@@ -707,8 +709,6 @@ def serve(
         _check_port_free(host, port)
     except InputError as e:
         _fail(e)
-    if token is not None and len(token) < 16:  # on a non-loopback address create_app refused it
-        sys.stderr.write("warning: --token is shorter than 16 characters; anyone who can reach the server may guess it\n")
     shown = f"[{host}]" if ":" in host else host
     err.print(f"assay web app on http://{shown}:{port}/ (store {url}); health at /healthz; Ctrl-C or SIGTERM stops it "
               "(play sessions resume at the next start)")

@@ -66,7 +66,9 @@ seen: early bets follow a few lucky pairs less (bench/bench_sequential.py chose 
 PAIRED_FLOOR = 0.1
 """Each side of the paired test bets at least this much, so the side the early data disfavour
 still grows when the data turn."""
-Decision = Literal["B better", "A better", "equivalent"]
+Decision = Literal["b_better", "a_better", "equivalent"]
+"""A paired test's decision as SPEC writes it (the JSON); `DECISION_TEXT` says it in words."""
+DECISION_TEXT: dict[str, str] = {"b_better": "B better", "a_better": "A better", "equivalent": "equivalent"}
 
 
 def ci_bet(n: np.ndarray | float, total: np.ndarray | float, squares: np.ndarray | float,
@@ -278,7 +280,7 @@ class PairedTest:
             if -self.margin < lo and hi < self.margin:
                 return "equivalent"
         if self.log_e >= math.log(1 / self.alpha):
-            return "B better" if self.log_plus >= self.log_minus else "A better"
+            return "b_better" if self.log_plus >= self.log_minus else "a_better"
         return None
 
     def step(self) -> PairedStep:

@@ -61,13 +61,18 @@ def test_until_decided_stops_decides_right_and_stores_what_it_says(suite: Path, 
     Report.model_validate(report)
     ev = report["sequential"]
     assert ev["rule"] == "until-decided" and ev["rounds"] == 2 and ev["rounds_max"] == 10
-    assert ev["paired"]["decision"] == "B better" and ev["paired"]["decided_at"] == 2
+    assert ev["paired"]["decision"] == "b_better" and ev["paired"]["decided_at"] == 2
     assert ev["paired"]["mean_diff"] == pytest.approx(0.25)
     assert ev["paired"]["e_value"] >= 20 and ev["paired"]["p_value"] <= 0.05
     assert "confidence sequence" in ev["interval"]
     assert ev["runs"] == 2 * 2 * N_TASKS
     stored = _report(tmp_path, "default")["runs"]
     assert len(stored) == ev["runs"] and {x["epoch"] for x in stored} == {1, 2}
+    # SPEC's `adaptive` object, the same outcome in brief
+    assert report["adaptive"] == {
+        "mode": "until-decided", "decision": "b_better", "stopped_because": "decided", "rounds": 2,
+        "runs": ev["runs"], "usd": ev["cost_usd"], "fixed_design_runs": ev["fixed_runs"],
+        "half_width": {iv["agent"]: {iv["kind"]: iv["half_width"]} for iv in ev["intervals"]}}
 
     again = assay("run", str(suite), *PAIR, "--until-decided", "-q", cwd=tmp_path)  # the same state from the store
     assert again.returncode == 0 and "0 runs this time, 160 already done" in again.stderr, again.stderr
@@ -79,7 +84,7 @@ def test_until_decided_stops_decides_right_and_stores_what_it_says(suite: Path, 
     assert "B better (round 2)" in c.stdout and "to detect 0.1:" in c.stdout, c.stdout
     cmp = json.loads(cmp_out.read_text())
     Compare.model_validate(cmp)
-    assert cmp["sequential"]["decision"] == "B better" and cmp["power"]["n"] == 80
+    assert cmp["sequential"]["decision"] == "b_better" and cmp["power"]["n"] == 80
     assert cmp["sequential"]["runs"] == ev["runs"] and "spent 160 runs" in c.stdout, c.stdout
     assert cmp["sequential"]["fixed_runs"] == 2 * cmp["sequential"]["fixed_pairs"]
     assert cmp["power"]["n_detect"] == pytest.approx(cmp["power"]["runs_detect"] / 2)
@@ -165,7 +170,7 @@ def test_pool_is_reproducible_from_the_seed(suite: Path, tmp_path: Path) -> None
     assert drawn("a") == drawn("b") != drawn("c")
     ev = json.loads((tmp_path / "a.json").read_text())["sequential"]
     assert ev["pool"] and ev["seed"] == 7 and len(drawn("a")) == 5 * ev["rounds"] < N_TASKS
-    assert ev["paired"]["decision"] == "B better" and ev["rounds"] == 3  # e = 1.61, 4.3, 33
+    assert ev["paired"]["decision"] == "b_better" and ev["rounds"] == 3  # e = 1.61, 4.3, 33
     # The campaign's order is kept with it: another seed on it is refused before anything runs.
     r = assay("run", str(suite), *APART, "--until-decided", "--pool", "--seed", "9", "--campaign", "a", cwd=tmp_path)
     assert r.returncode == 2 and "was started with --pool --seed 7" in r.stderr, r.stderr
@@ -176,15 +181,21 @@ def test_until_ci_stops_at_the_width_or_the_epochs(suite: Path, tmp_path: Path) 
     r = assay("run", str(suite), "--agent", "reference", "--until-ci", "0.05", "-q", "--json",
               str(tmp_path / "r.json"), cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    ev = json.loads((tmp_path / "r.json").read_text())["sequential"]
+    report = json.loads((tmp_path / "r.json").read_text())
+    ev = report["sequential"]
     assert ev["stopped"].startswith("every interval has half-width <= 0.05")
+    adaptive = report["adaptive"]
+    assert adaptive["mode"] == "until-ci" and adaptive["decision"] is None and adaptive["stopped_because"] == "ci"
+    assert all(w <= 0.05 for kinds in adaptive["half_width"].values() for w in kinds.values())
     assert all(iv["half_width"] <= 0.05 and iv["lo"] <= iv["mean"] <= iv["hi"] for iv in ev["intervals"])
     assert len(_report(tmp_path, "default")["runs"]) == ev["runs"] == ev["rounds"] * N_TASKS
     capped = assay("run", str(suite), "--agent", "literal", "--until-ci", "0.001", "--max-epochs", "2", "--campaign", "cap", "-q",
                    "--json", str(tmp_path / "cap.json"), cwd=tmp_path)
     assert capped.returncode == 0, capped.stderr
-    ev = json.loads((tmp_path / "cap.json").read_text())["sequential"]
+    capped_report = json.loads((tmp_path / "cap.json").read_text())
+    ev = capped_report["sequential"]
     assert ev["stopped"] == "--max-epochs 2 reached" and ev["runs"] == 2 * N_TASKS
+    assert capped_report["adaptive"]["stopped_because"] == "max_epochs"
 
 
 def test_dry_run_states_the_power(suite: Path, tmp_path: Path) -> None:

@@ -32,7 +32,7 @@ from assay.campaign.runner import RunContext
 from assay.campaign.scheduler import CampaignResult, Executor, run_campaign
 from assay.errors import InputError
 from assay.report.compare import Side, finished
-from assay.report.model import Evidence, EvidenceInterval, EvidencePaired, Power
+from assay.report.model import Evidence, EvidenceInterval, EvidencePaired, Power, StopCode
 from assay.store import Store
 
 if TYPE_CHECKING:
@@ -215,8 +215,8 @@ async def run_rounds(prepared: PreparedCampaign, ctx: RunContext, *, console: Co
     state = _State(agents, design.alpha, design.margin)
     total = CampaignResult()
     spent: set[str] = set()
-    stopped = f"the pool ended ({len(prepared.tasks)} tasks)" if design.pool else \
-        f"--max-epochs {len(rounds)} reached"
+    stopped: tuple[StopCode, str] = ("pool", f"the pool ended ({len(prepared.tasks)} tasks)") if design.pool else \
+        ("max_epochs", f"--max-epochs {len(rounds)} reached")
     done = 0
     for i, runs in enumerate(rounds, 1):
         part = await run_campaign(Plan(runs=runs, skipped=[]), ctx, console=console, show_progress=show_progress,
@@ -240,30 +240,31 @@ async def run_rounds(prepared: PreparedCampaign, ctx: RunContext, *, console: Co
         fixed = 2 * paired.fixed_pairs if paired is not None and paired.fixed_pairs is not None else None
     evidence = Evidence(rule=design.rule, interval=INTERVAL.format(level=100 * (1 - design.alpha)),
                         alpha=design.alpha, width=design.width, margin=design.margin, pool=design.pool,
-                        seed=design.seed, rounds=done, rounds_max=len(rounds), stopped=stopped,
+                        seed=design.seed, rounds=done, rounds_max=len(rounds), stopped=stopped[1],
+                        stopped_because=stopped[0],
                         runs=len(spent), cost_usd=store.campaign_cost(o.campaign), fixed_runs=fixed,
                         intervals=intervals, paired=paired if design.rule == "until-decided" else None)
     return total, evidence, spent
 
 
-def _stop(state: _State, design: Design, i: int, part: CampaignResult) -> str | None:
-    """Why the campaign stops after round `i`, or None to run the next."""
+def _stop(state: _State, design: Design, i: int, part: CampaignResult) -> tuple[StopCode, str] | None:
+    """Why the campaign stops after round `i` (SPEC's code, and in words), or None to run the next."""
     if part.interrupted:
-        return f"interrupted in round {i}"
+        return "interrupted", f"interrupted in round {i}"
     if design.rule == "until-decided" and state.paired is not None and state.paired.decision is not None:
         step = state.paired.step()
         if step.decision == "equivalent":
-            return f"decided after round {i}: equivalent within {design.margin:g}"
-        return (f"decided after round {i}: {step.decision} (e-value {step.e_value:.3g} >= 1/alpha = "
+            return "decided", f"decided after round {i}: equivalent within {design.margin:g}"
+        return "decided", (f"decided after round {i}: {sequential.DECISION_TEXT[step.decision or '']} (e-value {step.e_value:.3g} >= 1/alpha = "
                 f"{1 / design.alpha:g})")
     if design.rule == "until-ci":
         widths = [iv.half_width for iv in state.intervals()]
         if widths and max(widths) <= (design.width or 0.0):
-            return f"every interval has half-width <= {design.width:g} after round {i}"
+            return "ci", f"every interval has half-width <= {design.width:g} after round {i}"
     if part.budget_reached is not None:
-        return f"the campaign budget (--max-campaign-usd {part.budget_reached:g}) was reached in round {i}"
+        return "budget", f"the campaign budget (--max-campaign-usd {part.budget_reached:g}) was reached in round {i}"
     if part.stopped_agents:
-        return f"an agent was stopped in round {i}: {', '.join(sorted(part.stopped_agents))}"
+        return "agent_stopped", f"an agent was stopped in round {i}: {', '.join(sorted(part.stopped_agents))}"
     return None
 
 
@@ -273,7 +274,7 @@ def _round_line(state: _State, i: int, n: int) -> str:
     if state.paired is not None and state.paired.seen.n:
         s = state.paired.step()
         parts.append(f"B-A {s.mean:+.3f} [{s.ci[0]:+.3f}, {s.ci[1]:+.3f}] e={s.e_value:.3g}"
-                     + (f" {s.decision}" if s.decision else ""))
+                     + (f" {sequential.DECISION_TEXT[s.decision]}" if s.decision else ""))
     return f"round {i}/{n}: " + "; ".join(parts)
 
 

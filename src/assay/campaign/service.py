@@ -42,7 +42,7 @@ from assay.llm.messages import Usage
 from assay.llm.resolve import resolve_model
 from assay.record import RunRecord
 from assay.report.build import build_report
-from assay.report.model import Power
+from assay.report.model import Adaptive, Power
 from assay.report.runs import read_runs
 from assay.store import Store
 from assay.store.labels import stored_labels as labels_in_store
@@ -270,6 +270,7 @@ async def run_prepared(prepared: PreparedCampaign, *, console: Console | None = 
     report = build_report(campaign, runs, skipped=prepared.skipped, details=bool(details))
     if evidence is not None:
         report["sequential"] = evidence.model_dump(mode="json")
+        report["adaptive"] = Adaptive.of(evidence).model_dump(mode="json")
     return result, report
 
 

@@ -306,7 +306,7 @@ class EvidencePaired(_Model):
     p_value: float = Field(description="anytime-valid: 1 / the largest e-value so far")
     ci: list[float] = Field(description="confidence sequence of the mean difference")
     margin: float | None
-    decision: Literal["B better", "A better", "equivalent"] | None
+    decision: Literal["b_better", "a_better", "equivalent"] | None
     decided_at: int | None = Field(description="the round of the decision")
     mde80: float | None = Field(description="minimum detectable difference of a fixed design of n pairs at 80% power")
     fixed_pairs: int | None = Field(description="pairs a fixed design needs for the observed difference at 80% power")
@@ -330,6 +330,10 @@ class Power(_Model):
     usd_detect: float | None = None
 
 
+StopCode = Literal["ci", "decided", "max_epochs", "budget", "pool", "interrupted", "agent_stopped"]
+"""Why rounds stopped: SPEC's five, and an interruption or an agent stopped (its key refused, its budget spent)."""
+
+
 class Evidence(_Model):
     """`assay run --until-ci` / `--until-decided`: the rounds, why they stopped, and what was spent."""
 
@@ -342,12 +346,38 @@ class Evidence(_Model):
     seed: int | None
     rounds: int = Field(description="rounds run")
     rounds_max: int = Field(description="rounds the epochs or the pool allow")
-    stopped: str = Field(description="why it stopped")
+    stopped: str = Field(description="why it stopped, in words")
+    stopped_because: StopCode
     runs: int = Field(description="runs in the rounds run (the store holds these)")
     cost_usd: float
     fixed_runs: int | None = Field(description="runs a fixed design of the same power or width would need")
     intervals: list[EvidenceInterval]
     paired: EvidencePaired | None = None
+
+
+class Adaptive(_Model):
+    """The run report's `adaptive` object as SPEC writes it: the rounds' outcome in brief
+    (`sequential` holds the whole `Evidence`)."""
+
+    mode: Literal["until-ci", "until-decided"]
+    decision: Literal["b_better", "a_better", "equivalent", "undecided"] | None = Field(
+        description="None for --until-ci")
+    stopped_because: StopCode
+    rounds: int
+    runs: int
+    usd: float
+    half_width: dict[str, dict[str, float]] = Field(description="agent -> kind -> half-width of its interval")
+    fixed_design_runs: int | None
+
+    @classmethod
+    def of(cls, ev: Evidence) -> Adaptive:
+        decision = None if ev.rule == "until-ci" else \
+            (ev.paired.decision if ev.paired is not None and ev.paired.decision is not None else "undecided")
+        widths: dict[str, dict[str, float]] = {}
+        for iv in ev.intervals:
+            widths.setdefault(iv.agent, {})[iv.kind] = iv.half_width
+        return cls(mode=ev.rule, decision=decision, stopped_because=ev.stopped_because, rounds=ev.rounds,
+                   runs=ev.runs, usd=ev.cost_usd, half_width=widths, fixed_design_runs=ev.fixed_runs)
 
 
 class NoiseTask(_Model):
@@ -404,6 +434,7 @@ class Report(_Model):
     warnings: list[str]
     failure_modes: dict[str, Any] | None = None
     sequential: Evidence | None = None
+    adaptive: Adaptive | None = None
 
 
 def summary_model(report: dict[str, Any]) -> Report:
