@@ -14,6 +14,7 @@ from starlette.testclient import TestClient
 from assay.errors import InputError
 from assay.web.app import create_app
 from assay.web.security import GUESS_EVERY_S, GUESSES, SECURITY_HEADERS
+from tests.helpers import assay
 
 TOKEN = "a-shared-token-long-enough"
 
@@ -70,14 +71,14 @@ def test_wrong_tokens_at_the_sign_in_form_are_slowed(app: FastAPI) -> None:
     assert r.status_code == 303 and "assay_session" in r.headers["set-cookie"]
 
 
-@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.0.2.7"])
-def test_a_short_token_on_an_address_others_reach_is_refused(tmp_path: Path, host: str) -> None:
+@pytest.mark.parametrize("host", ["127.0.0.1", "0.0.0.0", "::", "192.0.2.7"])
+def test_a_short_token_is_refused(tmp_path: Path, host: str) -> None:
     with pytest.raises(InputError) as e:
-        create_app(f"sqlite:///{tmp_path / 'assay.db'}", token="abc", listen_host=host, create_store=True)
+        create_app(f"sqlite:///{tmp_path / 'assay.db'}", token="x" * 15, listen_host=host, create_store=True)
     assert e.value.field == "--token" and "shorter than 16 characters" in e.value.reason
     assert not (tmp_path / "assay.db").exists()  # refused before the store was made
 
 
-def test_a_short_token_on_loopback_is_taken(tmp_path: Path) -> None:
-    web = create_app(f"sqlite:///{tmp_path / 'assay.db'}", token="abc", listen_host="127.0.0.1", create_store=True)
-    web.state.store.close()
+def test_a_short_token_is_exit_2_from_assay_serve(tmp_path: Path) -> None:
+    r = assay("serve", "--token", "abc", "--store", f"sqlite:///{tmp_path / 'assay.db'}", "--create", cwd=tmp_path)
+    assert r.returncode == 2 and "--token" in r.stderr and "shorter than 16" in r.stderr, r.stderr

@@ -48,6 +48,7 @@ from assay.web.security import (
     SESSION_HOURS,
     Guard,
     Identity,
+    TooManyGuesses,
     WebAuth,
     check_allowed_host,
     client_address,
@@ -145,10 +146,9 @@ def create_app(store_url: str, suites: list[Path] | None = None, *, token: str |
         raise InputError(None, "--token", "the token is empty")
     hosts = set(LOOPBACK_NAMES) | {check_allowed_host(h) for h in allowed_hosts or []}
     local = is_loopback_host(listen_host)
-    if not local and token is not None and len(token) < MIN_SHARED_TOKEN:
-        raise InputError(None, "--token", f"shorter than {MIN_SHARED_TOKEN} characters on {listen_host}, which other "
-                                          "machines reach: it could be guessed; make one with "
-                                          "python3 -c 'import secrets; print(secrets.token_urlsafe(24))'")
+    if token is not None and len(token) < MIN_SHARED_TOKEN:
+        raise InputError(None, "--token", f"shorter than {MIN_SHARED_TOKEN} characters: it could be guessed; make one "
+                                          "with python3 -c 'import secrets; print(secrets.token_urlsafe(24))'")
     if listen_host.strip("[]") not in ("0.0.0.0", "::", ""):  # a specific address is a name of this server
         hosts.add(check_allowed_host(listen_host))
     tasks: list[Task] = discover(list(suites)) if suites else []
@@ -224,14 +224,11 @@ def create_app(store_url: str, suites: list[Path] | None = None, *, token: str |
     async def signin(request: Request) -> Any:
         form = _form(await request.body())
         target = _local_path(form.get("next", "/"))
-        address = client_address(request.scope)
-        wait_s = auth.guesses.wait(address)
-        if wait_s > 0:
-            return page(request, "signin.html", status=429, title="sign in", next=target,
-                        error=f"too many wrong tokens from this address; try again in {wait_s:.0f} s")
-        made = auth.sign_in(form.get("token", ""))
+        try:
+            made = auth.sign_in(form.get("token", ""), client_address(request.scope))
+        except TooManyGuesses as e:
+            return page(request, "signin.html", status=429, title="sign in", next=target, error=str(e))
         if made is None:
-            auth.guesses.failed(address)
             return page(request, "signin.html", status=401, title="sign in", next=target,
                         error="that token is not valid")
         sid, _session = made

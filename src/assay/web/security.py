@@ -55,7 +55,7 @@ from assay.store.accounts import find_by_token, get_account, has_accounts
 from assay.store.play import StoredSignin, delete_signin, load_signin, save_signin
 
 __all__ = ["COOKIE", "GUESSES", "GUESS_EVERY_S", "LOOPBACK_NAMES", "MAX_BODY_BYTES", "MIN_SHARED_TOKEN", "SECURITY_HEADERS", "SESSION_HOURS",
-           "SHARED_TOKEN_NAME", "Guard", "Identity", "SignInThrottle", "WebAuth", "check_allowed_host",
+           "SHARED_TOKEN_NAME", "Guard", "Identity", "SignInThrottle", "TooManyGuesses", "WebAuth", "check_allowed_host",
            "client_address", "is_loopback_host", "too_many_guesses"]
 
 MAX_BODY_BYTES = 1024 * 1024
@@ -69,7 +69,7 @@ OPEN_PATHS = ("/signin", "/healthz")
 #: pages under /api/ (HTML for a person, so a caller without sign-in is sent to sign in)
 API_PAGES = ("/api/docs",)
 MIN_SHARED_TOKEN = 16
-"""A shared `--token` shorter than this is refused on an address other machines reach."""
+"""A shared `--token` (or ASSAY_TOKEN) shorter than this is refused (SPEC: exit 2)."""
 GUESSES = 10
 """Wrong tokens a client address may send at once before it is slowed down."""
 GUESS_EVERY_S = 6.0
@@ -182,10 +182,17 @@ class SignInThrottle:
             self.buckets.pop(next(iter(self.buckets)))
 
 
+class TooManyGuesses(Exception):
+    """This address sent too many wrong tokens: it may try again in `wait_s` seconds."""
+
+    def __init__(self, wait_s: float) -> None:
+        super().__init__(f"too many wrong tokens from this address; try again in {wait_s:.0f} s")
+        self.wait_s = wait_s
+
+
 def too_many_guesses(api: bool, wait_s: float) -> Response:
     """429 for an address that sent too many wrong tokens."""
-    why = f"too many wrong tokens from this address; try again in {wait_s:.0f} s"
-    resp = _refuse(api, 429, why)
+    resp = _refuse(api, 429, str(TooManyGuesses(wait_s)))
     resp.headers["retry-after"] = str(max(1, round(wait_s)))
     return resp
 
@@ -212,9 +219,20 @@ class WebAuth:
         acc = find_by_token(self.store, token)
         return None if acc is None else (Identity(acc.name, acc.role), True)
 
-    def sign_in(self, token: str) -> tuple[str, _Session] | None:
-        """A new session for a valid token: (cookie value, session)."""
-        who = self.by_token(token.strip())
+    def guess(self, address: str, token: str) -> tuple[Identity, bool] | None:
+        """`by_token` counted against the caller's address: TooManyGuesses while it is slowed
+        down (the token is then not even compared); a wrong or empty token counts."""
+        wait_s = self.guesses.wait(address)
+        if wait_s > 0:
+            raise TooManyGuesses(wait_s)
+        who = self.by_token(token) if token else None
+        if who is None:
+            self.guesses.failed(address)
+        return who
+
+    def sign_in(self, token: str, address: str) -> tuple[str, _Session] | None:
+        """A new session for a valid token: (cookie value, session); TooManyGuesses as `guess`."""
+        who = self.guess(address, token.strip())
         if who is None:
             return None
         self._expire()
@@ -324,13 +342,11 @@ class Guard:
         auth_header = headers.get("authorization")
         if auth_header is not None:
             kind, _, value = auth_header.partition(" ")
-            address = client_address(scope)
-            wait_s = self.auth.guesses.wait(address)
-            if wait_s > 0:
-                return too_many_guesses(True, wait_s), receive
-            who = self.auth.by_token(value.strip()) if kind.lower() == "bearer" and value.strip() else None
+            try:
+                who = self.auth.guess(client_address(scope), value.strip() if kind.lower() == "bearer" else "")
+            except TooManyGuesses as e:
+                return too_many_guesses(True, e.wait_s), receive
             if who is None:
-                self.auth.guesses.failed(address)
                 return _refuse(True, 401, "the bearer token is not valid"), receive
             identity, via = who[0], "bearer"
         else:
