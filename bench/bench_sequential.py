@@ -40,49 +40,56 @@ from assay.sequential import ALPHA, ConfidenceSequence, bet_factors, ci_bet, n_f
 Draw = Callable[[np.random.Generator, int], np.ndarray]
 
 
+class Moments:
+    """Per campaign: the count, sum and sum of squares of the observations so far (what the bets read)."""
+
+    def __init__(self, campaigns: int) -> None:
+        self.n = np.zeros(campaigns)
+        self.total = np.zeros(campaigns)
+        self.squares = np.zeros(campaigns)
+
+    def add(self, x: np.ndarray) -> None:
+        """One round's observations, a row per campaign."""
+        self.n += x.shape[1]
+        self.total += x.sum(axis=1)
+        self.squares += (x * x).sum(axis=1)
+
+
 def covered(draw: Draw, mu: np.ndarray, rounds: int, rng: np.random.Generator, alpha: float = ALPHA) -> float:
     """Share of campaigns (rows of `mu`) whose capital at the true mean never reaches 1/alpha."""
     c = mu.size
-    n = np.zeros(c)
-    total = np.zeros(c)
-    squares = np.zeros(c)
+    seen = Moments(c)
     log_up = np.zeros(c)
     log_down = np.zeros(c)
     out = np.zeros(c, dtype=bool)
     for r in range(rounds):
         x = draw(rng, r)
-        lam = ci_bet(n, total, squares, x.shape[1], alpha)
+        lam = ci_bet(seen.n, seen.total, seen.squares, x.shape[1], alpha)
         up, down = bet_factors(x, mu[:, None], lam[:, None])
         log_up += up.sum(axis=1)
         log_down += down.sum(axis=1)
         out |= np.logaddexp(log_up, log_down) - math.log(2) >= math.log(1 / alpha)
-        n += x.shape[1]
-        total += x.sum(axis=1)
-        squares += (x * x).sum(axis=1)
+        seen.add(x)
     return float(1 - out.mean())
 
 
 def paired(draw: Draw, rounds: int, rng: np.random.Generator, campaigns: int,
            alpha: float = ALPHA) -> tuple[np.ndarray, np.ndarray]:
     """Per campaign: the round of the first decision (0: none) and its sign (+1 B better, -1 A better)."""
-    n = np.zeros(campaigns)
-    total = np.zeros(campaigns)
-    squares = np.zeros(campaigns)
+    seen = Moments(campaigns)
     log_plus = np.zeros(campaigns)
     log_minus = np.zeros(campaigns)
     when = np.zeros(campaigns, dtype=int)
     sign = np.zeros(campaigns, dtype=int)
     for r in range(rounds):
         d = draw(rng, r)
-        up, down = paired_bets(n, total, squares, alpha)
+        up, down = paired_bets(seen.n, seen.total, seen.squares, alpha)
         log_plus += np.log1p(up[:, None] * d).sum(axis=1)
         log_minus += np.log1p(-down[:, None] * d).sum(axis=1)
         hit = (np.logaddexp(log_plus, log_minus) - math.log(2) >= math.log(1 / alpha)) & (when == 0)
         when[hit] = r + 1
         sign[hit] = np.where(log_plus[hit] >= log_minus[hit], 1, -1)
-        n += d.shape[1]
-        total += d.sum(axis=1)
-        squares += (d * d).sum(axis=1)
+        seen.add(d)
     return when, sign
 
 
