@@ -370,7 +370,7 @@ def test_a_judged_rubric_task_is_judged_by_assays_judge_inside_inspect(tmp_path:
         out = scripted({"What is the answer? Name your source.": ANSWER})
         log = run_inspect("export/tasks.py", tmp_path, "mockllm/model", out, tmp_path / "logs", epochs=1,
                           task_args={"judge": "j"})
-        assert len(srv.requests) == 1
+        assert len(srv.requests) == 2  # the verdict, and the audit's injection screen
         unjudged = run_inspect("export/tasks.py", tmp_path, "mockllm/model", out, tmp_path / "logs2", epochs=1,
                                fail_on_error=False)
     (sample,) = inspect_ai.log.read_eval_log(str(log)).samples or []
