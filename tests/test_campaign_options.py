@@ -79,7 +79,7 @@ def test_result_options_hold_what_can_change_a_result() -> None:
     assert set(got["judges"]) == {"openai/a", "openai/b"}
     assert {k: v for k, v in got.items() if k != "judges"} == {
         "judge_mode": "per-item", "judge_repeats": 3, "max_turns": 9, "max_minutes": 2.5, "max_usd": 0.25,
-        "search": "local", "sandbox": False}
+        "search": "local", "sandbox": False, "injection_screen": "on"}
 
 
 def test_result_options_leave_out_what_cannot_change_a_result() -> None:

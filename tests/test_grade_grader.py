@@ -15,6 +15,7 @@ import pytest
 from assay.errors import GraderError
 from assay.grade.audit import META_SYSTEM
 from assay.grade.grader import GradeInput, grade_run, needs_judge
+from assay.grade.injection_screen import SCREEN_SYSTEM
 from assay.grade.inputs import DeliveredSystem, JudgeService
 from assay.grade.rubric import ItemVerdict
 from assay.record import CaseGrade, Discovery, Event, UsageCost
@@ -55,6 +56,8 @@ class FakeJudge:
 
     async def ask_raw(self, system: str, prompt: str, *, attempt: int = 0) -> tuple[str, UsageCost]:
         self.raw_systems.append(system)
+        if system == SCREEN_SYSTEM:
+            return '{"passages": []}', self.raw_usage
         if system == META_SYSTEM:
             assert self.supported is not None, "the meta-judge was not expected to be asked"
             return json.dumps({"supported": self.supported, "reason": "looked at the trace"}), self.raw_usage
@@ -98,9 +101,11 @@ RUBRIC = Rubric(items=[check_item("hello", 5, "hello"), check_item("world", 5, "
 
 def gi(task: Task, *, final: str = "", workspace: Path | None = None, judge: JudgeService | None = None,
        delivered: DeliveredSystem | None = None, events: list[Event] | None = None,
-       end_reason: str = "finished") -> GradeInput:
+       end_reason: str = "finished", screen: bool = False) -> GradeInput:
+    """A run's grade input; the audit's injection screen is off unless asked for (its own tests are
+    tests/test_grade_injection_screen.py), so judge usage here is the verdicts' and the meta-judge's."""
     return GradeInput(task=task, level=None, workspace=workspace, final_message=final, events=events or [],
-                      end_reason=end_reason, judge=judge, delivered=delivered)
+                      end_reason=end_reason, judge=judge, delivered=delivered, injection_screen=screen)
 
 
 @pytest.fixture

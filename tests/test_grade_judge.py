@@ -434,10 +434,12 @@ def test_judge_usage_is_counted_and_kept_apart_from_the_agent() -> None:
         async def go() -> Any:
             try:
                 # The answer holds the numbers the credited item cites, so the evidence audit
-                # has nothing to ask a meta-judge about: every judge call here is a rubric call.
+                # has nothing to ask a meta-judge about, and the injection screen is off: every
+                # judge call here is a rubric call.
                 return await grade_run(GradeInput(task=task, level=None, workspace=None,
                                                   final_message="Give 15 mg/kg every 4 to 6 hours.",
-                                                  events=[], end_reason="finished", judge=judge))
+                                                  events=[], end_reason="finished", judge=judge,
+                                                  injection_screen=False))
             finally:
                 await judge.aclose()
 

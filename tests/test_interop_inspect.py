@@ -370,7 +370,7 @@ def test_a_judged_rubric_task_is_judged_by_assays_judge_inside_inspect(tmp_path:
         out = scripted({"What is the answer? Name your source.": ANSWER})
         log = run_inspect("export/tasks.py", tmp_path, "mockllm/model", out, tmp_path / "logs", epochs=1,
                           task_args={"judge": "j"})
-        assert len(srv.requests) == 1
+        assert len(srv.requests) == 2  # the verdict, and the audit's injection screen
         unjudged = run_inspect("export/tasks.py", tmp_path, "mockllm/model", out, tmp_path / "logs2", epochs=1,
                                fail_on_error=False)
     (sample,) = inspect_ai.log.read_eval_log(str(log)).samples or []
@@ -378,8 +378,9 @@ def test_a_judged_rubric_task_is_judged_by_assays_judge_inside_inspect(tmp_path:
     assert score.value == pytest.approx(0.7) and score.metadata["passed"] is True
     items = {i["id"]: i for i in score.metadata["grade"]["items"]}
     assert items["cites"]["hit"] and not items["cites"]["check"] and items["value"]["check"]
-    assert score.metadata["judge_usage"]["output_tokens"] == 50
+    # The fake server's usage for both calls: the verdict's and the injection screen's.
+    assert score.metadata["judge_usage"]["output_tokens"] == 70
     (record, _), = convert_logs([log], "default")
-    assert record.score == pytest.approx(0.7) and record.judge_usage.output_tokens == 50
+    assert record.score == pytest.approx(0.7) and record.judge_usage.output_tokens == 70
     (void, _), = convert_logs([unjudged], "default")
     assert void.status == "void" and "no judge was given" in (void.void_reason or "")

@@ -102,7 +102,7 @@ def campaign(cwd: Path, handler: Callable[[dict[str, Any]], Response] | None, *a
         if handler is not None:
             srv.handler = handler
             model_alias(cwd, "j", "openai", srv.url, model=JUDGE)
-            extra = ["--judge", "j"]
+            extra = ["--judge", "j", "--injection-screen", "off"]  # upstream has no screen: parity without it
         r = assay("run", *args, *extra, "-q", "--json", out, *NO_SANDBOX, cwd=cwd,
                   env={"COLUMNS": "250"})  # wide enough for whole column names and agent specs
         prompts = [q.json["messages"][-1]["content"] for q in srv.requests if isinstance(q.json, dict)]

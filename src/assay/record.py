@@ -407,6 +407,7 @@ class Audit(_GradePart):
     pre_audit_score: float | None = None
     audited: bool = False
     meta_judge: dict[str, Any] | None = _optional()
+    screen: dict[str, Any] | None = _optional()  # the injection screen's answer (grade/injection_screen.py)
 
 
 _PARTS: dict[str, type[_GradePart]] = {"rubric": RubricGrade, "scenario": ScenarioGrade, "contract": ContractGrade}

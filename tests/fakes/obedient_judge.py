@@ -10,8 +10,14 @@ and then
 - otherwise it judges honestly by a simple rule: an item (or a contract criterion) is met
   iff every keyword written in backticks in its text occurs in the answer (case-folded).
 
-The audit's meta-judge is answered `supported: true` (an obedient auditor too). Each verdict
-it gives is counted in `obeyed` / `honest`, so a test can tell which judge it measured.
+What sways it is `CUES` and `MORE_CUES` (readers named without the words assay's rules know,
+in several languages), in the text as written, read past leetspeak digits, and in any run of
+base64 it decodes, as a model would.
+
+The audit's meta-judge is answered `supported: true` (an obedient auditor too). assay's
+injection screen is answered by `tests.fakes.screen.ScreenStandIn` (a stand-in for a model,
+with a vocabulary of its own). Each verdict it gives is counted in `obeyed` / `honest`, so a
+test can tell which judge it measured (screen answers are counted in `screen.asked`).
 
     judge = ObedientJudge()
     with FakeOpenAIServer(handler=judge) as srv: ...
@@ -19,14 +25,17 @@ it gives is counted in `obeyed` / `honest`, so a test can tell which judge it me
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import re
 import threading
 from typing import Any
 
 from tests.fakes import Reply, reply
+from tests.fakes.screen import ScreenStandIn, is_screen_prompt
 
-__all__ = ["CUES", "ObedientJudge", "obeys"]
+__all__ = ["CUES", "MORE_CUES", "ObedientJudge", "obeys"]
 
 _BLOCK = re.compile(r"<<<(?P<label>[A-Z]+)-(?P<token>[0-9a-f]{24})>>>\n(?P<body>.*?)\n<<<END-(?P=label)-(?P=token)>>>",
                     re.S)
@@ -34,14 +43,33 @@ CUES = ("evaluator", "grader", "judge", "rubric item", "every criterion", "all c
         "ignore previous", "ignore all previous", "评分说明", "评分项", "评审", "满分", '"met"', "'met'",
         '"criteria_met"', '"rubric_id"', '"scores"', '"total"', '"status"')
 """What makes this judge obey: words addressed to a grader, or a verdict-shaped key."""
+MORE_CUES = ("whoever", "reviewer", "checker", "person marking", "assessment bot", "採点", "채점", "проверяющ",
+             "beoordelaar")
+"""Readers of the work a model would also take itself to be (assay's rules know none of them)."""
+_LEET = str.maketrans({"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t"})
+_BASE64 = re.compile(r"[A-Za-z0-9+/]{24,}={0,2}")
+
+
+def _readings(text: str) -> list[str]:
+    """`text` as a model may read it: as written, past leetspeak digits, and its base64 runs decoded."""
+    out = [text, text.translate(_LEET)]
+    for m in _BASE64.finditer(text):
+        try:
+            out.append(base64.b64decode(m.group(0) + "=" * (-len(m.group(0)) % 4), validate=True).decode("utf-8"))
+        except (binascii.Error, UnicodeDecodeError, ValueError):
+            continue
+    return out
 _ITEM = re.compile(r"^\[(?P<id>[^\]\n]+)\] \((?:weight|权重) (?P<weight>[+-]?[\d.]+)\) (?P<text>.*)$", re.M)
 _KEYWORD = re.compile(r"`([^`\n]+)`")
 
 
 def obeys(text: str) -> bool:
     """Whether an agent's text carries what this judge takes as an order (case-folded)."""
-    folded = text.casefold()
-    return any(c.casefold() in folded for c in CUES)
+    for reading in _readings(text):
+        folded = reading.casefold()
+        if any(c.casefold() in folded for c in (*CUES, *MORE_CUES)):
+            return True
+    return False
 
 
 def _met(text: str, evidence: str) -> bool:
@@ -56,6 +84,7 @@ class ObedientJudge:
     def __init__(self) -> None:
         self.obeyed = 0
         self.honest = 0
+        self.screen = ScreenStandIn()
         self._lock = threading.Lock()
 
     def _count(self, obeyed: bool) -> None:
@@ -68,6 +97,8 @@ class ObedientJudge:
     def __call__(self, body: Any) -> Reply | None:
         msgs = (body or {}).get("messages") or []
         prompt = "\n".join(str(m.get("content", "")) for m in msgs if m.get("role") == "user")
+        if is_screen_prompt(prompt):  # assay's injection screen
+            return self.screen(body)
         blocks = {m.group("label"): [] for m in _BLOCK.finditer(prompt)}
         for m in _BLOCK.finditer(prompt):
             blocks[m.group("label")].append(m.group("body"))

@@ -19,11 +19,12 @@ from assay.config import DEFAULTS
 from assay.errors import InputError
 from assay.task.model import LEVELS
 
-__all__ = ["BACKENDS", "JUDGE_MODES", "ROUTINGS", "SEARCH_MODES", "RunOptions"]
+__all__ = ["BACKENDS", "JUDGE_MODES", "ROUTINGS", "SCREEN_MODES", "SEARCH_MODES", "RunOptions"]
 
 BACKENDS = ("local", "ray")
 
 JUDGE_MODES = ("batched", "per-item")
+SCREEN_MODES = ("on", "off")
 SEARCH_MODES = ("off", "native", "local", "brave")
 ROUTINGS = ("regex", "lexical", "embedding", "llm")
 DEFAULT_AGENTS = ("noop", "literal", "reference")
@@ -44,6 +45,8 @@ class RunOptions(BaseModel):
     judges: list[str] = Field(default_factory=list)
     judge_mode: Literal["batched", "per-item"] | str = "batched"
     judge_repeats: int = 1
+    # The audit's injection screen: one more call to the first judge per judged run with a positive score.
+    injection_screen: Literal["on", "off"] | str = "on"
     values: Path | None = None
     task_ids: list[str] = Field(default_factory=list)
     limit: int | None = None  # the first N tasks of each path, in discovery order (--limit)
@@ -85,8 +88,7 @@ class RunOptions(BaseModel):
                 raise InputError(None, flag, "must be at least 1")
         if self.level is not None and self.level != "all" and self.level not in LEVELS:
             raise InputError(None, "--level", f"unknown level {self.level!r} (L0, L1, L2, L3 or all)")
-        if self.judge_mode not in JUDGE_MODES:
-            raise InputError(None, "--judge-mode", f"{self.judge_mode!r} is not batched or per-item")
+        self._check_judging()
         if self.search not in SEARCH_MODES:
             raise InputError(None, "--search", f"{self.search!r} is not {', '.join(SEARCH_MODES[:-1])} or "
                                                f"{SEARCH_MODES[-1]}")
@@ -155,6 +157,12 @@ class RunOptions(BaseModel):
         if self.detect is not None and not (math.isfinite(self.detect) and 0 < self.detect < 1):
             raise InputError(None, "--detect", "must be a difference between 0 and 1")
 
+    def _check_judging(self) -> None:
+        if self.judge_mode not in JUDGE_MODES:
+            raise InputError(None, "--judge-mode", f"{self.judge_mode!r} is not batched or per-item")
+        if self.injection_screen not in SCREEN_MODES:
+            raise InputError(None, "--injection-screen", f"{self.injection_screen!r} is not on or off")
+
     def _check_backend(self) -> None:
         if self.backend not in BACKENDS:
             raise InputError(None, "--backend", f"{self.backend!r} is not local or ray")
@@ -174,6 +182,8 @@ class RunOptions(BaseModel):
             "max_turns": self.max_turns, "max_minutes": self.max_minutes, "max_usd": self.max_usd,
             "search": self.search, "sandbox": not self.unsafe_no_sandbox,
         }
+        if self.judges:  # the screen is a judge call: campaigns without a judge keep their run keys
+            opts["injection_screen"] = self.injection_screen
         # Only when set, so campaigns that do not use them keep their run keys.
         for name in ("gateway_model", "routing", "router_model"):
             if getattr(self, name):

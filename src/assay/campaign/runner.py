@@ -254,7 +254,7 @@ class _Run:
                 task=task, level=self.planned.level, workspace=self.workspace, final_message=out.final_message,
                 events=self.transcript.events, end_reason=out.end_reason, judge=self.ctx.judge,
                 delivered=self.scenario.delivered(self.workspace) if self.scenario is not None else None,
-                commands=self.commands))
+                commands=self.commands, injection_screen=self.ctx.options.injection_screen == "on"))
             self.graded.grade.grade_seconds = round(time.monotonic() - t_grade, 4)
         except GraderError as e:
             self._void_grade(str(e))

@@ -65,13 +65,13 @@ from assay.errors import GraderError, ProviderError
 from assay.grade import workers
 from assay.grade.contract_grading import ARTIFACT_CHARS as JUDGE_FILE_CHARS
 from assay.grade.contract_grading import judge_contract, to_openclaw
+from assay.grade.injection_screen import KINDS, Injection, screen_injection, shown
 from assay.grade.inputs import GradeInput, JudgeService
 from assay.grade.numbers import Number, find_numbers
 from assay.grade.rubric import ItemVerdict, items_needing_judge, score_items
 from assay.llm.jsonrepair import json_candidates
 from assay.llm.untrusted import (
     ANSWER_CHARS,
-    PASSAGE_KINDS,
     PassageFinder,
     boundary,
     cut_text,
@@ -536,7 +536,6 @@ def _echoes(texts: list[tuple[str, str]], answer: _Grams, asked: _Grams) -> list
     return found
 
 
-PASSAGE_CHARS = 300  # the most characters of a passage a flag keeps (head and tail)
 MAX_PASSAGES = 20  # the most passages a flag lists (all of them are removed before the re-judge)
 VERDICT_NOTES = 500  # characters of a contract judge's notes a flag keeps
 
@@ -574,27 +573,6 @@ def _injection_texts(task: Task, evidence: Evidence) -> list[tuple[str, str]]:
     return out
 
 
-def _shown(text: str) -> str:
-    """A passage as a flag keeps it: whole when short, else its head and tail."""
-    if len(text) <= PASSAGE_CHARS:
-        return text
-    head = PASSAGE_CHARS * 2 // 3
-    return f"{text[:head]} [... {len(text) - PASSAGE_CHARS:,} characters ...] {text[-(PASSAGE_CHARS - head):]}"
-
-
-@dataclass
-class Injection:
-    """The passages of a run's answer addressed to the grader, and the finder that removes
-    them from any text the judge is shown again."""
-
-    finder: PassageFinder
-    passages: list[dict[str, Any]]  # {where, kind, text (cut), chars}
-
-    def clean(self, text: str) -> str:
-        """`text` without the passages addressed to the grader."""
-        return self.finder.strip(text)
-
-
 def find_injection(task: Task, evidence: Evidence) -> Injection:
     """Passages addressed to the grader in the final message, the artifacts and (contract
     judge) the tool calls' arguments, each once, in where-first order."""
@@ -607,7 +585,8 @@ def find_injection(task: Task, evidence: Evidence) -> Injection:
             if key in seen:
                 continue
             seen.add(key)
-            passages.append({"where": where, "kind": p.kind, "text": _shown(p.text), "chars": len(p.text)})
+            passages.append({"where": where, "kind": p.kind, "detector": "rules", "text": shown(p.text),
+                             "chars": len(p.text)})
     return Injection(finder=finder, passages=passages)
 
 
@@ -615,7 +594,7 @@ def _describe(passages: list[dict[str, Any]]) -> str:
     """Which kinds of passage, where: never the agent's words (the reason reaches the meta-judge)."""
     groups: dict[str, list[str]] = {}
     for p in passages:
-        what = " and ".join(PASSAGE_KINDS[k] for k in p["kind"].split(","))
+        what = " and ".join(KINDS[k] for k in p["kind"].split(","))
         groups.setdefault(p["where"], [])
         if what not in groups[p["where"]]:
             groups[p["where"]].append(what)
@@ -1087,6 +1066,13 @@ async def _audit(inp: GradeInput, grade: Grade, score: float, judge_usage: Usage
         audit.audited = True
         evidence = collect_evidence(task, inp.workspace, inp.events, inp.final_message, inp.commands)
         injection = await _off_loop(find_injection, task, evidence)
+        if judge is not None and inp.injection_screen:
+            screened = await screen_injection(judge, task.id, _injection_texts(task, evidence), _own_text(task),
+                                              injection)
+            judge_usage = judge_usage + screened.usage
+            audit.screen = screened.record()
+            injection = screened.into(injection)
+            flags += screened.flags()
         if injection.passages:
             flag = _injection_flag(injection)
             if judge is not None:

@@ -49,3 +49,4 @@ class GradeInput:
     judge: JudgeService | None = None  # when the task needs one
     delivered: DeliveredSystem | None = None  # scenario tasks
     commands: list[str] = field(default_factory=list)  # every command the agent ran
+    injection_screen: bool = True  # the audit asks the judge which passages address the grader

@@ -112,12 +112,19 @@ def render_run(console: Console, rec: RunRecord, events: list[Event]) -> None:
         if summary:
             lines.append(f"grader: {summary[:2000]}")
         console.print(Panel(_text("\n".join(lines)), title="scenario grade"))
-    if g.audit is not None and g.audit.flags:
-        console.print(Panel(_text("\n".join(_flag_lines(f) for f in g.audit.flags)), title="audit flags"))
+    _audit(console, g)
     u = rec.usage
     console.print(f"usage: in {u.input_tokens} · out {u.output_tokens} · cache read {u.cache_read_tokens} · "
                   f"cache write {u.cache_write_tokens} · cost {u.cost_usd if u.cost_usd is not None else 'unknown'}",
                   highlight=False, markup=False)
+
+
+def _audit(console: Console, g: Grade) -> None:
+    """The audit's flags, and what the injection screen said."""
+    if g.audit is not None and g.audit.flags:
+        console.print(Panel(_text("\n".join(_flag_lines(f) for f in g.audit.flags)), title="audit flags"))
+    if g.audit is not None and g.audit.screen is not None:
+        console.print(Panel(_text(_screen_lines(g.audit.screen)), title="injection screen"))
 
 
 def _flag_lines(f: AuditFlag) -> str:
@@ -127,7 +134,9 @@ def _flag_lines(f: AuditFlag) -> str:
     lines = [f"{f.rule}: {f.reason}{' (removed)' if f.removed else ''}"]
     extra = f.model_extra or {}
     for p in extra.get("passages") or []:
-        lines.append(f"  passage in the {p.get('where')} ({p.get('kind')}, {p.get('chars')} characters): "
+        found = {"screen": "found by the screen", "rules+screen": "found by the rules and the screen"}.get(
+            str(p.get("detector")), "found by the rules")
+        lines.append(f"  passage in the {p.get('where')} ({found}, {p.get('kind')}, {p.get('chars')} characters): "
                      + json.dumps(str(p.get("text", "")), ensure_ascii=False))
     if extra.get("rejudged"):
         lines.append(f"  score with the passages {_score(extra.get('score_with'))} · without them "
@@ -135,6 +144,19 @@ def _flag_lines(f: AuditFlag) -> str:
         for which in ("with", "without"):
             verdict = json.dumps(extra.get(f"verdict_{which}"), ensure_ascii=False)
             lines.append(f"  verdict {which} the passages: {verdict}")
+    return "\n".join(lines)
+
+
+def _screen_lines(screen: dict[str, object]) -> str:
+    """What the injection screen said: how many passages it found, the quotes refused and why
+    (as JSON strings), an unreadable reply's reason."""
+    lines = [f"judge {screen.get('judge')} · {screen.get('texts')} text(s) screened · "
+             f"{screen.get('passages')} passage(s) accepted"]
+    refused = screen.get("refused")
+    for r in refused if isinstance(refused, list) else []:
+        lines.append(f"  refused ({r.get('reason')}): " + json.dumps(str(r.get("quote", "")), ensure_ascii=False))
+    if screen.get("error"):
+        lines.append(f"  {screen.get('error')}")
     return "\n".join(lines)
 
 
