@@ -12,7 +12,7 @@ import pytest
 from assay import metrics
 from assay.report.model import Noise
 from assay.store import Store
-from tests.helpers import assay
+from tests.helpers import answer_task, assay
 from tests.test_report_read import _rec
 
 
@@ -60,3 +60,37 @@ def test_noise_flags_the_flaky_task_and_shows_the_deterministic_floor(tmp_path: 
     assert bad.returncode == 2 and "--agent" in bad.stderr and "nobody" in bad.stderr
     bad = assay("noise", "--threshold", "0.7", cwd=tmp_path)
     assert bad.returncode == 2 and "--threshold" in bad.stderr
+
+
+def test_noise_runs_a_suite_with_the_reference_floor_and_resumes(tmp_path: Path) -> None:
+    """`assay noise SUITE --agent A --epochs K` runs A and the reference policy K times, then
+    measures both; the same command again runs nothing and measures the same."""
+    answer_task(tmp_path / "suite" / "one", "41")
+    answer_task(tmp_path / "suite" / "two", "42")
+    out = tmp_path / "noise.json"
+    r = assay("noise", "suite", "--agent", "noop", "--epochs", "2", "-q", "--json", str(out), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "8 runs this time, 0 already done" in r.stderr
+    data = Noise.model_validate(json.loads(out.read_text()))
+    assert data.campaign == "noise"
+    by = {a.agent: a for a in data.agents}
+    assert set(by) == {"noop", "reference"}
+    for name, mean in (("noop", 0.0), ("reference", 1.0)):
+        a = by[name]
+        assert (a.runs, a.epochs, a.attempts) == (4, 2, 4)
+        assert a.epoch_means == [mean, mean] and a.between_epoch_var == 0 and a.flaky_tasks == 0
+    again = assay("noise", "suite", "--agent", "noop", "--epochs", "2", "-q", "--json", str(out), cwd=tmp_path)
+    assert again.returncode == 0 and "0 runs this time, 8 already done" in again.stderr
+    assert Noise.model_validate(json.loads(out.read_text())) == data
+
+
+@pytest.mark.parametrize(("args", "flag"), [
+    (["suite", "--agent", "noop", "--epochs", "1"], "--epochs"),
+    (["suite"], "--agent"),
+    (["--epochs", "3"], "--epochs"),
+])
+def test_noise_refuses_a_run_it_cannot_measure(tmp_path: Path, args: list[str], flag: str) -> None:
+    answer_task(tmp_path / "suite" / "one")
+    r = assay("noise", *args, cwd=tmp_path)
+    assert r.returncode == 2 and flag in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / ".assay" / "assay.db").exists()  # refused before anything ran

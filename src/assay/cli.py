@@ -19,6 +19,8 @@ from assay.version import __version__
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from assay.campaign.options import RunOptions
+    from assay.campaign.scheduler import CampaignResult
     from assay.campaign.service import PreparedCampaign
     from assay.interop.runs import Imported
     from assay.report.model import Report
@@ -120,10 +122,7 @@ def run(
     """Run agents x tasks x levels x epochs; grade, audit, store; print the leaderboard.
 
     With --until-ci or --until-decided the campaign runs in rounds and stops on evidence."""
-    import asyncio
-
     from assay.campaign.options import DEFAULT_AGENTS, RunOptions
-    from assay.campaign.service import prepare_campaign, run_prepared
 
     req = RunOptions(paths=paths, agents=agent or list(DEFAULT_AGENTS), level=level, epochs=epochs,
                      concurrency=concurrency, campaign=campaign, store=store, create_store=create,
@@ -139,28 +138,11 @@ def run(
                      seed=seed, round_size=round_size, detect=detect)
     if detect is not None and not dry_run:
         _fail(InputError(None, "--detect", "is read by --dry-run (and assay compare): pass --dry-run"))
-    try:
-        prepared = prepare_campaign(req)
-    except InputError as e:
-        _fail(e)
-    _closing.append(prepared.close)  # its store, if opened, closed when the command ends
-    _print_invalid(prepared.skipped)
-    _print_skips(prepared.plan.skipped)
-    if not prepared.plan.runs and prepared.plan.skipped:
-        n = len({task_id for task_id, _, _ in prepared.plan.skipped})
-        err.print(f"nothing to run: every run was skipped ({n} task(s); the reasons are above)")
-        raise typer.Exit(1)
+    prepared = _prepare(req)
     if dry_run:
         _dry_run(prepared, json_out)
         return
-    try:
-        result, report = asyncio.run(run_prepared(prepared, console=err, show_progress=not quiet,
-                                                  details=True if json_out is not None else None))
-    except InputError as e:  # the store cannot be opened or written, or Ray cannot be started or reached
-        _fail(e)
-    except KeyboardInterrupt:
-        err.print("[yellow]interrupted; finished runs are stored, run the same command again to resume[/]")
-        raise typer.Exit(130) from None
+    result, report = _run_prepared(prepared, quiet, details=True if json_out is not None else None)
     from assay.report.model import summary_model
     from assay.report.table import leaderboard
 
@@ -187,6 +169,40 @@ def run(
         raise typer.Exit(130)
     if result.stopped_agents or result.budget_reached is not None or any(r["status"] == "void" for r in report["runs"]):
         raise typer.Exit(1)
+
+
+def _prepare(req: RunOptions) -> PreparedCampaign:
+    """The campaign `req` asks for, its bad task files and skipped runs listed; exit 2 on bad
+    input, 1 when every run is skipped."""
+    from assay.campaign.service import prepare_campaign
+
+    try:
+        prepared = prepare_campaign(req)
+    except InputError as e:
+        _fail(e)
+    _closing.append(prepared.close)  # its store, if opened, closed when the command ends
+    _print_invalid(prepared.skipped)
+    _print_skips(prepared.plan.skipped)
+    if not prepared.plan.runs and prepared.plan.skipped:
+        n = len({task_id for task_id, _, _ in prepared.plan.skipped})
+        err.print(f"nothing to run: every run was skipped ({n} task(s); the reasons are above)")
+        raise typer.Exit(1)
+    return prepared
+
+
+def _run_prepared(prepared: PreparedCampaign, quiet: bool, details: bool | None) -> tuple[CampaignResult, dict[str, Any]]:
+    """Run a prepared campaign to its result and report; Ctrl-C is exit 130 with the finished runs stored."""
+    import asyncio
+
+    from assay.campaign.service import run_prepared
+
+    try:
+        return asyncio.run(run_prepared(prepared, console=err, show_progress=not quiet, details=details))
+    except InputError as e:  # the store cannot be opened or written, or Ray cannot be started or reached
+        _fail(e)
+    except KeyboardInterrupt:
+        err.print("[yellow]interrupted; finished runs are stored, run the same command again to resume[/]")
+        raise typer.Exit(130) from None
 
 
 def _dry_run(prepared: PreparedCampaign, json_out: Path | None) -> None:
@@ -460,17 +476,30 @@ def compare(
 
 @app.command()
 def noise(
-    campaign: Annotated[str | None, typer.Option(help="campaign to read (default: the store's only one, else `default`)")] = None,
-    agent: Annotated[list[str] | None, typer.Option("--agent", help="agent to read; repeatable (default: every agent of the campaign)")] = None,
+    paths: Annotated[list[Path] | None, typer.Argument(help="task files or folders: run them first (each --agent and the reference policy, --epochs times) into --campaign, then measure; without paths, measure a stored campaign")] = None,
+    campaign: Annotated[str | None, typer.Option(help="campaign to read (default: the store's only one, else `default`; with paths: `noise`)")] = None,
+    agent: Annotated[list[str] | None, typer.Option("--agent", help="agent to read (with paths: to run); repeatable (default: every agent of the campaign)")] = None,
+    epochs: Annotated[int | None, typer.Option(help="with paths: epochs of every task (at least 2; default 3)")] = None,
     threshold: Annotated[float, typer.Option(help="flag tasks whose outcome flips on more than this share of epochs")] = 0.2,
     store: Annotated[str | None, typer.Option(help="store URL")] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="write the noise JSON (assay.noise/1)")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar (with paths)")] = False,
 ) -> None:
-    """Noise of the harness over a campaign's epochs (run it with `assay run ... --epochs K`, with
-    `--agent reference` for the floor): between-epoch variance, void rate, flaky tasks."""
+    """Noise of the harness over a campaign's epochs: between-epoch variance, void rate, flaky tasks.
+
+    `assay noise SUITE --agent A --epochs K` runs A and the deterministic reference policy (the
+    floor the harness adds: no variance, no flips) K times over SUITE, then measures; without
+    paths it reads a campaign run before with `assay run ... --epochs K`."""
     from assay.report.compare import agents as campaign_agents
     from assay.report.noise import noise as measure
 
+    if not (0 <= threshold < 0.5):
+        _fail(InputError(None, "--threshold", "must be a share in [0, 0.5)"))
+    if paths:
+        agent = _noise_campaign(paths, agent or [], epochs, campaign or "noise", store, quiet)
+        campaign = campaign or "noise"
+    elif epochs is not None:
+        _fail(InputError(None, "--epochs", "runs a suite: pass its paths (without paths, noise reads a stored campaign)"))
     url, st, names = _existing_store(store)
     if campaign is None:
         if len(names) != 1 and "default" not in names:
@@ -480,8 +509,6 @@ def noise(
         campaign = names[0] if len(names) == 1 else "default"
     if campaign not in names:
         _fail(InputError(None, "--campaign", f"no campaign named {campaign!r} in {url}"))
-    if not (0 <= threshold < 0.5):
-        _fail(InputError(None, "--threshold", "must be a share in [0, 0.5)"))
     there = campaign_agents(st, campaign)
     for a in agent or []:
         if a not in there:
@@ -503,6 +530,26 @@ def noise(
                       highlight=False, soft_wrap=True)
     if json_out is not None:
         _write_json(json_out, result.model_dump(mode="json", by_alias=True))
+
+
+def _noise_campaign(paths: list[Path], agents: list[str], epochs: int | None, campaign: str,
+                    store: str | None, quiet: bool) -> list[str]:
+    """`assay noise PATHS`: run the agents and the reference policy `epochs` times (resuming a
+    campaign run before, as `assay run` does); the agents to measure."""
+    from assay.campaign.options import RunOptions
+
+    if not agents:
+        _fail(InputError(None, "--agent", "name the agent whose noise to measure (the reference policy runs beside it)"))
+    epochs = 3 if epochs is None else epochs
+    if epochs < 2:
+        _fail(InputError(None, "--epochs", "noise is measured across epochs: at least 2"))
+    measured = agents + [a for a in ("reference",) if a not in agents]
+    req = RunOptions(paths=paths, agents=measured, epochs=epochs, campaign=campaign, store=store)
+    prepared = _prepare(req)
+    result, _report = _run_prepared(prepared, quiet, details=False)
+    sys.stderr.write(f"{result.ran} runs this time, {result.already_done} already done; {result.void} void; "
+                     f"store {prepared.store.url}\n")
+    return measured
 
 
 @app.command()
