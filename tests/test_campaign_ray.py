@@ -85,6 +85,32 @@ def test_local_ray_instance_gives_the_local_backends_report(cluster: NetNamespac
     assert "0 runs this time, 7 already done" in again.stderr
 
 
+@needs_ray
+def test_a_campaign_that_stops_on_evidence_decides_on_ray_as_locally(cluster: NetNamespace, tmp_path: Path) -> None:
+    """`--until-decided --backend ray`: the rounds' runs go to the Ray workers, and the campaign
+    stops at the round, decision and run count of the local backend; the local backend then
+    resumes it with nothing left to do."""
+    for i in range(10):
+        answer_task(tmp_path / "suite" / f"t{i}")
+    args = ("run", str(tmp_path / "suite"), "--agent", "noop", "--agent", "reference", "--until-decided", "-q")
+    r = cluster.run(assay_argv(*args, "--backend", "ray", "--ray-address", f"127.0.0.1:{HEAD_PORT}",
+                               "--store", f"sqlite:///{tmp_path}/ray.db", "--json", str(tmp_path / "ray.json")),
+                    cwd=tmp_path)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert f"ray: 127.0.0.1:{HEAD_PORT}" in r.stderr and "round 2/10" in r.stderr, r.stderr[-3000:]
+    local = assay(*args, "--store", f"sqlite:///{tmp_path}/local.db", "--json", str(tmp_path / "local.json"),
+                  cwd=tmp_path, env={"PYTHONPATH": str(REPO / "src")})
+    assert local.returncode == 0, local.stderr[-3000:]
+    on_ray = json.loads((tmp_path / "ray.json").read_text())
+    here = json.loads((tmp_path / "local.json").read_text())
+    for field in ("rounds", "stopped", "runs", "paired"):
+        assert on_ray["sequential"][field] == here["sequential"][field], field
+    assert on_ray["adaptive"]["decision"] == "b_better" and on_ray["sequential"]["runs"] == 40
+    assert by_key(on_ray) == by_key(here)
+    again = assay(*args, "--store", f"sqlite:///{tmp_path}/ray.db", cwd=tmp_path, env={"PYTHONPATH": str(REPO / "src")})
+    assert again.returncode == 0 and "0 runs this time, 40 already done" in again.stderr, again.stderr[-3000:]
+
+
 def _slow_script(path: Path, seconds: int) -> str:
     steps = [{"tool": "run_command", "args": {"command": f"sleep {seconds}"}},
              {"tool": "write_file", "args": {"path": "answer.txt", "content": "42\n"}}, {"say": "done"}]

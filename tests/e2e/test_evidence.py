@@ -1,7 +1,8 @@
 """Campaigns that stop on evidence, through the CLI: `--until-decided` and `--until-ci` stop when
 the evidence is in, decide right, and leave exactly the runs they say; a partly run campaign
 resumes where it was, and one killed (SIGKILL) mid-round resumes to the same decision state;
-`--pool` is reproducible from its seed; bad flag combinations exit 2.
+`--pool` is reproducible from its seed; two workers on one campaign share its rounds; bad flag
+combinations exit 2 (the Ray backend: tests/test_campaign_ray.py).
 
 The agents are a task's `reference` policy (passes every task) and its `literal` policy, which
 passes 3 tasks in 4 of this suite: B - A is +0.25 on the suite, known in advance."""
@@ -234,3 +235,28 @@ def test_bad_flag_combinations_exit_2(suite: Path, tmp_path: Path, args: tuple[s
 def test_until_decided_needs_two_agents(suite: Path, tmp_path: Path) -> None:
     r = assay("run", str(suite), "--agent", "reference", "--until-decided", cwd=tmp_path)
     assert r.returncode == 2 and "--until-decided" in r.stderr and "two agents" in r.stderr
+
+
+def test_two_workers_on_one_campaign_reach_the_decision_of_one(tmp_path: Path) -> None:
+    """Two `assay run` processes on the same campaign and store (the several-workers set-up):
+    they share the rounds (each round's keys are claimed, never run twice), both stop at the
+    decision one worker alone reaches, and the store holds exactly the runs that decision took."""
+    tasks = _suite(tmp_path / "s", n=10)
+    args = ("run", str(tasks), *APART, "--until-decided", "--concurrency", "2", "-q")
+    alone = assay(*args, "--campaign", "alone", "--json", str(tmp_path / "alone.json"), cwd=tmp_path)
+    assert alone.returncode == 0, alone.stderr
+    expected = json.loads((tmp_path / "alone.json").read_text())["sequential"]
+    assert expected["rounds"] == 2 and expected["runs"] == 40
+
+    workers = [subprocess.Popen([sys.executable, "-m", "assay.cli", *args, "--campaign", "shared"], cwd=tmp_path,
+                                env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+               for _ in range(2)]
+    outs = [w.communicate(timeout=180) for w in workers]
+    for w, (out, err) in zip(workers, outs, strict=True):
+        assert w.returncode == 0, err[-3000:]
+        assert "stopped: decided after round 2" in out, out
+    ran = sum(int(err.rsplit(" runs this time", 1)[0].rsplit("\n", 1)[-1]) for _, err in outs)
+    assert ran == 40, [err[-300:] for _, err in outs]  # each key run once, by one of them
+    runs = _report(tmp_path, "shared")["runs"]
+    assert len(runs) == 40 and {(r["task_id"], r["agent"], r["epoch"]) for r in runs} == \
+        {(r["task_id"], r["agent"], r["epoch"]) for r in _report(tmp_path, "alone")["runs"]}
