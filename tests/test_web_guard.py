@@ -74,7 +74,8 @@ def test_wrong_tokens_at_the_sign_in_form_are_slowed(app: FastAPI) -> None:
 @pytest.mark.parametrize("host", ["127.0.0.1", "0.0.0.0", "::", "192.0.2.7"])
 def test_a_short_token_is_refused(tmp_path: Path, host: str) -> None:
     with pytest.raises(InputError) as e:
-        create_app(f"sqlite:///{tmp_path / 'assay.db'}", token="x" * 15, listen_host=host, create_store=True)
+        create_app(f"sqlite:///{tmp_path / 'assay.db'}", token="x" * 15, listen_host=host, allow_remote=True,
+                   create_store=True)
     assert e.value.field == "--token" and "shorter than 16 characters" in e.value.reason
     assert not (tmp_path / "assay.db").exists()  # refused before the store was made
 
@@ -82,3 +83,11 @@ def test_a_short_token_is_refused(tmp_path: Path, host: str) -> None:
 def test_a_short_token_is_exit_2_from_assay_serve(tmp_path: Path) -> None:
     r = assay("serve", "--token", "abc", "--store", f"sqlite:///{tmp_path / 'assay.db'}", "--create", cwd=tmp_path)
     assert r.returncode == 2 and "--token" in r.stderr and "shorter than 16" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.0.2.7"])
+def test_a_non_loopback_bind_needs_allow_remote_even_with_a_token(tmp_path: Path, host: str) -> None:
+    r = assay("serve", "--host", host, "--token", TOKEN, "--store", f"sqlite:///{tmp_path / 'assay.db'}", "--create",
+              cwd=tmp_path)
+    assert r.returncode == 2 and "--host" in r.stderr and "--allow-remote" in r.stderr, r.stderr
+    assert not (tmp_path / "assay.db").exists()  # refused before the store was made

@@ -731,8 +731,9 @@ def runs_(
 
 @app.command()
 def serve(
-    host: Annotated[str, typer.Option(help="address to listen on (not loopback: needs accounts or --token)")] = "127.0.0.1",
+    host: Annotated[str, typer.Option(help="address to listen on (not loopback: needs --allow-remote, and accounts or --token)")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="port to listen on")] = 8700,
+    allow_remote: Annotated[bool, typer.Option("--allow-remote", help="let a non-loopback --host serve other machines (sign-in is then always on)")] = False,
     store: Annotated[str | None, typer.Option(help="store URL")] = None,
     create: CreateOpt = False,
     suite: Annotated[list[Path] | None, typer.Option("--suite", help="tasks offered for human play; repeatable")] = None,
@@ -751,7 +752,7 @@ def serve(
         url = store_url(store, load_config())
         token = token if token is not None else settings().web_token
         web = create_app(url, suite or None, token=token, allowed_hosts=allowed_host or [], listen_host=host,
-                         request_log=sys.stderr, create_store=create)
+                         allow_remote=allow_remote, request_log=sys.stderr, create_store=create)
     except InputError as e:
         _fail(e)
     try:

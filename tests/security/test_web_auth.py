@@ -9,7 +9,7 @@ with accounts made by the real `assay users add` in a real SQLite store:
 - `text/plain` (or form) posts to a JSON endpoint are 415;
 - a signed-in browser's post without the CSRF token, or from another origin, is 403;
 - a body over 1 MiB is 413;
-- a non-loopback listen address without accounts or a token exits 2;
+- a non-loopback listen address without accounts or a token exits 2 (even with --allow-remote);
 - the token is shown once and the store holds only its SHA-256.
 """
 
@@ -349,8 +349,8 @@ def test_a_shared_token_signs_in_as_admin(tmp_path: Path) -> None:
 def test_non_loopback_bind_without_sign_in_exits_2(tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path / 'store.db'}"
     for host in ("0.0.0.0", "::", "192.0.2.1"):
-        r = assay_process("serve", "--host", host, "--port", str(free_port()), "--store", store, cwd=tmp_path,
-                          timeout=60)
+        r = assay_process("serve", "--host", host, "--allow-remote", "--port", str(free_port()), "--store", store,
+                          cwd=tmp_path, timeout=60)
         assert r.returncode == 2, (host, r.returncode, r.stderr)
         assert "--host" in r.stderr and "assay users add" in r.stderr and "Traceback" not in r.stderr, r.stderr
         assert not (tmp_path / "store.db").exists()  # refused before anything is written

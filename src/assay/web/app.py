@@ -129,13 +129,14 @@ def _json_safe(obj: Any) -> Any:
 
 
 def create_app(store_url: str, suites: list[Path] | None = None, *, token: str | None = None,  # noqa: C901 (the app's routes, one small closure each over the same store)
-               allowed_hosts: list[str] | None = None, listen_host: str = "127.0.0.1",
+               allowed_hosts: list[str] | None = None, listen_host: str = "127.0.0.1", allow_remote: bool = False,
                request_log: TextIO | None = None, create_store: bool = False) -> FastAPI:
     """The app over one store; `suites` are the task folders offered for human play;
     `create_store` makes a SQLite store's missing folder (`Store(create=)`).
 
     `token` is a shared secret (one identity, `SHARED_TOKEN_NAME`); accounts come from the
-    store (`assay users`). Listening on a non-loopback `listen_host` needs one or the other.
+    store (`assay users`). Listening on a non-loopback `listen_host` needs `allow_remote` (the
+    operator says so in as many words: `--allow-remote`) and one or the other.
     Bad suites, URLs or host names are refused here (`assay.errors.InputError`), before the
     server starts. `request_log` gets one line per request (`assay.web.ops.RequestLog`).
     """
@@ -146,6 +147,9 @@ def create_app(store_url: str, suites: list[Path] | None = None, *, token: str |
         raise InputError(None, "--token", "the token is empty")
     hosts = set(LOOPBACK_NAMES) | {check_allowed_host(h) for h in allowed_hosts or []}
     local = is_loopback_host(listen_host)
+    if not local and not allow_remote:
+        raise InputError(None, "--host", f"{listen_host} is reachable from other machines: pass --allow-remote to "
+                                         "serve them (with accounts or --token), or listen on 127.0.0.1")
     if token is not None and len(token) < MIN_SHARED_TOKEN:
         raise InputError(None, "--token", f"shorter than {MIN_SHARED_TOKEN} characters: it could be guessed; make one "
                                           "with python3 -c 'import secrets; print(secrets.token_urlsafe(24))'")
