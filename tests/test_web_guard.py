@@ -14,7 +14,7 @@ from starlette.testclient import TestClient
 from assay.errors import InputError
 from assay.web.app import create_app
 from assay.web.security import GUESS_EVERY_S, GUESSES, SECURITY_HEADERS
-from tests.helpers import assay
+from tests.helpers import answer_task, assay
 
 TOKEN = "a-shared-token-long-enough"
 
@@ -91,3 +91,19 @@ def test_a_non_loopback_bind_needs_allow_remote_even_with_a_token(tmp_path: Path
               cwd=tmp_path)
     assert r.returncode == 2 and "--host" in r.stderr and "--allow-remote" in r.stderr, r.stderr
     assert not (tmp_path / "assay.db").exists()  # refused before the store was made
+
+
+def test_plays_join_the_models_campaign_unless_the_server_names_another(tmp_path: Path) -> None:
+    """People's plays go where `assay run` puts models (`default`), so they are ranked beside
+    them; `assay serve --campaign C` names another; a bad name is exit 2 before anything is written."""
+    store = f"sqlite:///{tmp_path / 'assay.db'}"
+    suite = [answer_task(tmp_path / "suite" / "answer")]
+    for named, expected in ((None, "default"), ("expert-baseline", "expert-baseline")):
+        kwargs = {} if named is None else {"play_campaign": named}
+        with TestClient(create_app(store, suite, create_store=True, **kwargs), base_url="http://127.0.0.1") as c:
+            page = c.get("/play")
+            assert page.status_code == 200
+            assert f'name="campaign" value="{expected}"' in page.text
+    r = assay("serve", "--campaign", "../x", "--store", f"sqlite:///{tmp_path / 'other.db'}", "--create", cwd=tmp_path)
+    assert r.returncode == 2 and "--campaign" in r.stderr, r.stderr
+    assert not (tmp_path / "other.db").exists()

@@ -740,6 +740,7 @@ def serve(
     token: Annotated[str | None, typer.Option("--token",
                                               help="(or ASSAY_TOKEN) a shared secret that signs in as the one identity `admin` (plays as human:admin); accounts from `assay users` work beside it")] = None,
     allowed_host: Annotated[list[str] | None, typer.Option("--allowed-host", help="a host name browsers use to reach this server (the Host header), beside the loopback names; repeatable")] = None,
+    campaign: Annotated[str, typer.Option(help="the campaign people's plays join unless they name another (default: assay run's, so people are ranked beside the models)")] = DEFAULTS.campaign,
 ) -> None:
     """The web app: leaderboard, run viewer, JSON API, and human play (human:NAME) on --suite tasks.
 
@@ -752,7 +753,8 @@ def serve(
         url = store_url(store, load_config())
         token = token if token is not None else settings().web_token
         web = create_app(url, suite or None, token=token, allowed_hosts=allowed_host or [], listen_host=host,
-                         allow_remote=allow_remote, request_log=sys.stderr, create_store=create)
+                         allow_remote=allow_remote, play_campaign=campaign, request_log=sys.stderr,
+                         create_store=create)
     except InputError as e:
         _fail(e)
     try:

@@ -130,13 +130,16 @@ def test_human_play_is_graded_and_stored(site: dict[str, object], browser: objec
     sync_api.expect(transcript).to_contain_text("echo 42 > answer.txt")
     sync_api.expect(transcript).to_contain_text("I wrote 42 into answer.txt.")
     page.screenshot(path=str(tmp / "run.png"), full_page=True)
-    # The leaderboard lists the person under the `human` campaign.
+    # The person joined the models' campaign (`assay run`'s default): ranked beside them, no campaign typed.
     page.goto(base + "/")
-    sync_api.expect(page.locator("table.board[data-campaign=human]").first).to_contain_text("human:ada")
+    board = page.locator("table.board[data-campaign=default]").first
+    sync_api.expect(board).to_contain_text("human:ada")
+    sync_api.expect(board).to_contain_text("reference")
     page.screenshot(path=str(tmp / "leaderboard.png"), full_page=True)
     page.close()
     # The run is in the store like any other: the CLI report sees it, recorded as for a model.
-    rep = assay("report", "--campaign", "human", "--store", str(site["store"]), "--json", "h.json", cwd=tmp)
+    rep = assay("report", "--campaign", "default", "--agent", "human:ada", "--store", str(site["store"]), "--json",
+                "h.json", cwd=tmp)
     assert rep.returncode == 0, rep.stderr
     runs = json.loads((tmp / "h.json").read_text())["runs"]
     assert [(r["agent"], r["passed"], r["end_reason"], r["sandbox"]) for r in runs] == [

@@ -70,7 +70,7 @@ def test_sign_in_play_and_the_run_is_human_alice(site: dict[str, object]) -> Non
         sync_api.expect(page.locator("#result")).to_contain_text("passed")
         page.screenshot(path=str(tmp / "accounts-play.png"), full_page=True)
         page.goto(base + "/")
-        board = page.locator("table.board[data-campaign=human]").first
+        board = page.locator("table.board[data-campaign=default]").first
         sync_api.expect(board).to_contain_text("human:alice")
         page.screenshot(path=str(tmp / "accounts-leaderboard.png"), full_page=True)
         # signing out ends the session: the next page is the sign-in page again

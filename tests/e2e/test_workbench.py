@@ -213,7 +213,7 @@ def test_a_session_past_its_time_limit_at_restart_is_replayed_and_graded_as_it_s
             run = state["run"]
             assert run["end_reason"] == "max_time" and run["passed"] and run["turns"] == 1, run
             assert state["turns"] == 1
-            rep = hget(f"{site['base']}/api/report?campaign=human", headers=h).json()
+            rep = hget(f"{site['base']}/api/report?campaign=default", headers=h).json()
             assert [x["agent"] for x in rep["runs"]] == ["human:alice"]
         with serve(wd, store) as site:  # nothing left to resume: the session is done
             assert hget(f"{site['base']}/api/play/{sid}", headers=h).status_code == 404

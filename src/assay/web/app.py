@@ -27,6 +27,7 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
+from assay.defaults import DEFAULTS
 from assay.errors import InputError
 from assay.record import RunRecord, escape_controls
 from assay.report.build import build_report, run_row
@@ -37,7 +38,7 @@ from assay.store.accounts import has_accounts
 from assay.store.labels import MAX_NOTE_CHARS, ItemLabel, labels_of_run, save_labels, stored_labels
 from assay.task.discover import discover
 from assay.task.model import Task
-from assay.web.human import DEFAULT_CAMPAIGN, PlayError, PlayManager, PlaySession, playable
+from assay.web.human import CAMPAIGN_RE, PlayError, PlayManager, PlaySession, playable
 from assay.web.ops import HEALTH_PATH, RequestLog, health
 from assay.web.runfilter import RunFilter
 from assay.web.security import (
@@ -130,9 +131,12 @@ def _json_safe(obj: Any) -> Any:
 
 def create_app(store_url: str, suites: list[Path] | None = None, *, token: str | None = None,  # noqa: C901 (the app's routes, one small closure each over the same store)
                allowed_hosts: list[str] | None = None, listen_host: str = "127.0.0.1", allow_remote: bool = False,
-               request_log: TextIO | None = None, create_store: bool = False) -> FastAPI:
+               play_campaign: str = DEFAULTS.campaign, request_log: TextIO | None = None,
+               create_store: bool = False) -> FastAPI:
     """The app over one store; `suites` are the task folders offered for human play;
-    `create_store` makes a SQLite store's missing folder (`Store(create=)`).
+    `create_store` makes a SQLite store's missing folder (`Store(create=)`); people's plays go
+    into `play_campaign` unless they name another (by default `assay run`'s campaign, so they
+    are ranked beside the models).
 
     `token` is a shared secret (one identity, `SHARED_TOKEN_NAME`); accounts come from the
     store (`assay users`). Listening on a non-loopback `listen_host` needs `allow_remote` (the
@@ -155,6 +159,9 @@ def create_app(store_url: str, suites: list[Path] | None = None, *, token: str |
                                           "with python3 -c 'import secrets; print(secrets.token_urlsafe(24))'")
     if listen_host.strip("[]") not in ("0.0.0.0", "::", ""):  # a specific address is a name of this server
         hosts.add(check_allowed_host(listen_host))
+    if not CAMPAIGN_RE.match(play_campaign):
+        raise InputError(None, "--campaign", f"{play_campaign!r}: use letters, digits, '.', '_' or '-', starting with "
+                                             "a letter or digit")
     tasks: list[Task] = discover(list(suites)) if suites else []
     if not local and token is None and _no_store_yet(store_url):  # no accounts, and nothing written
         raise InputError(None, "--host", f"{listen_host} is reachable from other machines, and this server has no "
@@ -167,7 +174,7 @@ def create_app(store_url: str, suites: list[Path] | None = None, *, token: str |
                                          "sign-in: add accounts (assay users add NAME) or pass --token TOKEN "
                                          "(or ASSAY_TOKEN); without either, listen on 127.0.0.1")
     auth = WebAuth(store=store, token=token, always=not local, allowed_hosts=frozenset(hosts))
-    play = PlayManager(store, tasks)
+    play = PlayManager(store, tasks, play_campaign)
     templates = _env()
 
     @asynccontextmanager
@@ -422,13 +429,13 @@ def create_app(store_url: str, suites: list[Path] | None = None, *, token: str |
     def play_index_page(request: Request, status: int = 200, error: str | None = None) -> HTMLResponse:
         viewer, admin = owner(request)
         return page(request, "play_index.html", status=status, title="play", tasks=[_task_row(t) for t in tasks],
-                    default_campaign=DEFAULT_CAMPAIGN, error=error, sessions=play.visible(viewer, admin))
+                    default_campaign=play.campaign, error=error, sessions=play.visible(viewer, admin))
 
     def start(request: Request, fields: dict[str, Any]) -> PlaySession:
         """A session of the signed-in account (its name, never one typed in), else of the name given."""
         viewer, _admin = owner(request)
         name = viewer if viewer is not None else str(fields.get("name", ""))
-        return play.start(str(fields.get("task_id", "")), name, str(fields.get("campaign") or DEFAULT_CAMPAIGN),
+        return play.start(str(fields.get("task_id", "")), name, str(fields.get("campaign") or "") or None,
                           fields.get("level") or None, owner=viewer)
 
     @app.get("/play", response_class=HTMLResponse)

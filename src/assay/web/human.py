@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from assay.agent.human import HumanFactory
+from assay.defaults import DEFAULTS
 from assay.env.sandbox import bwrap_available
 from assay.env.workspace import needs_workspace
 from assay.grade.grader import needs_judge
@@ -65,13 +66,12 @@ from assay.store.play import (
 from assay.task.model import Task
 from assay.web.playworker import LIVE_KINDS, MAX_LINE_BYTES, Launch, encode_launch, plan_run
 
-__all__ = ["ACTION_GRACE_S", "DEFAULT_CAMPAIGN", "EDITOR_LINES", "GRADE_LIMIT_S", "LIVE_KINDS", "MAX_LIVE_PER_OWNER",
+__all__ = ["ACTION_GRACE_S", "CAMPAIGN_RE", "EDITOR_LINES", "GRADE_LIMIT_S", "LIVE_KINDS", "MAX_LIVE_PER_OWNER",
            "MAX_LIVE_SESSIONS", "STOP_GRACE_S", "TOOL_LIMIT_S", "PlayBusy", "PlayError", "PlayManager", "PlaySession",
            "PlayTimeout", "action_limit", "editor_text", "playable", "tree_entries"]
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
 CAMPAIGN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}$")
-DEFAULT_CAMPAIGN = "human"
 #: sessions one account may have running at once (each is a sandbox, a uid and a disk quota)
 MAX_LIVE_PER_OWNER = 4
 #: sessions the server runs at once in all (each is a worker process of about 100 MB)
@@ -314,9 +314,11 @@ class PlaySession:
 class PlayManager:
     """The play sessions of one server process, each run in a worker process."""
 
-    def __init__(self, store: Store, tasks: list[Task]) -> None:
+    def __init__(self, store: Store, tasks: list[Task], campaign: str = DEFAULTS.campaign) -> None:
         self.store = store
         self.tasks = {t.id: t for t in tasks}
+        #: where plays go unless one names another: by default `assay run`'s, beside the models
+        self.campaign = campaign
         self.sessions: dict[str, PlaySession] = {}
         #: this server process: the workbench starts its views afresh when it changes (a restart)
         self.boot = secrets.token_hex(8)
@@ -335,11 +337,12 @@ class PlayManager:
         taken += play_epochs(self.store, campaign, task.id, spec.removeprefix("human:"), level)
         return max(taken, default=0) + 1
 
-    def start(self, task_id: str, name: str, campaign: str = DEFAULT_CAMPAIGN, level: str | None = None,
+    def start(self, task_id: str, name: str, campaign: str | None = None, level: str | None = None,
               owner: str | None = None) -> PlaySession:
-        """A new session; with sign-in on, `owner` is the account and `name` must be its name."""
+        """A new session (in `campaign`, else the server's play campaign); with sign-in on,
+        `owner` is the account and `name` must be its name."""
         name = (name or "").strip()
-        campaign = (campaign or "").strip() or DEFAULT_CAMPAIGN
+        campaign = (campaign or "").strip() or self.campaign
         if not NAME_RE.match(name):
             raise PlayError("name: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit")
         if not CAMPAIGN_RE.match(campaign):
