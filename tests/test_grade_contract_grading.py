@@ -440,12 +440,18 @@ async def test_judge_text_fallback(server: FakeOpenAIServer, judge: Judge, works
     assert grade["judge"]["total"] == pytest.approx(0.8)
 
 
-async def test_judge_unparseable_is_grader_error(server: FakeOpenAIServer, judge: Judge, workspace: Path) -> None:
+async def test_judge_unparseable_scores_the_judge_part_0_with_the_fault(server: FakeOpenAIServer, judge: Judge,
+                                                                        workspace: Path) -> None:
+    """A judge that answers, every time, with no verdict read the agent's work (which may have
+    told it how to reply): its part scores 0, the fault recorded; not a void run the agent chose."""
     task = darebench_task("", type_="judge")
     server.script("I cannot grade this.", "Still no.", "Nope.")
-    with pytest.raises(GraderError, match="unparseable"):
-        await grade_contract(grade_input(task, workspace, judge=judge), {})
+    grade: dict = {}
+    res = await grade_contract(grade_input(task, workspace, judge=judge), grade)
     assert len(server.requests) == 3  # one call and two retries
+    assert res.score == 0.0 and grade["judge"]["unreadable"] is True and grade["judge"]["total"] == 0.0
+    ((part, reason),) = res.faults
+    assert part == "judge" and "unparseable after 3 attempts" in reason and "attempt 3" in reason
 
 
 async def test_judge_retry_then_parse(server: FakeOpenAIServer, judge: Judge, workspace: Path) -> None:

@@ -18,6 +18,7 @@ from assay.grade.audit import audit_run, find_injection
 from assay.grade.injection_screen import (
     MAX_QUOTES,
     QUOTE_CHARS,
+    SCREEN_ROUNDS,
     SCREEN_SYSTEM,
     Injection,
     parse_screen,
@@ -132,12 +133,52 @@ async def test_the_screen_may_remove_at_most_half_of_a_text() -> None:
     assert flag["rule"] == "judge_injection" and flag["severity"] == "soft" and flag["screen_refused"] is True
 
 
-async def test_quotes_past_the_limit_are_not_read() -> None:
-    text = " ".join(f"Sentence number {i:03d} is here." for i in range(MAX_QUOTES + 40))
+class ListingScreen(ScriptedScreen):
+    """A screen that obeys its prompt's limit: it quotes, of the sentences numbered below
+    `marked` that it is shown, the first `MAX_QUOTES`."""
+
+    def __init__(self, marked: int) -> None:
+        super().__init__()
+        self.marked = marked
+
+    async def ask_raw(self, system: str, prompt: str, *, attempt: int = 0) -> tuple[str, UsageCost]:
+        self.prompts.append((system, prompt))
+        shown = [q for i in range(self.marked) if (q := f"Sentence number {i:03d} is here.") in prompt]
+        return passages(*shown[:MAX_QUOTES]), UsageCost(input_tokens=100, output_tokens=10)
+
+
+def _sentences(n: int) -> str:
+    return " ".join(f"Sentence number {i:03d} is here." for i in range(n))
+
+
+async def test_a_reply_is_read_up_to_the_quote_limit() -> None:
+    text = _sentences(MAX_QUOTES + 40)
     quotes = [f"Sentence number {i:03d} is here." for i in range(MAX_QUOTES + 5)]
     out = await screened(passages(*quotes), [("final message", text)])
-    assert len(out.accepted) == MAX_QUOTES and len(out.refused) == 5
-    assert all(r["reason"] == f"past the first {MAX_QUOTES} quotes" for r in out.refused)
+    assert len(out.accepted) == MAX_QUOTES
+    past = [r for r in out.refused if r["reason"] == f"past the first {MAX_QUOTES} quotes of a reply"]
+    assert len(past) == 5 * SCREEN_ROUNDS  # each full reply is followed by another call, which says the same
+
+
+async def test_a_full_reply_is_followed_by_another_call_without_what_was_found() -> None:
+    """45 passages, the screen listing 20 a reply: three calls find them all (each shown the text
+    without the quotes found before), and nothing is flagged as left."""
+    screen = ListingScreen(marked=45)
+    empty = Injection(finder=PassageFinder(), passages=[])
+    out = await screen_injection(screen, "t", [("final message", _sentences(100))], "", empty)
+    assert out.rounds == 3 and len(screen.prompts) == 3 and not out.saturated and out.flags() == []
+    assert sorted(q for _, q, _ in out.accepted) == [f"Sentence number {i:03d} is here." for i in range(45)]
+    assert "Sentence number 000 is here." not in screen.prompts[1][1]  # found in round 1: not shown again
+    assert out.record()["rounds"] == 3 and out.usage.input_tokens == 300
+
+
+async def test_a_screen_still_full_after_its_last_call_flags_the_run() -> None:
+    screen = ListingScreen(marked=70)
+    empty = Injection(finder=PassageFinder(), passages=[])
+    out = await screen_injection(screen, "t", [("final message", _sentences(200))], "", empty)
+    assert out.rounds == SCREEN_ROUNDS and out.saturated and len(out.accepted) == MAX_QUOTES * SCREEN_ROUNDS
+    (flag,) = out.flags()
+    assert flag["severity"] == "soft" and flag["screen_refused"] and "more may be left" in flag["reason"]
 
 
 async def test_an_unreadable_reply_gives_no_passage_and_says_why() -> None:

@@ -179,10 +179,10 @@ def test_darebench_check_without_a_number_is_a_broken_task_and_an_empty_one_scor
     broken = darebench.run("task_parity_03")
     assert broken["status"] == "broken" and broken["score"] is None
     assert "no numeric value" in broken["void_reason"] and "untouched workspace" in broken["void_reason"]
-    assert [b["task_id"] for b in darebench.report["broken_tasks"]] == ["task_parity_03"]
+    assert [b["task_id"] for b in darebench.report["broken_tasks"]] == ["task_parity_03", "task_parity_15"]
     empty = darebench.run("task_parity_04")
     assert empty["status"] == "done" and empty["score"] == 0.0  # _average_scores({}) = 0.0
-    assert darebench.result.returncode == 1  # a run is void (task_parity_15)
+    assert darebench.result.returncode == 0  # no run is void: the two broken tasks are listed, not failed
 
 
 def test_darebench_named_output_file_is_an_optional_predicate(darebench: Campaign) -> None:
@@ -244,13 +244,14 @@ def test_darebench_total_above_1_as_percent_or_capped(darebench: Campaign) -> No
     assert "read_as_percent" not in capped["grade"]["judge"]
 
 
-def test_darebench_judge_without_total_is_asked_again_then_void(darebench: Campaign) -> None:
+def test_darebench_judge_without_total_is_asked_again_then_a_broken_task(darebench: Campaign) -> None:
     """Row "judge reply without JSON total or scores": upstream scores the judge part 0; assay asks
-    again (2 retries) and then voids the run (`grader_error`)."""
+    again (2 retries), then scores the judge part 0 with the fault recorded, and since the judge
+    gives no verdict on an untouched workspace either, the task is broken (left out, listed)."""
     run = darebench.run("task_parity_15")
-    assert run["status"] == "void" and run["score"] is None
-    assert "grader_error" in (run["end_reason"], run["void_reason"])
-    assert len(darebench.asked("P15")) == 3  # the first call and 2 retries
+    assert run["status"] == "broken" and run["score"] is None, run
+    assert "unparseable" in run["void_reason"] and "untouched workspace" in run["void_reason"], run["void_reason"]
+    assert len(darebench.asked("P15")) == 6  # the run's 3 calls (2 retries), and 3 on the untouched workspace
 
 
 def test_darebench_judge_sees_untrusted_parts_fenced(darebench: Campaign) -> None:
@@ -274,7 +275,7 @@ def test_darebench_sat_rate_is_null_without_required_artifacts(darebench: Campai
     # (test_darebench_check_values_are_averaged_before_any_clipping holds upstream's number for it)
     p19 = darebench.run("task_parity_19")["score"]
     assert contract["accuracy"] == pytest.approx((9.55 + p19) / 15)
-    assert darebench.agent()["void"] == 1  # P15 (the judge gave no total); P03 is a broken task, left out
+    assert darebench.agent()["void"] == 0  # P03 and P15 (the judge gives no total) are broken tasks, left out
 
 
 def test_darebench_web_search_task_is_skipped_without_a_backend(darebench: Campaign) -> None:

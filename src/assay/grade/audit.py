@@ -51,10 +51,11 @@ they are untrusted data (`assay.llm.untrusted`); its reply's last `supported` va
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -64,7 +65,7 @@ from assay.config import settings
 from assay.errors import GraderError, ProviderError
 from assay.grade import workers
 from assay.grade.contract_grading import ARTIFACT_CHARS as JUDGE_FILE_CHARS
-from assay.grade.contract_grading import judge_contract, to_openclaw
+from assay.grade.contract_grading import judge_contract, judge_views, to_openclaw
 from assay.grade.injection_screen import KINDS, Injection, screen_injection, shown
 from assay.grade.inputs import GradeInput, JudgeService
 from assay.grade.numbers import Number, find_numbers
@@ -561,11 +562,23 @@ def _strings(value: Any) -> list[str]:
     return []
 
 
-def _injection_texts(task: Task, evidence: Evidence) -> list[tuple[str, str]]:
-    """(where, text) of what a judge is shown of the agent's work: the final message as judges
-    cut it, the first characters of each artifact, and for a contract judge (which reads the
-    transcript) the arguments of each tool call."""
-    out = [("final message", cut_text(evidence.final, ANSWER_CHARS).text)]
+def judge_texts(inp: GradeInput, evidence: Evidence) -> list[tuple[str, str]]:
+    """(where, text) of what the task's judge is shown of the agent's work, cut as it is shown:
+    a rubric judge the final message; a contract judge its transcript summary, the final
+    message and the head of each contract file (`contract_grading.JudgeViews`). The injection
+    screen is shown these, and only these, so its prompt is bounded by the judge's own."""
+    task: Task = inp.task
+    if task.primary_kind == "contract":
+        transcript = to_openclaw(inp.events, task_id=task.id, final_message=inp.final_message)
+        return judge_views(task, transcript, inp.final_message, inp.workspace).texts()
+    return [("final message", cut_text(evidence.final, ANSWER_CHARS).text)]
+
+
+def _injection_texts(task: Task, evidence: Evidence, views: Sequence[tuple[str, str]] = ()) -> list[tuple[str, str]]:
+    """(where, text) the rules search: the judge's `views` (else the final message as judges
+    cut it), the first characters of each artifact (the meta-judge's view), and for a contract
+    judge (which reads the transcript) the arguments of each tool call."""
+    out = list(views) or [("final message", cut_text(evidence.final, ANSWER_CHARS).text)]
     out += [(f"file {rel}", text[:JUDGE_FILE_CHARS]) for rel, text in sorted(evidence.outputs.items())]
     if task.primary_kind == "contract":
         out += [(f"transcript ({c['name']} call)", s) for c in evidence.tool_calls
@@ -573,13 +586,13 @@ def _injection_texts(task: Task, evidence: Evidence) -> list[tuple[str, str]]:
     return out
 
 
-def find_injection(task: Task, evidence: Evidence) -> Injection:
-    """Passages addressed to the grader in the final message, the artifacts and (contract
+def find_injection(task: Task, evidence: Evidence, views: Sequence[tuple[str, str]] = ()) -> Injection:
+    """Passages addressed to the grader in the judge's views, the artifacts and (contract
     judge) the tool calls' arguments, each once, in where-first order."""
     finder = PassageFinder(_own_text(task))
     seen: set[str] = set()
     passages: list[dict[str, Any]] = []
-    for where, text in _injection_texts(task, evidence):
+    for where, text in _injection_texts(task, evidence, views):
         for p in finder.find(text):
             key = " ".join(p.text.split())
             if key in seen:
@@ -706,8 +719,10 @@ async def _rejudge(inp: GradeInput, grade: Grade, score: float, injection: Injec
         assert grade.rubric is not None
         verdicts = {it.id: ItemVerdict(id=it.id, weight=it.weight, tag=it.tag, hit=it.hit, na=it.na, check=True,
                                        reason=it.reason) for it in grade.rubric.items if it.check}
-        judged, usage, info = await judge.judge_items(task, injection.clean(inp.final_message),
-                                                      items_needing_judge(task))
+        # The answer as the judge was shown it, cleaned: never cleaned whole and cut again, which
+        # would bring text from the cut middle (searched by nobody) into view.
+        shown_answer = injection.clean(cut_text(inp.final_message, ANSWER_CHARS).text)
+        judged, usage, info = await judge.judge_items(task, shown_answer, items_needing_judge(task))
         verdicts.update(judged)
         again = score_items(task, verdicts)
         again.judge_info = JudgeInfo.model_validate(info)
@@ -866,25 +881,14 @@ def rule_phantom_claim(task: Task, evidence: Evidence) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- meta-judge
 
 
-def _cleaned(value: Any, clean: Callable[[str], str]) -> Any:
-    """A tool call's arguments with `clean` applied to every string in them."""
-    if isinstance(value, str):
-        return clean(value)
-    if isinstance(value, dict):
-        return {k: _cleaned(v, clean) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_cleaned(v, clean) for v in value]
-    return value
-
-
-def _trace_summary(evidence: Evidence, events: list[Event], clean: Callable[[str], str] | None = None) -> str:
+def _trace_summary(evidence: Evidence, events: list[Event]) -> str:
     parts: list[str] = []
     for e in events:
         if isinstance(e, ToolCallEvent):
-            args = json.dumps(e.arguments if clean is None else _cleaned(e.arguments, clean), ensure_ascii=False)
+            args = json.dumps(e.arguments, ensure_ascii=False)
             parts.append(f"Tool: {e.name}({args[:400]}{'...' if len(args) > 400 else ''})")
         elif isinstance(e, ToolResultEvent):
-            out = e.output if clean is None else clean(e.output)
+            out = e.output
             parts.append(f"Result: {out[:RESULT_PREVIEW]}{'...' if len(out) > RESULT_PREVIEW else ''}")
         elif isinstance(e, HarnessEvent) and e.note:
             parts.append(f"Harness: {e.note[:RESULT_PREVIEW]}")
@@ -897,7 +901,9 @@ def _trace_summary(evidence: Evidence, events: list[Event], clean: Callable[[str
     return text
 
 
-def _artifacts_block(task: Task, evidence: Evidence, token: str) -> str:
+def _artifacts_block(task: Task, evidence: Evidence, token: str, heads: dict[str, str]) -> str:
+    """The artifacts as the meta-judge is shown them: `heads` holds each file's first
+    `ARTIFACT_CHARS` characters (cleaned, on a re-judge)."""
     order = [_norm_path(p.path) for p in task.contract] + sorted(evidence.outputs)
     parts: list[str] = []
     for rel in dict.fromkeys(order):
@@ -910,7 +916,7 @@ def _artifacts_block(task: Task, evidence: Evidence, token: str) -> str:
                          else f"### {rel}\n(binary or unreadable)")
             continue
         more = f"\n[... truncated: the first {ARTIFACT_CHARS} characters are shown]" if len(text) > ARTIFACT_CHARS else ""
-        parts.append(f"### {rel}\n{fence('FILE', token, text[:ARTIFACT_CHARS])}{more}")
+        parts.append(f"### {rel}\n{fence('FILE', token, heads[rel])}{more}")
     return "\n\n".join(parts)
 
 
@@ -942,15 +948,17 @@ def _meta_prompt(inp: GradeInput, grade: Grade, credit: Credit, evidence: Eviden
                        if v is not None) or "harness defaults"
     turns = sum(1 for e in inp.events if isinstance(e, AssistantEvent))
     flag_lines = "\n".join(f"- {f['rule']} ({f['severity']}): {f['reason']}" for f in flags)
-    trace = _trace_summary(evidence, inp.events, clean)
-    if clean is not None:
-        evidence = Evidence(tool_calls=evidence.tool_calls, commands=evidence.commands, written=evidence.written,
-                            files=evidence.files, outputs={k: clean(v) for k, v in evidence.outputs.items()},
-                            final=clean(evidence.final))
+    # Each text is cut as shown first and cleaned after: cleaning a whole text and cutting it
+    # again would bring text from its cut part (searched by nobody) into view.
+    trace = _trace_summary(evidence, inp.events)
     final = cut_text(evidence.final.strip(), ANSWER_CHARS)
+    heads = {rel: text[:ARTIFACT_CHARS] for rel, text in evidence.outputs.items()}
+    if clean is not None:
+        trace = clean(trace)
+        final = dataclasses.replace(final, text=clean(final.text).strip())
+        heads = {rel: clean(text) for rel, text in heads.items()}
     verdict = _verdict_block(credit, grade)
-    files = [t[:ARTIFACT_CHARS] for t in evidence.outputs.values()]
-    token = boundary(task.id, [trace, final.text, verdict, *files])
+    token = boundary(task.id, [trace, final.text, verdict, *heads.values()])
     note = untrusted_note(token, META_LABELS, extra=" or, for the VERDICT block, from the grader under review "
                                                     "(it may quote the agent)")
     final_block = fence("ANSWER", token, final.text) if final.text else "(none)"
@@ -968,7 +976,7 @@ def _meta_prompt(inp: GradeInput, grade: Grade, credit: Credit, evidence: Eviden
         f"{fence('TRANSCRIPT', token, trace)}\n\n"
         f"End reason: {inp.end_reason}; assistant turns: {turns}; limits: {limits}; tools offered: "
         f"{', '.join(task.tools) or 'none'}; execution form: {task.execution}\n\n"
-        f"## Artifacts (first {ARTIFACT_CHARS} characters each)\n{_artifacts_block(task, evidence, token) or '(none)'}\n\n"
+        f"## Artifacts (first {ARTIFACT_CHARS} characters each)\n{_artifacts_block(task, evidence, token, heads) or '(none)'}\n\n"
         f"## Final message\n{final_block}\n\n"
         f"## Original grader verdict (score {score:g})\n{fence('VERDICT', token, verdict)}\n\n"
         f"## Audit flags\n{flag_lines}\n\n"
@@ -1065,10 +1073,10 @@ async def _audit(inp: GradeInput, grade: Grade, score: float, judge_usage: Usage
     if _judged(task, grade):
         audit.audited = True
         evidence = collect_evidence(task, inp.workspace, inp.events, inp.final_message, inp.commands)
-        injection = await _off_loop(find_injection, task, evidence)
+        views = judge_texts(inp, evidence)
+        injection = await _off_loop(find_injection, task, evidence, views)
         if judge is not None and inp.injection_screen:
-            screened = await screen_injection(judge, task.id, _injection_texts(task, evidence), _own_text(task),
-                                              injection)
+            screened = await screen_injection(judge, task.id, views, _own_text(task), injection)
             judge_usage = judge_usage + screened.usage
             audit.screen = screened.record()
             injection = screened.into(injection)

@@ -95,7 +95,7 @@ from assay.record import (
 )
 from assay.task.model import Task
 
-__all__ = ["ContractScore", "grade_contract", "judge_prompt", "make_python_check",
+__all__ = ["ContractScore", "JudgeViews", "grade_contract", "judge_prompt", "judge_views", "make_python_check",
            "parse_judge_reply", "run_checks", "run_python_predicate", "to_openclaw"]
 
 CHECKS_DIR = "/run/assay/checks"
@@ -403,9 +403,9 @@ def _summary(transcript: list[dict[str, Any]], prompt: str) -> str:
     return "\n".join(parts)
 
 
-def _artifacts(task: Task, workspace: Path | None, clean: Clean | None = None) -> list[tuple[str, str | None, str]]:
-    """(path, text or None for a binary file, a note) of each contract file that exists; with
-    `clean`, a file's text is cleaned before it is cut to its head."""
+def _artifacts(task: Task, workspace: Path | None) -> list[tuple[str, str | None, str]]:
+    """(path, its head as the judge is shown it, or None for a binary file, a note) of each
+    contract file that exists."""
     if workspace is None:
         return []
     out: list[tuple[str, str | None, str]] = []
@@ -418,46 +418,55 @@ def _artifacts(task: Task, workspace: Path | None, clean: Clean | None = None) -
             out.append((pred.path, None, f"(binary file, {len(data)} bytes)"))
             continue
         text = data[:ARTIFACT_CHARS * 4].decode("utf-8", errors="replace")
-        if clean is not None:
-            text = clean(text)
-        cut = text[:ARTIFACT_CHARS]
         more = (f"[... truncated: the first {ARTIFACT_CHARS} characters are shown]"
                 if len(text) > ARTIFACT_CHARS or len(data) > ARTIFACT_CHARS * 4 else "")
-        out.append((pred.path, cut, more))
+        out.append((pred.path, text[:ARTIFACT_CHARS], more))
     return out
+
+
+@dataclass(frozen=True)
+class JudgeViews:
+    """What the contract judge is shown of the agent's work, each text cut as it is shown: the
+    transcript's summary, the final message and the head of each contract file.
+
+    The audit screens these same texts for passages addressed to the grader, and its re-judge
+    cleans these views, never the sources they were cut from: removing a passage from a
+    source and cutting it again would slide text nobody searched into view."""
+
+    summary: Cut
+    final: Cut
+    files: list[tuple[str, str | None, str]]  # (path, head or None for a binary file, note)
+
+    def texts(self) -> list[tuple[str, str]]:
+        """(where, text) of each view, as the audit names them."""
+        return [("final message", self.final.text),
+                *((f"file {path}", text) for path, text, _ in self.files if text is not None),
+                ("transcript", self.summary.text)]
+
+    def cleaned(self, clean: Clean) -> JudgeViews:
+        """The same views with `clean` applied to each text (what was cut stays as recorded)."""
+        return JudgeViews(summary=dataclasses.replace(self.summary, text=clean(self.summary.text)),
+                          final=dataclasses.replace(self.final, text=clean(self.final.text).strip()),
+                          files=[(p, None if t is None else clean(t), n) for p, t, n in self.files])
+
+
+def judge_views(task: Task, transcript: list[dict[str, Any]], final_message: str, workspace: Path | None
+                ) -> JudgeViews:
+    """The contract judge's views of one run (`JudgeViews`)."""
+    prompt = task.prompt or next(iter(task.briefs.values()), "")
+    return JudgeViews(summary=cut_text(_summary(transcript, prompt), TRANSCRIPT_CHARS),
+                      final=cut_text(final_message.strip(), ANSWER_CHARS), files=_artifacts(task, workspace))
 
 
 JUDGE_LABELS = ("TRANSCRIPT", "ANSWER", "FILE")
 
 
-def _cleaned(value: Any, clean: Clean) -> Any:
-    """A transcript entry with `clean` applied to every string the agent controls in it (tool
-    arguments, tool output, messages); the entry's keys and kinds are kept."""
-    if isinstance(value, str):
-        return clean(value)
-    if isinstance(value, dict):
-        return {k: v if k in ("type", "role", "name", "id", "toolCallId", "toolName") else _cleaned(v, clean)
-                for k, v in value.items()}
-    if isinstance(value, list):
-        return [_cleaned(v, clean) for v in value]
-    return value
-
-
-def _judge_prompt(task: Task, transcript: list[dict[str, Any]], final_message: str, workspace: Path | None,
-                  clean: Clean | None = None) -> tuple[str, dict[str, Any]]:
-    """(the prompt, what was cut: {"transcript"?: Cut.info, "final_message"?: Cut.info}). With
-    `clean` (the audit's re-judge), every text the agent controls is cleaned first: the
-    passages addressed to the grader are left out of the transcript, the final message and
-    the files."""
+def _judge_prompt(task: Task, views: JudgeViews) -> tuple[str, dict[str, Any]]:
+    """(the prompt, what was cut: {"transcript"?: Cut.info, "final_message"?: Cut.info})."""
     g = task.grading
     prompt = task.prompt or next(iter(task.briefs.values()), "")
     rubric = _rubric_text(task)
-    if clean is not None:
-        transcript = [_cleaned(ev, clean) for ev in transcript]
-        final_message = clean(final_message)
-    summary = cut_text(_summary(transcript, prompt), TRANSCRIPT_CHARS)
-    final = cut_text(final_message.strip(), ANSWER_CHARS)
-    files = _artifacts(task, workspace, clean)
+    summary, final, files = views.summary, views.final, views.files
     token = boundary(task.id, [summary.text, final.text, *(t for _, t, _ in files if t is not None)])
     cuts = {name: c.info() for name, c in (("transcript", summary), ("final_message", final)) if c.was_cut}
     return (
@@ -514,7 +523,7 @@ def _files_block(files: list[tuple[str, str | None, str]], token: str) -> str:
 
 def judge_prompt(task: Task, transcript: list[dict[str, Any]], final_message: str, workspace: Path | None) -> str:
     """The DareBench judge's prompt for one run (agent-controlled text fenced and cut)."""
-    return _judge_prompt(task, transcript, final_message, workspace)[0]
+    return _judge_prompt(task, judge_views(task, transcript, final_message, workspace))[0]
 
 
 def _num(v: Any) -> float | None:
@@ -599,13 +608,15 @@ def parse_judge_reply(text: str) -> dict[str, Any]:
 
 async def judge_contract(inp: GradeInput, transcript: list[dict[str, Any]], *, clean: Clean | None = None
                          ) -> tuple[dict[str, Any], UsageCost]:
-    """Ask the judge; ({scores, total, notes, raw, error?}, usage). Raises GraderError when it
-    cannot. `clean` removes passages addressed to the grader from what the agent controls
-    (the audit's re-judge)."""
+    """Ask the judge; ({scores, total, notes, raw, error?, unreadable?}, usage). A provider
+    failure raises GraderError (the run is void); a reply that stays unparseable is a verdict of
+    0 marked `unreadable`. `clean` removes passages addressed to the grader from the judge's views of what the
+    agent controls (the audit's re-judge: `JudgeViews.cleaned`)."""
     task: Task = inp.task
     if inp.judge is None:
         raise GraderError(f"task {task.id} is judge-graded and no judge was given")
-    prompt, cuts = _judge_prompt(task, transcript, inp.final_message, inp.workspace, clean)
+    views = judge_views(task, transcript, inp.final_message, inp.workspace)
+    prompt, cuts = _judge_prompt(task, views if clean is None else views.cleaned(clean))
     usage = UsageCost()
     errors: list[str] = []
     text = ""
@@ -626,7 +637,12 @@ async def judge_contract(inp: GradeInput, transcript: list[dict[str, Any]], *, c
         if errors:
             result["error"] = "; ".join(errors)
         return result, usage
-    raise GraderError(f"judge reply unparseable after {JUDGE_RETRIES + 1} attempts: {text[:300]!r}")
+    # The judge answered, every time, in a form that is not a verdict. It read the agent's work:
+    # that work may have told it how to reply, so the judge's part scores 0 with the fault
+    # recorded (a grader failing on the task's reference marks the task broken: campaign.health).
+    reason = f"the judge's reply was unparseable after {JUDGE_RETRIES + 1} attempts ({'; '.join(errors)})"
+    return {"scores": {}, "total": 0.0, "notes": "", "raw": text[:4000], "error": reason[:1000],
+            "unreadable": True, **({"cut": cuts} if cuts else {})}, usage
 
 
 # --------------------------------------------------------------------------- entry point
@@ -664,6 +680,8 @@ async def grade_contract(inp: GradeInput, grade: ContractGrade) -> ContractScore
         verdict, judge_usage = await judge_contract(inp, transcript)
         grade.judge = verdict
         judge_score = verdict["total"]
+        if verdict.get("unreadable"):
+            faults.append(("judge", str(verdict["error"])))
     if g.type == "automated":
         score = auto or 0.0
     elif g.type == "judge":

@@ -15,7 +15,10 @@ Nothing the screen says is taken on trust:
   string or `{"quote": ...}`); anything else is unreadable: no passages from the screen, the
   reason recorded in `audit.screen.error`; a provider failure is a GraderError (the run is
   void, as for every judge call);
-- at most `MAX_QUOTES` quotes are read; a quote is refused (and recorded, with why) when it is
+- at most `MAX_QUOTES` quotes of a reply are read; a reply that lists that many may have left
+  some out, so the texts, without what was found so far, are screened again (at most
+  `SCREEN_ROUNDS` calls; a reply still full after the last gives a soft `judge_injection` flag,
+  which sends the run to the meta-judge); a quote is refused (and recorded, with why) when it is
   longer than `QUOTE_CHARS`, shorter than `MIN_QUOTE` (a short quote would delete every
   occurrence of a word), does not occur in the text the screen was shown (compared past
   whitespace, invisible characters and lookalike letters, `untrusted.skeleton`), occurs in the
@@ -49,10 +52,11 @@ from assay.llm.untrusted import (
 )
 from assay.record import UsageCost
 
-__all__ = ["KINDS", "MAX_QUOTES", "MAX_SHARE", "MIN_QUOTE", "PASSAGE_CHARS", "QUOTE_CHARS", "SCREEN_SYSTEM",
+__all__ = ["KINDS", "MAX_QUOTES", "MAX_SHARE", "MIN_QUOTE", "PASSAGE_CHARS", "QUOTE_CHARS", "SCREEN_ROUNDS", "SCREEN_SYSTEM",
            "Injection", "Screened", "parse_screen", "screen_injection", "screen_prompt", "shown"]
 
 MAX_QUOTES = 20  # the most quotes of one reply that are read
+SCREEN_ROUNDS = 3  # the most screen calls for one run (another when a reply lists MAX_QUOTES quotes)
 QUOTE_CHARS = 2000  # the longest quote accepted
 MIN_QUOTE = 10  # the shortest (a character of Chinese, Japanese or Korean counts as CJK_WEIGHT)
 CJK_WEIGHT = 2.5
@@ -237,22 +241,30 @@ class Screened:
     usage: UsageCost = field(default_factory=UsageCost)
     judge: str = ""
     texts: int = 0
+    rounds: int = 0  # screen calls made
+    saturated: bool = False  # the last call still listed MAX_QUOTES quotes: some may be left
 
     def record(self) -> dict[str, Any]:
         """What `audit.screen` keeps."""
-        return {"judge": self.judge, "texts": self.texts, "passages": len(self.accepted),
-                "refused": self.refused[:REFUSED_LISTED], "error": self.error, "usage": self.usage.model_dump()}
+        return {"judge": self.judge, "texts": self.texts, "passages": len(self.accepted), "rounds": self.rounds,
+                "saturated": self.saturated, "refused": self.refused[:REFUSED_LISTED], "error": self.error,
+                "usage": self.usage.model_dump()}
 
     def flags(self) -> list[dict[str, Any]]:
-        """A soft `judge_injection` flag when the screen quoted more of a text than may be
-        removed: nothing is re-judged, so the flag sends the run to the meta-judge."""
-        if not self.too_much:
-            return []
-        return [{"rule": "judge_injection", "severity": "soft", "screen_refused": True,
-                 "reason": f"the injection screen quoted more than {MAX_SHARE:.0%} of the "
-                           f"{' and the '.join(dict.fromkeys(self.too_much))} as addressed to the grader; that "
-                           "is more than it may remove, so those quotes were not removed and the run was not "
-                           "judged again without them"}]
+        """Soft `judge_injection` flags when the screen quoted more of a text than may be removed,
+        or listed as many passages as it may in every call: they send the run to the meta-judge."""
+        out = []
+        if self.too_much:
+            out.append({"rule": "judge_injection", "severity": "soft", "screen_refused": True,
+                        "reason": f"the injection screen quoted more than {MAX_SHARE:.0%} of the "
+                                  f"{' and the '.join(dict.fromkeys(self.too_much))} as addressed to the grader; "
+                                  "that is more than it may remove, so those quotes were not removed and the run "
+                                  "was not judged again without them"})
+        if self.saturated:
+            out.append({"rule": "judge_injection", "severity": "soft", "screen_refused": True,
+                        "reason": f"the injection screen listed {MAX_QUOTES} passages addressed to the grader in "
+                                  f"each of {self.rounds} calls, so more may be left in the answer"})
+        return out
 
     def into(self, injection: Injection) -> Injection:
         """`injection` with the accepted quotes: a quote that lies within a rule's passage in
@@ -308,35 +320,49 @@ def _check(quote: str, texts: Sequence[tuple[str, str, _Normal]], removed: dict[
 async def screen_injection(judge: JudgeService, task_id: str, texts: Sequence[tuple[str, str]], own_text: str,
                            found: Injection) -> Screened:
     """Ask the judge's screen about `texts` ((where, text) as the judge is shown them) and
-    check its quotes (`found`: the rules' passages). GraderError on a provider failure."""
+    check its quotes (`found`: the rules' passages). A reply that lists `MAX_QUOTES` quotes or
+    more may have left some out: the texts, without what was found so far, are screened again,
+    up to `SCREEN_ROUNDS` calls; still full after the last, the run gets a soft flag (the
+    meta-judge reviews it). GraderError on a provider failure."""
     texts = [(w, t) for w, t in texts if t.strip()]
     out = Screened(judge=judge.name, texts=len(texts))
     if not texts:
-        return out
-    try:
-        reply, out.usage = await judge.ask_raw(SCREEN_SYSTEM, screen_prompt(task_id, texts))
-    except ProviderError as e:  # the client has already retried: the run is void, as every judge failure
-        raise GraderError(f"injection screen {judge.name}: provider error: {e.reason}") from None
-    try:
-        quotes = parse_screen(reply)
-    except ValueError as e:
-        out.error = f"unreadable screen reply ({e}): {reply[:200]!r}"
         return out
     normals = [(w, t, _Normal.of(t)) for w, t in texts]
     own = _Normal.of(own_text).text
     removed: dict[str, list[tuple[int, int]]] = {}
     ruled = [(str(p["where"]), _key(str(p["text"]))) for p in found.passages]
     keys: set[str] = set()
-    for i, quote in enumerate(quotes):
-        if i >= MAX_QUOTES:
-            out.refused.append({"quote": shown(quote), "reason": f"past the first {MAX_QUOTES} quotes"})
-            continue
-        verdict = _check(quote, normals, removed, own, ruled)
-        if isinstance(verdict, _Refused):
-            out.refused.append({"quote": shown(quote), "reason": verdict.reason})
-            if verdict.too_much_of is not None:
-                out.too_much.append(verdict.too_much_of)
-        elif verdict[2] not in keys:
-            keys.add(verdict[2])
-            out.accepted.append(verdict)
+    shown_texts = texts
+    for _round in range(SCREEN_ROUNDS):
+        try:
+            reply, usage = await judge.ask_raw(SCREEN_SYSTEM, screen_prompt(task_id, shown_texts))
+        except ProviderError as e:  # the client has already retried: the run is void, as every judge failure
+            raise GraderError(f"injection screen {judge.name}: provider error: {e.reason}") from None
+        out.usage = out.usage + usage
+        out.rounds += 1
+        try:
+            quotes = parse_screen(reply)
+        except ValueError as e:
+            out.error = f"unreadable screen reply ({e}): {reply[:200]!r}"
+            return out
+        for i, quote in enumerate(quotes):
+            if i >= MAX_QUOTES:
+                out.refused.append({"quote": shown(quote), "reason": f"past the first {MAX_QUOTES} quotes of a reply"})
+                continue
+            verdict = _check(quote, normals, removed, own, ruled)
+            if isinstance(verdict, _Refused):
+                out.refused.append({"quote": shown(quote), "reason": verdict.reason})
+                if verdict.too_much_of is not None:
+                    out.too_much.append(verdict.too_much_of)
+            elif verdict[2] not in keys:
+                keys.add(verdict[2])
+                out.accepted.append(verdict)
+        if len(quotes) < MAX_QUOTES:
+            return out
+        so_far = Injection(finder=found.finder, passages=[], quotes=sorted(keys))
+        shown_texts = [(w, cleaned) for w, t in texts if (cleaned := so_far.clean(t)).strip()]
+        if not shown_texts:
+            return out
+    out.saturated = True
     return out
