@@ -244,8 +244,11 @@ def _result(output: str, timed_out: bool, exit_code: int | None, marker: str, ti
     lines = [ln for ln in output.splitlines() if ln.startswith(marker)]
     if not lines:
         raise GradingFault(part, f"check printed no result: {tail or 'no output'}")
+    if len(lines) > 1:  # the runner prints one and ends: the others came from code the checks ran
+        raise GradingFault(part, f"the checks' output holds {len(lines)} result lines, and the runner prints one: "
+                                 "code the checks ran forged the others")
     try:
-        return jsonlimits.loads(lines[-1][len(marker):], max_depth=RESULT_DEPTH)
+        return jsonlimits.loads(lines[0][len(marker):], max_depth=RESULT_DEPTH)
     except jsonlimits.JSONLimitError as e:
         raise GradingFault(part, f"check result refused: {e}") from None
 

@@ -12,12 +12,18 @@ Checks often run what the agent wrote (a `solve.py`), as this same uid in this s
 That code must not read the checks' expected values, nor forge the result line: so the code
 and the marker never touch a file or the command line (both of which it could read), and
 before the checks run the process makes itself non-dumpable (`PR_SET_DUMPABLE` 0), which
-closes its /proc/PID/mem, environ and fd entries to other processes of its uid.
+closes its /proc/PID/mem, environ and fd entries to other processes of its uid. The result is
+the only marker line the harness accepts (a second one is a fault: score 0), and the process
+ends the moment it is written (`os._exit`), so code the checks *import* from the workspace
+cannot add a later one at exit. Such code runs inside this process, though, and could still
+rewrite the runner itself: checks should start the agent's code as a program (docs/SECURITY.md
+G12).
 """
 from __future__ import annotations
 
 import ctypes
 import json
+import os
 import sys
 import traceback
 from typing import Any
@@ -60,6 +66,7 @@ def main() -> None:
     sys.stderr.flush()
     sys.stdout.write("\n" + marker + json.dumps(result, default=repr) + "\n")
     sys.stdout.flush()
+    os._exit(0)  # nothing runs after the result: no atexit handler or finaliser of code the checks imported
 
 
 if __name__ == "__main__":
