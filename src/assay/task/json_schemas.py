@@ -7,7 +7,9 @@ versions that compile the pattern with `assay.task.patterns.compile_pattern` (RE
 the text, Python's meaning), and `assay validate` refuses, naming the field, a schema that is
 malformed, holds a pattern RE2 cannot run, or combines `unevaluatedProperties` with
 `patternProperties` (jsonschema's evaluation of that pair reaches `re` by a path this module
-cannot replace).
+cannot replace). A schema reaches nothing outside itself: a `$ref` (or `$dynamicRef`,
+`$recursiveRef`) that is not a fragment of the schema (`#...`) is refused at validation, and
+the validator's registry retrieves nothing (no file, no URL is ever opened).
 """
 
 from __future__ import annotations
@@ -79,8 +81,32 @@ def _has(schema: Any, keyword: str) -> bool:
     return False
 
 
+_REFS = ("$ref", "$dynamicRef", "$recursiveRef")
+
+
+def _outside_refs(schema: Any, where: str) -> Iterator[tuple[str, Any]]:
+    """(field, value) of every reference in `schema` that is not to a part of the schema itself."""
+    stack = [(where, schema)]
+    while stack:
+        at, node = stack.pop()
+        if isinstance(node, dict):
+            for key in _REFS:
+                if key in node and not (isinstance(node[key], str) and node[key].startswith("#")):
+                    yield f"{at}.{key}", node[key]
+            stack.extend((f"{at}.{k}", v) for k, v in node.items() if isinstance(v, (dict, list)))
+        elif isinstance(node, list):
+            stack.extend((f"{at}[{i}]", v) for i, v in enumerate(node) if isinstance(v, (dict, list)))
+
+
+def _retrieve_nothing(uri: str) -> Any:
+    raise LookupError(f"a task schema may not reach outside itself ({uri!r})")
+
+
 def check_task_schema(file: Path | str, field: str, schema: dict[str, Any]) -> None:
     """InputError(file, field, reason) for a schema this harness will not check artifacts with."""
+    for at, ref in _outside_refs(schema, field):
+        raise InputError(file, at, f"{ref!r} points outside the schema: a task schema may only refer to its own "
+                                   "parts ('#/$defs/...'); nothing is fetched or read")
     for at, pattern in schema_patterns(schema, field):
         check_pattern(file, at, pattern)
     if _has(schema, "unevaluatedProperties") and _has(schema, "patternProperties"):
@@ -143,5 +169,7 @@ def _extended(cls: type[Validator]) -> type[Validator]:
 def validator(schema: dict[str, Any]) -> Validator:
     """The validator of a task schema (its `$schema` draft, or the latest), patterns run by RE2."""
     from jsonschema.validators import validator_for
+    from referencing import Registry
 
-    return _extended(validator_for(schema))(schema)
+    registry: Registry[Any] = Registry(retrieve=_retrieve_nothing)  # type: ignore[call-arg]  # attrs alias of _retrieve
+    return _extended(validator_for(schema))(schema, registry=registry)
