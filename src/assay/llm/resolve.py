@@ -1,5 +1,5 @@
-"""One resolver of model specs: `PROVIDER/MODEL` (openai, anthropic, or a provider a plugin
-registers: `assay.llm.providers`) or an `assay.toml` alias.
+"""One resolver of model specs: `PROVIDER/MODEL` (openai, anthropic, a named preset such as
+`ollama`, or a provider a plugin registers: `assay.llm.providers`) or an `assay.toml` alias.
 
 Every user of a model (agents, judges, the meta-judge, the stakeholder router, the company
 LLM gateway) resolves its spec here, so one alias means one provider, endpoint, key and
@@ -72,9 +72,11 @@ class ModelSpec(BaseModel):
         return found
 
     def endpoint(self) -> str | None:
-        """The base URL calls go to: the alias's, else the provider's environment variable."""
-        url_env = self._provider().url_env
-        return self.base_url or (os.environ.get(url_env) if url_env else None) or None
+        """The base URL calls go to: the alias's, else the provider's environment variable, else
+        the provider's default (a preset's; None: the SDK's own)."""
+        provider = self._provider()
+        url_env = provider.url_env
+        return self.base_url or (os.environ.get(url_env) if url_env else None) or provider.default_url
 
     def key(self) -> str | None:
         key_env = self._provider().key_env
@@ -159,11 +161,11 @@ def resolve_model(spec: str, config: Config | None = None, *, field: str = "--ag
             _require_key(resolved, field)
         return resolved
     provider, _, model = spec.partition("/")
-    if not model or get_provider(provider, field) is None:
+    found = get_provider(provider, field) if model else None
+    if found is None:
         raise InputError(None, field, f"unknown model spec {spec!r} ({'/MODEL, '.join(provider_names())}/MODEL "
                                       "or a model alias from assay.toml)")
-    resolved = ModelSpec(spec=spec, provider=provider, model=model,
-                         price=lookup_price(provider, model, overrides))
+    resolved = ModelSpec(spec=spec, provider=provider, model=model, price=lookup_price(provider, model, overrides))
     if require_key:
         _require_key(resolved, field)
     return resolved
@@ -172,7 +174,7 @@ def resolve_model(spec: str, config: Config | None = None, *, field: str = "--ag
 def _require_key(spec: ModelSpec, field: str) -> None:
     """Refuse up front (exit 2) rather than void every run when no key is set."""
     provider = spec._provider()
-    if provider.key_env is None or spec.key() or is_loopback(spec.endpoint()):
+    if provider.key_env is None or not provider.key_required or spec.key() or is_loopback(spec.endpoint()):
         return
     local = f"point {provider.url_env} at a local server" if provider.url_env else "use a local server"
     raise InputError(None, field, f"{provider.key_env} is not set (or {local})")
