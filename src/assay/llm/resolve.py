@@ -25,7 +25,8 @@ from assay.plugins import PluginError
 if TYPE_CHECKING:
     from assay.llm.clients.base import ModelClient
 
-__all__ = ["DEFAULT_MAX_REPLY_TOKENS", "Model", "ModelSpec", "is_loopback", "is_model_spec", "resolve_model"]
+__all__ = ["DEFAULT_MAX_REPLY_TOKENS", "Model", "ModelSpec", "is_loopback", "is_model_spec", "missing_key",
+           "resolve_model"]
 
 DEFAULT_MAX_REPLY_TOKENS = 32_000
 
@@ -41,6 +42,7 @@ class ModelSpec(BaseModel):
     alias: bool = False
     base_url: str | None = None
     api_key: str | None = Field(default=None, repr=False)
+    api_key_env: str | None = None  # an alias's own key variable
     price: Price | None = None
     context: int | None = None
     temperature: float | None = None
@@ -152,7 +154,7 @@ def resolve_model(spec: str, config: Config | None = None, *, field: str = "--ag
         price = Price(**alias.prices.model_dump()) if alias.prices is not None else \
             lookup_price(alias.provider, alias.model, overrides)
         resolved = ModelSpec(spec=spec, provider=alias.provider, model=alias.model, alias=True,
-                             base_url=alias.base_url, api_key=key, price=price, context=alias.context,
+                             base_url=alias.base_url, api_key=key, api_key_env=alias.api_key_env, price=price, context=alias.context,
                              temperature=alias.temperature,
                              max_tokens=alias.max_tokens or DEFAULT_MAX_REPLY_TOKENS,
                              max_retries=alias.max_retries, retry_base_delay=alias.retry_base_delay,
@@ -171,13 +173,22 @@ def resolve_model(spec: str, config: Config | None = None, *, field: str = "--ag
     return resolved
 
 
-def _require_key(spec: ModelSpec, field: str) -> None:
-    """Refuse up front (exit 2) rather than void every run when no key is set."""
+def missing_key(spec: ModelSpec) -> str | None:
+    """Why calls to `spec` would be refused for want of a key (None: they would not)."""
     provider = spec._provider()
     if provider.key_env is None or not provider.key_required or spec.key() or is_loopback(spec.endpoint()):
-        return
+        return None
+    if spec.api_key_env is not None:
+        return f"environment variable {spec.api_key_env} is not set"
     local = f"point {provider.url_env} at a local server" if provider.url_env else "use a local server"
-    raise InputError(None, field, f"{provider.key_env} is not set (or {local})")
+    return f"{provider.key_env} is not set (or {local})"
+
+
+def _require_key(spec: ModelSpec, field: str) -> None:
+    """Refuse up front (exit 2) rather than void every run when no key is set."""
+    reason = missing_key(spec)
+    if reason is not None:
+        raise InputError(None, field, reason)
 
 
 def _known() -> str:
