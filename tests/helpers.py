@@ -24,7 +24,16 @@ from typing import Any
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-_NOT_INHERITED = ("OPENAI_", "ANTHROPIC_", "ASSAY_")  # a newcomer's shell has no provider keys, no assay settings
+_NOT_INHERITED = ("OPENAI_", "ANTHROPIC_", "AZURE_OPENAI_", "ASSAY_")  # a newcomer's shell has no provider keys, no assay settings
+
+
+def _inherited(name: str) -> bool:
+    """A variable a newcomer's shell may have: not a provider's key or URL (the built-in
+    providers' and presets' too: OLLAMA_BASE_URL, GROQ_API_KEY, ...), not an assay setting."""
+    from assay.llm.providers import BUILTIN_PROVIDERS
+
+    named = {v for p in BUILTIN_PROVIDERS.values() for v in (p.key_env, p.url_env) if v}
+    return not name.startswith(_NOT_INHERITED) and name not in named
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD, signal.SIGPIPE)
 
 HOSTILE_S = 30.0
@@ -56,6 +65,19 @@ def answer_task(folder: Path, want: str = "42", **extra: Any) -> Path:
     return write_task(folder, spec, {"reference/answer.txt": f"{want}\n", "workspace/README.md": "hello\n"})
 
 
+def reply_task(folder: Path, want: str = "42", **extra: Any) -> Path:
+    """A tiny single-step task: the model's reply is the answer (written to answer.txt), which
+    must be `want`. No tools, so a model agent's run is one model call."""
+    spec = {
+        "title": "reply with the answer", "domain": "test", "execution": "single-step",
+        "prompt": f"Reply with {want} and nothing else.", "answer_path": "answer.txt",
+        "contract": [{"path": "answer.txt", "predicate": "regex", "pattern": f"^{want}\\s*$"}],
+        "reference": {"answer": want},
+        **extra,
+    }
+    return write_task(folder, spec)
+
+
 def assay(*args: str, cwd: Path, env: dict[str, str] | None = None,
           input: str | None = None) -> subprocess.CompletedProcess[str]:
     """`assay ARGS` in this test's process: the console script's own `assay.cli.main` under
@@ -71,7 +93,7 @@ def assay(*args: str, cwd: Path, env: dict[str, str] | None = None,
 
     from assay import cli
 
-    overrides: dict[str, str | None] = {k: None for k in os.environ if k.startswith(_NOT_INHERITED)}
+    overrides: dict[str, str | None] = {k: None for k in os.environ if not _inherited(k)}
     overrides.update(env or {})
     runner = CliRunner(**({"mix_stderr": False} if "mix_stderr" in inspect.signature(CliRunner).parameters else {}))
     was_cwd, was_argv, was_gc = os.getcwd(), sys.argv, gc.isenabled()
@@ -160,7 +182,7 @@ def free_port() -> int:
 
 def clean_env() -> dict[str, str]:
     """This environment without provider keys or assay settings, as a newcomer's shell."""
-    return {k: v for k, v in os.environ.items() if not k.startswith(_NOT_INHERITED)}
+    return {k: v for k, v in os.environ.items() if _inherited(k)}
 
 
 def run_docs_bash(cwd: Path, shell: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:

@@ -77,7 +77,8 @@ def test_an_alias_with_an_unknown_provider_names_the_toml_field() -> None:
     with pytest.raises(InputError) as e:
         resolve_model("g", cfg(g=ModelAlias(provider="google", model="gemini")), require_key=False)
     assert (e.value.file, e.value.field) == ("assay.toml", "models.g.provider")
-    assert e.value.reason == "unknown provider 'google' (openai or anthropic)"
+    assert e.value.reason == ("unknown provider 'google' (openai, anthropic, vllm, sglang, ollama, llama-cpp, "
+                              "openrouter, groq, together, fireworks or deepseek)")
 
 
 def test_is_model_spec() -> None:

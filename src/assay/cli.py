@@ -138,7 +138,7 @@ def run(
                      seed=seed, round_size=round_size, detect=detect)
     if detect is not None and not dry_run:
         _fail(InputError(None, "--detect", "is read by --dry-run (and assay compare): pass --dry-run"))
-    prepared = _prepare(req)
+    prepared = _prepare(req, require_keys=not dry_run)
     if dry_run:
         _dry_run(prepared, json_out)
         return
@@ -171,13 +171,13 @@ def run(
         raise typer.Exit(1)
 
 
-def _prepare(req: RunOptions) -> PreparedCampaign:
+def _prepare(req: RunOptions, *, require_keys: bool = True) -> PreparedCampaign:
     """The campaign `req` asks for, its bad task files and skipped runs listed; exit 2 on bad
     input, 1 when every run is skipped."""
     from assay.campaign.service import prepare_campaign
 
     try:
-        prepared = prepare_campaign(req)
+        prepared = prepare_campaign(req, require_keys=require_keys)
     except InputError as e:
         _fail(e)
     _closing.append(prepared.close)  # its store, if opened, closed when the command ends
@@ -208,11 +208,14 @@ def _run_prepared(prepared: PreparedCampaign, quiet: bool, details: bool | None)
 def _dry_run(prepared: PreparedCampaign, json_out: Path | None) -> None:
     """`assay run --dry-run`: the estimate per agent and, for two agents, the power of the plan."""
     from assay.campaign.rounds import plan_power
-    from assay.campaign.service import DryRun
+    from assay.campaign.service import DryRun, unkeyed_models
     from assay.campaign.service import dry_run as estimate
     from assay.report.table import dry_run_table
 
     rows = estimate(prepared)
+    for what, reason in unkeyed_models(prepared):
+        err.print(f"note: {what}: {reason} (the runs need it, the estimate does not)", highlight=False,
+                  soft_wrap=True)
     plan = DryRun(campaign=prepared.options.campaign, agents=rows,
                   power=plan_power(prepared, [(r.agent, r.to_do, r.cost_usd) for r in rows]))
     out.print(dry_run_table([r.model_dump() for r in plan.agents], plan.campaign))

@@ -27,7 +27,7 @@ AgentKind = Literal["noop", "policy", "script", "model", "human"]
 class AgentFactory:
     """A resolved `--agent` spec; `for_task` gives the agent for one task (see `skip_reason`)."""
 
-    def __init__(self, spec: str, config: Config) -> None:
+    def __init__(self, spec: str, config: Config, *, require_key: bool = True) -> None:
         self.spec = spec
         self.kind: AgentKind
         self.model: Model | None = None
@@ -44,7 +44,7 @@ class AgentFactory:
             raise InputError(None, "--agent", f"{spec!r}: people work through the web app (assay serve), not assay run")
         elif is_model_spec(spec, config):
             self.kind = "model"
-            self.model = Model(resolve_model(spec, config))
+            self.model = Model(resolve_model(spec, config, require_key=require_key))
         else:
             raise InputError(None, "--agent", f"unknown agent spec {spec!r} (noop, reference, literal, "
                                               "shortcut:NAME, bypass:NAME, alternate:NAME, probe:NAME, script:PATH, "

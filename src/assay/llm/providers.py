@@ -1,7 +1,8 @@
 """The one registry of model providers: a provider's name, its client and the errors it names.
 
-`openai` and `anthropic` are registered here like any other provider; a third-party package
-adds one through the `assay.providers` entry point group (`assay.plugins`, docs/extending.md),
+`openai` and `anthropic` are registered here like any other provider, and so is each named
+preset of an OpenAI-compatible server (`assay.llm.presets`: `ollama`, `vllm`, `groq`, ...); a
+third-party package adds one through the `assay.providers` entry point group (`assay.plugins`, docs/extending.md),
 and `PROVIDER/MODEL` is then a model spec everywhere a model is taken (agents, judges, the
 stakeholder router, assay.toml aliases). A plugin's module is imported only when a spec names
 its provider.
@@ -14,12 +15,14 @@ not JSON).
 
 from __future__ import annotations
 
+import functools
 import importlib
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from assay.llm.presets import PRESETS, Preset
 from assay.plugins import Registry
 
 if TYPE_CHECKING:
@@ -41,7 +44,9 @@ class Provider:
     `client` makes its ModelClient; `classify` maps the exceptions its client raises to a Fault
     (None: not a provider fault, so the run's exception propagates); `key_env` and `url_env`
     name the environment variables of its API key and base URL (None: it takes none; with a
-    `key_env`, a spec is refused up front unless the key is set or the endpoint is loopback).
+    `key_env` and `key_required`, a spec is refused up front unless the key is set or the
+    endpoint is loopback); `default_url` is where calls go when neither an alias nor `url_env`
+    says (None: the SDK's own default).
     """
 
     name: str
@@ -49,6 +54,8 @@ class Provider:
     classify: Classifier | None = None
     key_env: str | None = None
     url_env: str | None = None
+    default_url: str | None = None
+    key_required: bool = True
 
     def load(self) -> ClientFactory:
         """The client factory, its SDK imported (the built-ins import theirs lazily: seconds each)."""
@@ -57,14 +64,17 @@ class Provider:
 
 
 class _LazyClient:
-    """A built-in client class, imported when first needed."""
+    """A built-in client class, imported when first needed; `defaults` are keyword arguments it
+    is always made with (a preset's name, URL and key variables), a caller's own winning."""
 
-    def __init__(self, module: str, name: str) -> None:
-        self.module, self.name = module, name
+    def __init__(self, module: str, name: str, **defaults: Any) -> None:
+        self.module, self.name, self.defaults = module, name, defaults
 
     def load(self) -> ClientFactory:
         cls: ClientFactory = getattr(importlib.import_module(self.module), self.name)
-        return cls
+        if not self.defaults:
+            return cls
+        return functools.partial(cls, **self.defaults)
 
     def __call__(self, *args: Any, **kwargs: Any) -> ModelClient:
         return self.load()(*args, **kwargs)
@@ -134,11 +144,23 @@ def stainless_classifier(module: str) -> Classifier:
     return classify
 
 
+_OPENAI_CLIENT = ("assay.llm.clients.openai_client", "OpenAIClient")
+
+
+def _preset(p: Preset) -> Provider:
+    """A preset's provider: the OpenAI client, made with the preset's name, URL and key variables."""
+    client = _LazyClient(*_OPENAI_CLIENT, provider=p.name, key_env=p.key_env, url_env=p.url_env,
+                         default_url=p.default_url, key_required=p.key_required)
+    return Provider(p.name, client, stainless_classifier("openai"), p.key_env, p.url_env,
+                    default_url=p.default_url, key_required=p.key_required)
+
+
 BUILTIN_PROVIDERS: dict[str, Provider] = {
-    "openai": Provider("openai", _LazyClient("assay.llm.clients.openai_client", "OpenAIClient"),
+    "openai": Provider("openai", _LazyClient(*_OPENAI_CLIENT),
                        stainless_classifier("openai"), "OPENAI_API_KEY", "OPENAI_BASE_URL"),
     "anthropic": Provider("anthropic", _LazyClient("assay.llm.clients.anthropic_client", "AnthropicClient"),
                           stainless_classifier("anthropic"), "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
+    **{p.name: _preset(p) for p in PRESETS},
 }
 PROVIDERS: Registry[Provider] = Registry("assay.providers", Provider, BUILTIN_PROVIDERS)
 """The one provider registry: the built-ins, then the `assay.providers` plugins as specs name them."""

@@ -1,5 +1,5 @@
-"""One resolver of model specs: `PROVIDER/MODEL` (openai, anthropic, or a provider a plugin
-registers: `assay.llm.providers`) or an `assay.toml` alias.
+"""One resolver of model specs: `PROVIDER/MODEL` (openai, anthropic, a named preset such as
+`ollama`, or a provider a plugin registers: `assay.llm.providers`) or an `assay.toml` alias.
 
 Every user of a model (agents, judges, the meta-judge, the stakeholder router, the company
 LLM gateway) resolves its spec here, so one alias means one provider, endpoint, key and
@@ -25,7 +25,8 @@ from assay.plugins import PluginError
 if TYPE_CHECKING:
     from assay.llm.clients.base import ModelClient
 
-__all__ = ["DEFAULT_MAX_REPLY_TOKENS", "Model", "ModelSpec", "is_loopback", "is_model_spec", "resolve_model"]
+__all__ = ["DEFAULT_MAX_REPLY_TOKENS", "Model", "ModelSpec", "is_loopback", "is_model_spec", "missing_key",
+           "resolve_model"]
 
 DEFAULT_MAX_REPLY_TOKENS = 32_000
 
@@ -41,6 +42,7 @@ class ModelSpec(BaseModel):
     alias: bool = False
     base_url: str | None = None
     api_key: str | None = Field(default=None, repr=False)
+    api_key_env: str | None = None  # an alias's own key variable
     price: Price | None = None
     context: int | None = None
     temperature: float | None = None
@@ -72,9 +74,11 @@ class ModelSpec(BaseModel):
         return found
 
     def endpoint(self) -> str | None:
-        """The base URL calls go to: the alias's, else the provider's environment variable."""
-        url_env = self._provider().url_env
-        return self.base_url or (os.environ.get(url_env) if url_env else None) or None
+        """The base URL calls go to: the alias's, else the provider's environment variable, else
+        the provider's default (a preset's; None: the SDK's own)."""
+        provider = self._provider()
+        url_env = provider.url_env
+        return self.base_url or (os.environ.get(url_env) if url_env else None) or provider.default_url
 
     def key(self) -> str | None:
         key_env = self._provider().key_env
@@ -150,7 +154,7 @@ def resolve_model(spec: str, config: Config | None = None, *, field: str = "--ag
         price = Price(**alias.prices.model_dump()) if alias.prices is not None else \
             lookup_price(alias.provider, alias.model, overrides)
         resolved = ModelSpec(spec=spec, provider=alias.provider, model=alias.model, alias=True,
-                             base_url=alias.base_url, api_key=key, price=price, context=alias.context,
+                             base_url=alias.base_url, api_key=key, api_key_env=alias.api_key_env, price=price, context=alias.context,
                              temperature=alias.temperature,
                              max_tokens=alias.max_tokens or DEFAULT_MAX_REPLY_TOKENS,
                              max_retries=alias.max_retries, retry_base_delay=alias.retry_base_delay,
@@ -159,23 +163,32 @@ def resolve_model(spec: str, config: Config | None = None, *, field: str = "--ag
             _require_key(resolved, field)
         return resolved
     provider, _, model = spec.partition("/")
-    if not model or get_provider(provider, field) is None:
+    found = get_provider(provider, field) if model else None
+    if found is None:
         raise InputError(None, field, f"unknown model spec {spec!r} ({'/MODEL, '.join(provider_names())}/MODEL "
                                       "or a model alias from assay.toml)")
-    resolved = ModelSpec(spec=spec, provider=provider, model=model,
-                         price=lookup_price(provider, model, overrides))
+    resolved = ModelSpec(spec=spec, provider=provider, model=model, price=lookup_price(provider, model, overrides))
     if require_key:
         _require_key(resolved, field)
     return resolved
 
 
+def missing_key(spec: ModelSpec) -> str | None:
+    """Why calls to `spec` would be refused for want of a key (None: they would not)."""
+    provider = spec._provider()
+    if provider.key_env is None or not provider.key_required or spec.key() or is_loopback(spec.endpoint()):
+        return None
+    if spec.api_key_env is not None:
+        return f"environment variable {spec.api_key_env} is not set"
+    local = f"point {provider.url_env} at a local server" if provider.url_env else "use a local server"
+    return f"{provider.key_env} is not set (or {local})"
+
+
 def _require_key(spec: ModelSpec, field: str) -> None:
     """Refuse up front (exit 2) rather than void every run when no key is set."""
-    provider = spec._provider()
-    if provider.key_env is None or spec.key() or is_loopback(spec.endpoint()):
-        return
-    local = f"point {provider.url_env} at a local server" if provider.url_env else "use a local server"
-    raise InputError(None, field, f"{provider.key_env} is not set (or {local})")
+    reason = missing_key(spec)
+    if reason is not None:
+        raise InputError(None, field, reason)
 
 
 def _known() -> str:

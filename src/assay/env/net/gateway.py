@@ -885,7 +885,8 @@ def gateway_model_spec(options: Any = None) -> str | None:
     return spec or None
 
 
-def resolve_upstream(spec: str, config: Config | None = None, *, field: str = "--gateway-model") -> Upstream:
+def resolve_upstream(spec: str, config: Config | None = None, *, field: str = "--gateway-model",
+                     require_key: bool = True) -> Upstream:
     """`openai/MODEL` or an assay.toml alias of provider `openai` -> Upstream; InputError otherwise.
 
     The spec is resolved by the one resolver agents and judges use (`assay.llm.resolve`), so an
@@ -902,7 +903,8 @@ def resolve_upstream(spec: str, config: Config | None = None, *, field: str = "-
         where = f"[models.{spec}.prices]" if resolved.alias else f'[prices."{spec}"]'
         raise InputError(None, field, f"no price known for {spec!r}: the engagement's LLM budgets are in "
                                       f"dollars; give its prices in assay.toml ({where})")
-    resolve_model(spec, config, field=field)  # the key (or a local endpoint), as for agents
+    if require_key:
+        resolve_model(spec, config, field=field)  # the key (or a local endpoint), as for agents
     return Upstream(spec=spec, url=resolved.endpoint() or DEFAULT_OPENAI_URL, model=resolved.model,
                     api_key=resolved.key(), price=resolved.price)
 

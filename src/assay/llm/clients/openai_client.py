@@ -67,16 +67,24 @@ class OpenAIClient(ModelClient):
         api_key: str | None = None,
         *,
         web_search_mode: WebSearchMode = "auto",
+        provider: str = "openai",
+        key_env: str | None = "OPENAI_API_KEY",
+        url_env: str | None = "OPENAI_BASE_URL",
+        default_url: str | None = None,
+        key_required: bool = True,
         **kwargs: Any,
     ) -> None:
         if kwargs.get("context_tokens") is None:
             kwargs["context_tokens"] = _CONTEXT.get(model)
         super().__init__(model, **kwargs)
-        base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
-        api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
+        # `provider` and the variables are a preset's (`assay.llm.presets`): a preset never
+        # reads OPENAI_* (an OpenAI key must not go to another company's server).
+        self.provider = provider
+        base_url = base_url or (os.environ.get(url_env) if url_env else None) or default_url
+        api_key = api_key or (os.environ.get(key_env) if key_env else None) or None
         if not api_key:
-            if not is_loopback(base_url):
-                raise ProviderError("OPENAI_API_KEY not set")
+            if key_required and not is_loopback(base_url):
+                raise ProviderError(f"{key_env or 'an API key'} not set")
             api_key = "assay-local-placeholder"
         self.base_url = base_url
         host = (urlparse(base_url).hostname or "").lower() if base_url else "api.openai.com"
