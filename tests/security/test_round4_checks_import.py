@@ -79,10 +79,6 @@ def test_control_a_wrong_imported_module_scores_zero(tmp_path: Path) -> None:
     assert row["status"] == "done" and row["score"] == 0.0
 
 
-@pytest.mark.xfail(strict=True, reason="round 4: checks that import the agent's module run it inside the checks "
-                                       "runner (env/inside/check_runner.py main: `marker` is a local of main, the "
-                                       "result is the last marker line, contract_grading._result), so the module "
-                                       "reads the marker from the stack and prints a later result line at exit")
 def test_an_imported_module_cannot_forge_the_result_line(tmp_path: Path) -> None:
     row = _run(tmp_path, FORGER)
     assert row["status"] == "done"

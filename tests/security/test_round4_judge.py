@@ -64,9 +64,6 @@ def test_control_the_hidden_phrasing_is_caught_where_the_detector_looks(tmp_path
     assert judge.obeyed >= 1
 
 
-@pytest.mark.xfail(strict=True, reason="round 4: the re-judge cleans the whole final message and cuts it again, so "
-                                       "text from the middle the first judge, the rules' cut view and the screen "
-                                       "never saw slides into the re-judge's view (audit.py _rejudge)")
 def test_a_passage_hidden_in_the_cut_middle_slides_into_the_rejudge(tmp_path: Path) -> None:
     """A long answer: a passage the rules find in the head (the first judge obeys it), filler to
     exactly the end of the head the judge is shown (40,000 characters), then a second passage in
@@ -85,9 +82,6 @@ def test_a_passage_hidden_in_the_cut_middle_slides_into_the_rejudge(tmp_path: Pa
     assert row["score"] == pytest.approx(0.5), json.dumps(row["grade"].get("audit"), indent=1)[:3000]
 
 
-@pytest.mark.xfail(strict=True, reason="round 4: the screen's quotes past the first 20 are refused without a flag, "
-                                       "and the 21st passage stays in the text the re-judge reads "
-                                       "(injection_screen.py screen_injection, MAX_QUOTES)")
 def test_twenty_one_passages_outnumber_the_screens_quote_cap(tmp_path: Path) -> None:
     """21 distinct passages in words only the screen reads, in an answer long enough that they
     are a small share of it. The screen's prompt asks for at most 20 quotes and the harness reads
@@ -121,9 +115,6 @@ class _WindowedJudge:
         return self.inner(body)
 
 
-@pytest.mark.xfail(strict=True, reason="round 4: the injection screen fences every tool-call argument of a "
-                                       "contract run whole (audit.py _injection_texts), so one big write_file "
-                                       "makes its prompt megabytes: the provider refuses it and the run is void")
 def test_a_big_write_file_does_not_make_the_screen_prompt_unbounded(tmp_path: Path) -> None:
     """A contract task judged by a model: the agent writes its answer and a 1.5 MB data file
     with `write_file`. The contract judge is shown a transcript cut to 20,000 characters; the

@@ -20,10 +20,6 @@ pytestmark = pytest.mark.slow
 SECRET = "7355608"
 
 
-@pytest.mark.xfail(strict=True, reason="round 4: a task schema's $ref to file:///... is retrieved by jsonschema's "
-                                       "default registry (urlopen) in the predicate worker, as root; "
-                                       "task/json_schemas.py validator() sets no registry and check_task_schema "
-                                       "does not refuse a $ref that leaves the schema")
 def test_a_schema_ref_to_a_root_only_host_file_is_refused_and_never_read(tmp_path: Path) -> None:
     """The task's schema is `{"$ref": "file:///.../secret.json"}`, a root-only host file
     (mode 0600) holding `{"enum": [SECRET]}`. A correct harness refuses the `$ref` at

@@ -48,9 +48,6 @@ def _contract_judged(root: Path, type_: str) -> Path:
     })
 
 
-@pytest.mark.xfail(strict=True, reason="round 4: a contract judge's reply that stays unparseable because the answer "
-                                       "told the judge how to reply is a GraderError, so the run is void "
-                                       "(contract_grading.py judge_contract); a rubric judge's is NA, counted 0")
 def test_telling_the_contract_judge_to_drop_its_json_is_not_a_void_run(tmp_path: Path) -> None:
     """A wrong answer (no lake) whose final message asks whoever reads it to answer without
     JSON. A judge that does what it reads replies in prose on every attempt; the harness gives
@@ -91,9 +88,6 @@ class _Windowed:
         return self.inner(body)
 
 
-@pytest.mark.xfail(strict=True, reason="round 4: the injection screen is shown the head of every changed file "
-                                       "(up to 500 x 4,000 characters, audit.py _injection_texts / MAX_FILES), so "
-                                       "400 small files make its prompt 1.6 MB: the provider refuses, the run is void")
 def test_four_hundred_small_files_do_not_void_the_run_through_the_screen(tmp_path: Path) -> None:
     """One command writes 400 files of 4 KB next to a wrong answer. The contract judge is shown
     only the contract's file; the screen is shown the head of all 401. Its call passes the

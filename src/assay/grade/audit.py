@@ -65,7 +65,7 @@ from assay.config import settings
 from assay.errors import GraderError, ProviderError
 from assay.grade import workers
 from assay.grade.contract_grading import ARTIFACT_CHARS as JUDGE_FILE_CHARS
-from assay.grade.contract_grading import judge_contract, judge_views, to_openclaw
+from assay.grade.contract_grading import JudgeViews, judge_contract, judge_views, to_openclaw
 from assay.grade.injection_screen import KINDS, Injection, screen_injection, shown
 from assay.grade.inputs import GradeInput, JudgeService
 from assay.grade.numbers import Number, find_numbers
@@ -708,6 +708,12 @@ def _contract_verdict(verdict: dict[str, Any]) -> dict[str, Any]:
             "notes": str(verdict.get("notes") or "")[:VERDICT_NOTES]}
 
 
+def _cleaned_views(task: Task, transcript: list[dict[str, Any]], final_message: str, workspace: Path | None,
+                   injection: Injection) -> JudgeViews:
+    """The contract judge's views of the run without the passages (worked off the event loop)."""
+    return judge_views(task, transcript, final_message, workspace).cleaned(injection.clean)
+
+
 async def _rejudge(inp: GradeInput, grade: Grade, score: float, injection: Injection, judge: JudgeService
                    ) -> tuple[float, dict[str, Any], UsageCost]:
     """The run judged again, by the same judge on the same items or contract, with the passages
@@ -721,7 +727,7 @@ async def _rejudge(inp: GradeInput, grade: Grade, score: float, injection: Injec
                                        reason=it.reason) for it in grade.rubric.items if it.check}
         # The answer as the judge was shown it, cleaned: never cleaned whole and cut again, which
         # would bring text from the cut middle (searched by nobody) into view.
-        shown_answer = injection.clean(cut_text(inp.final_message, ANSWER_CHARS).text)
+        shown_answer = await _off_loop(injection.clean, cut_text(inp.final_message, ANSWER_CHARS).text)
         judged, usage, info = await judge.judge_items(task, shown_answer, items_needing_judge(task))
         verdicts.update(judged)
         again = score_items(task, verdicts)
@@ -735,7 +741,8 @@ async def _rejudge(inp: GradeInput, grade: Grade, score: float, injection: Injec
         assert grade.contract is not None and task.grading is not None
         first = grade.contract.judge
         transcript = to_openclaw(inp.events, task_id=task.id, final_message=inp.final_message)
-        verdict, usage = await judge_contract(inp, transcript, clean=injection.clean)
+        views = await _off_loop(_cleaned_views, task, transcript, inp.final_message, inp.workspace, injection)
+        verdict, usage = await judge_contract(inp, transcript, views=views)
         g = task.grading
         wsum = g.weight_automated + g.weight_judge
         change = float(verdict["total"]) - float(first.get("total") or 0.0)

@@ -609,17 +609,18 @@ def parse_judge_reply(text: str) -> dict[str, Any]:
     return {"scores": scores, "total": total, "notes": notes, **scale}
 
 
-async def judge_contract(inp: GradeInput, transcript: list[dict[str, Any]], *, clean: Clean | None = None
+async def judge_contract(inp: GradeInput, transcript: list[dict[str, Any]], *, views: JudgeViews | None = None
                          ) -> tuple[dict[str, Any], UsageCost]:
     """Ask the judge; ({scores, total, notes, raw, error?, unreadable?}, usage). A provider
     failure raises GraderError (the run is void); a reply that stays unparseable is a verdict of
-    0 marked `unreadable`. `clean` removes passages addressed to the grader from the judge's views of what the
-    agent controls (the audit's re-judge: `JudgeViews.cleaned`)."""
+    0 marked `unreadable`. `views` replaces the judge's views of the run (the audit's re-judge:
+    the views without the passages addressed to the grader, `JudgeViews.cleaned`)."""
     task: Task = inp.task
     if inp.judge is None:
         raise GraderError(f"task {task.id} is judge-graded and no judge was given")
-    views = judge_views(task, transcript, inp.final_message, inp.workspace)
-    prompt, cuts = _judge_prompt(task, views if clean is None else views.cleaned(clean))
+    if views is None:
+        views = judge_views(task, transcript, inp.final_message, inp.workspace)
+    prompt, cuts = _judge_prompt(task, views)
     usage = UsageCost()
     errors: list[str] = []
     text = ""

@@ -58,6 +58,21 @@ def _decode(data: bytes, file: Path | str, field: str | None) -> str:
         raise InputError(file, field, f"not UTF-8 text (byte {e.start})") from None
 
 
+MAX_INT_BITS = 1024
+"""Integers wider than this are past a float's range (no weight, score or count can be one)."""
+
+
+class _PastFloat(ValueError):
+    """An integer wider than `MAX_INT_BITS` (no weight, score or count can be that)."""
+
+
+def _float_range_int(text: str) -> int:
+    value = int(text)
+    if value.bit_length() > MAX_INT_BITS:
+        raise _PastFloat(text[:20])
+    return value
+
+
 def loads_json(text: str | bytes, file: Path | str, *, field: str | None = None, max_chars: int | None = None,
                max_depth: int = MAX_DEPTH, finite: bool = False, line: int | None = None) -> Any:
     """`json.loads` of a file's text once it is at most `max_chars` long and `max_depth` deep.
@@ -76,8 +91,8 @@ def loads_json(text: str | bytes, file: Path | str, *, field: str | None = None,
                          line=line if line is not None else ln, column=col)
     try:
         if finite:
-            return json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
-        return json.loads(text)
+            return json.loads(text, parse_constant=_no_constant, parse_float=_finite_float, parse_int=_float_range_int)
+        return json.loads(text, parse_int=_float_range_int)
     except json.JSONDecodeError as e:
         where = f"line {line}, column {e.colno}" if line is not None else f"line {e.lineno}, column {e.colno}"
         raise JSONSyntaxError(file, field, f"does not parse as JSON: {e.msg} ({where})",
@@ -85,6 +100,8 @@ def loads_json(text: str | bytes, file: Path | str, *, field: str | None = None,
     except _NonFinite as e:
         raise InputError(file, field, f"{e} is not a finite number (NaN and infinities are refused)",
                          line=line) from None
+    except _PastFloat:
+        raise InputError(file, field, "an integer past a float's range is refused", line=line) from None
     except ValueError as e:  # int() refuses more digits than sys.get_int_max_str_digits()
         if "digits" not in str(e):
             raise

@@ -28,7 +28,7 @@ from yaml._yaml import CParser
 
 from assay import fs
 from assay.errors import InputError
-from assay.task.formats.jsonio import loads_json
+from assay.task.formats.jsonio import MAX_INT_BITS, loads_json
 
 MAX_DEPTH = 64
 """Sequences and mappings nested deeper than this are refused."""
@@ -122,12 +122,15 @@ class BoundedLoader(yaml.composer.Composer, CParser, yaml.constructor.SafeConstr
 
     def construct_yaml_int(self, node: Any) -> int:
         try:
-            return int(super().construct_yaml_int(node))
+            value = int(super().construct_yaml_int(node))
         except ValueError as e:  # int() refuses more digits than sys.get_int_max_str_digits()
             if "digits" not in str(e):
                 raise  # not an integer at all (`!!int 0x`): `construct_object` says so
             raise _Refused(f"an integer of more than {sys.get_int_max_str_digits():,} digits",
                            node.start_mark, self._fields.get(id(node))) from None
+        if value.bit_length() > MAX_INT_BITS:  # hexadecimal and sexagesimal integers pass the digit count
+            raise _Refused("an integer past a float's range", node.start_mark, self._fields.get(id(node)))
+        return value
 
 
 cast("Any", BoundedLoader).add_constructor("tag:yaml.org,2002:int", BoundedLoader.construct_yaml_int)
