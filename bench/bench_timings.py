@@ -19,6 +19,9 @@ assert, which is the target on a quiet machine:
 - `jsonrepair_brackets`: `json_candidates`/`parse_lenient` over 100,000 brackets (< 10 s).
 - `re2_redos`, `re2_lookaround:N`: a ReDoS pattern and lookarounds over 1,000,000 characters
   on the task patterns' engine (< 2 s and < 10 s).
+- `re2_places_bound`, `re2_places_bound_no_captures`: the places bound's worst case,
+  `(.*){256}` over 1,000,000 characters, with its capture group (the NFA walks the match)
+  and without (what callers that only ask whether it matches compile).
 
 The tests keep a bound only where the bound is the behaviour (hostile input ends), at
 tests/helpers.py's HOSTILE_S (30 s), which cannot flake. Prints a table, then one JSON line.
@@ -115,6 +118,15 @@ def _redos() -> None:
     assert p.search("1 " * 200_000) is not None
 
 
+def _places_bound(captures: bool) -> Callable[[], float]:
+    """The places bound's worst case: 256 places alive at every character of 1,000,000."""
+    text = "x" * 1_000_000 + "!"
+
+    def run() -> None:
+        assert compile_pattern(r"(.*){256}", captures=captures).search(text) is not None
+    return lambda: _timed(run)
+
+
 def _jsonrepair() -> None:
     assert json_candidates("[" * 100_000 + "]" * 100_000) == []
     try:
@@ -140,6 +152,8 @@ def cases() -> dict[str, tuple[Callable[[], float], float]]:
             '{\n  "x": ' + "[" * 200_000 + "]" * 200_000 + "}", "people.json"))), 2.0),
         "jsonrepair_brackets": (lambda: _timed(_jsonrepair), 10.0),
         "re2_redos": (lambda: _timed(_redos), 2.0),
+        "re2_places_bound": (_places_bound(True), 10.0),
+        "re2_places_bound_no_captures": (_places_bound(False), 0.5),
     }
     for i, text in enumerate(YAML_DEEP):
         got[f"yaml_deep:{i}"] = (lambda t=text: _timed(lambda: _refused(lambda: load_yaml_text(t, "task.yaml"))), 2.0)

@@ -237,7 +237,9 @@ async def test_checks_cannot_fill_the_disk_through_their_copy(workspace: Path, m
     writes 100 MiB into it under a 32 MiB quota is stopped by ENOSPC, and the copy is gone after."""
     monkeypatch.setenv("ASSAY_WORKSPACE_QUOTA_BYTES", str(32 * 1024**2))
     (workspace / "answer.txt").write_text("42")
-    before = set(Path(tempfile.gettempdir()).glob("assay-checks-*"))
+    private = Path(tempfile.mkdtemp(prefix="assay-test-tmp-"))  # this test's own: no other test's copies in it
+    private.chmod(0o711)
+    monkeypatch.setattr(tempfile, "tempdir", str(private))
     code = ('import errno\ndef grade(t, w):\n    written = 0\n    try:\n'
             '        with open(w + "/fill", "wb") as f:\n'
             '            for _ in range(100):\n                f.write(b"x" * 1048576)\n                f.flush()\n'
@@ -246,9 +248,10 @@ async def test_checks_cannot_fill_the_disk_through_their_copy(workspace: Path, m
             '    return {"enospc": 0.0, "mib": float(written)}\n')
     got = await run_checks(darebench_task(code), workspace, [], "")
     assert got["enospc"] == 1.0 and got["mib"] < 32, got
-    assert set(Path(tempfile.gettempdir()).glob("assay-checks-*")) == before
+    assert list(private.iterdir()) == []
     mounts = Path("/proc/self/mounts").read_text()
-    assert "assay-checks-" not in mounts
+    assert str(private) not in mounts
+    private.rmdir()
 
 
 async def test_check_cannot_escape(workspace: Path) -> None:

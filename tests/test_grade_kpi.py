@@ -23,7 +23,9 @@ def spec(baseline: float | None = 10.0, reference: float | None = 20.0, **extra:
 def score(result: dict[str, Any], sp: ScenarioSpec | None = None, *, texts: list[str] | None = None,
           commands: list[str] | None = None, threshold: float | None = None, **case: Any) -> ScenarioGrade:
     kw = {"threshold": threshold} if threshold is not None else {}
-    return score_scenario(sp or spec(), CaseGrade(result=result, **case), assistant_texts=texts or [],
+    sp = sp or spec()
+    grade = CaseGrade(result=result, **case)
+    return score_scenario(sp, grade, framed=framing(sp, [*(texts or []), *grade.handover]),
                           commands=commands or [], **kw)
 
 

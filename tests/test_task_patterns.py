@@ -206,10 +206,21 @@ def test_a_text_cannot_forge_a_marker() -> None:
     ("a" * 20_001, "longer"),
     (r"(unclosed", "missing"),
     (r"a\Z(?<!a)", "end anchor"),
+    (r"(.*){1000}(.*){1000}", "2,000 places"),  # RE2 compiles it, at seconds per 100 KB
+    (r"(?:x?){200}y{57}", "257 places"),
+    (r"(ab|cd|ef){100}", "600 places"),
+    (r"((ab){10}){13}", "260 places"),
+    (r"a{256,}", "257 places"),
 ])
 def test_patterns_without_a_linear_time_equivalent_are_refused(pattern: str, words: str) -> None:
     with pytest.raises(PatternError, match=words):
         compile_pattern(pattern)
+
+
+@pytest.mark.parametrize("pattern", [r"(.*){256}", r"[^\n]{0,80}\b75\b", r"(?<!not )\b(give|use)\s+\w+",
+                                     r"(a|b){128}", r"\d{1,3}(,\d{3})*(\.\d+)?", r"(?:x*)*y+"])
+def test_patterns_within_the_places_bound_are_accepted(pattern: str) -> None:
+    compile_pattern(pattern)
 
 
 def test_unknown_flags_are_refused() -> None:

@@ -51,14 +51,31 @@ def safe_text(text: str) -> str:
     return _SURROGATE.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
 
 
-_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
-_CONTROLS_NOT_LINES = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+# Characters that draw nothing: Unicode's format characters (category Cf: zero-width space and
+# joiners, bidi marks, embeddings, overrides and isolates, the BOM, interlinear annotation marks,
+# tag characters) and the rest of its Default_Ignorable_Code_Point set (variation selectors,
+# Hangul fillers, the combining grapheme joiner, unassigned ignorables).
+_INVISIBLE = ("\u00ad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u115f\u1160\u17b4\u17b5"
+              "\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0"
+              "\ufff0-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3"
+              "\U0001d173-\U0001d17a\U000e0000-\U000e0fff")
+# In running text the joiners (U+200C/200D: Persian, Indic scripts, emoji sequences), the soft
+# hyphen and the emoji variation selectors U+FE00-FE0F carry meaning: kept there, escaped in names.
+_INVISIBLE_IN_TEXT = ("\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u115f\u1160\u17b4\u17b5"
+                      "\u180b-\u180f\u200b\u200e\u200f\u202a-\u202e\u2060-\u206f\u3164\ufeff\uffa0"
+                      "\ufff0-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3"
+                      "\U0001d173-\U0001d17a\U000e0000-\U000e0fff")
+_CONTROLS = re.compile(f"[\x00-\x1f\x7f-\x9f\u2028\u2029{_INVISIBLE}\ud800-\udfff]")
+_CONTROLS_NOT_LINES = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029{_INVISIBLE_IN_TEXT}\ud800-\udfff]")
 _NAMED_ESCAPES = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
 
 
 def _escape(m: re.Match[str]) -> str:
     c = m.group(0)
-    return _NAMED_ESCAPES.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
+    if c in _NAMED_ESCAPES:
+        return _NAMED_ESCAPES[c]
+    cp = ord(c)
+    return f"\\x{cp:02x}" if cp < 0x100 else f"\\u{cp:04x}" if cp < 0x10000 else f"\\U{cp:08x}"
 
 
 def escape_controls(text: str, *, keep_lines: bool = False) -> str:
@@ -66,9 +83,13 @@ def escape_controls(text: str, *, keep_lines: bool = False) -> str:
     cursor, end a line, clear a screen, reorder what follows or not encode is written as its
     escape, so a name or an answer cannot pose as two entries, hide or forge output. That is
     C0 controls (`\\n`, `\\t`, `\\r`, `\\x00`, `\\x1b`...), DEL and C1 (`\\x7f`, `\\x85`...),
-    the line and paragraph separators U+2028/2029, the bidi embeddings, overrides and
-    isolates U+202A-202E and U+2066-2069 (`\\u202e`), and lone surrogates (`\\udcff`). With
-    `keep_lines`, newlines and tabs stay (multi-line text: tool output, a final message). A
+    the line and paragraph separators U+2028/2029, every character that draws nothing (format
+    characters such as the bidi overrides `\\u202e`, zero-width space `\\u200b`, the BOM, tag
+    characters `\\U000e0061`, and the other default-ignorable ones such as variation selectors),
+    so two names that differ only by one read differently, and lone surrogates (`\\udcff`). With
+    `keep_lines`, newlines and tabs stay (multi-line text: tool output, a final message), and so
+    do the characters that carry meaning in running text (the joiners U+200C/200D, the soft
+    hyphen, the emoji variation selectors U+FE00-FE0F). A
     backslash is left as it is, so text without controls is unchanged. For display only: what
     is stored and `--json` keep the text itself."""
     pattern = _CONTROLS_NOT_LINES if keep_lines else _CONTROLS

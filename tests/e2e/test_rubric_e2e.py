@@ -17,6 +17,7 @@ import pytest
 from assay.env.sandbox import bwrap_available
 from tests.fakes import reply
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.fakes.screen import is_screen_prompt
 from tests.helpers import REPO, assay, model_alias, report, write_task
 
 RUBRIC = REPO / "suites" / "starter" / "rubric"
@@ -47,11 +48,18 @@ def show(cwd: Path, run_id: str) -> dict[str, Any]:
 def judge_reply(body: dict[str, Any], decide) -> Any:  # noqa: ANN001
     """A batched judge: `decide(item_id, weight, text, prompt)` -> met, for every item in the prompt."""
     prompt = body["messages"][-1]["content"]
+    if is_screen_prompt(prompt):  # the audit's injection screen: these answers address no grader
+        return reply('{"passages": []}', prompt_tokens=300, completion_tokens=5)
     items = ITEM_LINE.findall(prompt)
     if not items:  # e.g. the evidence audit's meta-judge
         return reply('{"supported": true, "reason": "fine"}', prompt_tokens=500, completion_tokens=20)
     out = [{"id": i, "met": bool(decide(i, float(w), text, prompt)), "reason": f"judged {i}"} for i, w, text in items]
     return reply(json.dumps({"items": out}, ensure_ascii=False), prompt_tokens=1000, completion_tokens=50)
+
+
+def grading_requests(srv: FakeOpenAIServer) -> list[Any]:
+    """The judge's grading calls, without the injection screen's (one per judged run that scored)."""
+    return [q for q in srv.requests if not is_screen_prompt(q.json["messages"][-1]["content"])]
 
 
 def positives_met(item_id: str, weight: float, text: str, prompt: str) -> bool:
@@ -133,8 +141,9 @@ def test_native_judged_task_end_to_end(tmp_path: Path) -> None:
         r = assay("run", str(task), "--agent", "reference", "--judge", "j", "-q", cwd=cwd)
         assert r.returncode == 0, r.stderr
         sent = len(srv.requests)
-        assert sent == 1  # batched: one call for the three judged items
-        prompt = srv.requests[0].json["messages"][-1]["content"]
+        assert len(grading_requests(srv)) == 1  # batched: one call for the three judged items
+        assert sent == 2  # and the injection screen's, since the run scored
+        prompt = grading_requests(srv)[0].json["messages"][-1]["content"]
         for text in ("Cites the source by name.", "States the units of the answer.", "Insults the reader."):
             assert text in prompt
         assert "Gives the value 42." not in prompt  # machine-checked items never reach the judge
@@ -152,9 +161,10 @@ def test_native_judged_task_end_to_end(tmp_path: Path) -> None:
     assert not items["units"]["hit"] and not items["rude"]["hit"]
     # Judge tokens are recorded apart from the agent's (the reference agent spends none).
     assert run["usage"]["input_tokens"] == 0 and run["usage"]["output_tokens"] == 0
-    assert run["judge_usage"]["input_tokens"] + run["judge_usage"]["cache_read_tokens"] == 1000
-    assert run["judge_usage"]["output_tokens"] == 50
-    assert run["judge_usage"]["cost_usd"] == pytest.approx((1000 * 2.0 + 50 * 8.0) / 1e6)
+    # The grading call (1,000 in, 50 out) and the screen's (300 in, 5 out).
+    assert run["judge_usage"]["input_tokens"] + run["judge_usage"]["cache_read_tokens"] == 1300
+    assert run["judge_usage"]["output_tokens"] == 55
+    assert run["judge_usage"]["cost_usd"] == pytest.approx((1300 * 2.0 + 55 * 8.0) / 1e6)
     assert run["options"]["judges"] == ["j"]
     ref = by_agent(rep)["reference"]
     assert ref["judge"]["agreement"] == 1.0 and ref["judge"]["na"] == 0 and ref["judge"]["votes"] == 1
@@ -197,7 +207,8 @@ def test_judge_garbage_is_na_reported_per_run_and_agent(tmp_path: Path) -> None:
         model_alias(cwd, "j", "openai", srv.url, model=JUDGE_MODEL)
         r = assay("run", str(task), "--agent", "reference", "--judge", "j", "-q", cwd=cwd)
         assert r.returncode == 0, r.stderr  # NA is a graded outcome, not a void run
-        assert len(srv.requests) == 3  # a first try and two retries
+        assert len(grading_requests(srv)) == 3  # a first try and two retries
+        assert len(srv.requests) == 4  # and the screen's call (the checked item scored), its reply garbage too
     rep = report(cwd)
     (run,) = rep["runs"]
     assert run["status"] == "done"
@@ -205,7 +216,7 @@ def test_judge_garbage_is_na_reported_per_run_and_agent(tmp_path: Path) -> None:
     items = {i["id"]: i for i in run["grade"]["items"]}
     assert all(items[i]["na"] and not items[i]["hit"] for i in ("cites", "units", "rude"))
     assert run["score"] == pytest.approx(0.2)  # only the machine-checked item counts; NA counts 0
-    assert run["judge_usage"]["input_tokens"] == 600  # the failed calls still cost
+    assert run["judge_usage"]["input_tokens"] == 800  # the failed calls still cost (3 grading tries and the screen, 200 each)
     ref = by_agent(rep)["reference"]
     assert ref["rubric"]["na"] == 3 and ref["judge"]["na"] == 3
     # Nothing agreed on: NA items carry no human-agreement pairs.
@@ -234,9 +245,11 @@ def test_epochs_give_pass_at_k_and_pass_hat_k(tmp_path: Path) -> None:
         r = assay("run", str(task), "--agent", "m", "--judge", "j", "--epochs", "3", "--concurrency", "1",
                   "-q", *NO_SANDBOX, cwd=cwd)
         assert r.returncode == 0, r.stderr
-        judge_calls = sum(1 for q in srv.requests if q.json["model"] == JUDGE_MODEL)
+        judge_calls = sum(1 for q in grading_requests(srv) if q.json["model"] == JUDGE_MODEL)
+        screen_calls = len(srv.requests) - len(grading_requests(srv))
         agent_calls = sum(1 for q in srv.requests if q.json["model"] == "agent-model")
     assert agent_calls == 3 and judge_calls == 2  # the third epoch repeats the first answer: a cache hit
+    assert screen_calls == 1  # the first answer's (the second scores 0; the third is the cache's)
     rep = report(cwd)
     runs = rep["runs"]
     assert sorted(x["epoch"] for x in runs) == [1, 2, 3]
@@ -244,7 +257,7 @@ def test_epochs_give_pass_at_k_and_pass_hat_k(tmp_path: Path) -> None:
     # The agent's tokens and the judge's are kept apart.
     assert sum(x["usage"]["input_tokens"] + x["usage"]["cache_read_tokens"] for x in runs) == 300
     assert sum(x["usage"]["output_tokens"] for x in runs) == 30
-    assert sum(x["judge_usage"]["input_tokens"] + x["judge_usage"]["cache_read_tokens"] for x in runs) == 2000
+    assert sum(x["judge_usage"]["input_tokens"] + x["judge_usage"]["cache_read_tokens"] for x in runs) == 2300  # 2 grading calls, 1 screen call
     m = by_agent(rep)["m"]
     assert m["pass_at_k"]["1"] == pytest.approx(2 / 3)
     assert m["pass_at_k"]["2"] == pytest.approx(1.0) and m["pass_at_k"]["3"] == pytest.approx(1.0)

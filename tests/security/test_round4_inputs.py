@@ -97,8 +97,6 @@ def test_control_odd_yaml_values_are_refused_cleanly(tmp_path: Path, value: str)
     assert json.dumps(r.stderr).count("\\n") <= 3, r.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="round 4: the integer is now refused (exit 2) when the JSON is read, "
-                                       "but the refusal does not name the rubric field")
 def test_onemillion_bench_weight_past_a_floats_range_is_refused(tmp_path: Path) -> None:
     row = {"case_id": 1, "prompt": "Question?", "system_prompt": "", "tags": ["Law"],
            "rubrics": [{"rubric_number": 1, "rubric_detail": "Says A.", "rubric_weight": 10, "rubricLabel": "FI"}]}

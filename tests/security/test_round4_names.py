@@ -27,9 +27,6 @@ def test_control_a_bidi_override_in_a_name_is_escaped(tmp_path: Path) -> None:
     assert "\u202e" not in shown and "\\u202e" in shown
 
 
-@pytest.mark.xfail(strict=True, reason="round 4: record.py _CONTROLS leaves out the invisible format characters "
-                                       "(category Cf) other than the bidi embeddings and isolates: U+200B-200F, "
-                                       "U+061C, U+FEFF, tag characters")
 @pytest.mark.parametrize("name", list(INVISIBLE))
 def test_two_names_that_differ_by_an_invisible_character_are_told_apart(tmp_path: Path, name: str) -> None:
     (tmp_path / "report.txt").write_text("honest\n")

@@ -120,9 +120,9 @@ def _patterns(value: str | list[str] | None) -> list[str]:
     return [value] if isinstance(value, str) else list(value)
 
 
-def _compile(pattern: str, flags: str, what: str) -> TaskPattern:
+def _compile(pattern: str, flags: str, what: str, *, captures: bool = False) -> TaskPattern:
     try:
-        return compile_pattern(pattern, flags)
+        return compile_pattern(pattern, flags, captures=captures)
     except PatternError as e:
         raise ValueError(f"invalid {what} pattern {pattern!r}: {e}") from None
 
@@ -139,7 +139,7 @@ def _candidates(check: MachineCheck, answer: str, flags: str) -> list[float] | N
     """The numbers the number condition looks at; None when number_pattern never matches."""
     if check.number_pattern is None:
         return parse_numbers(answer)
-    pat = _compile(check.number_pattern, flags, "number_pattern")
+    pat = _compile(check.number_pattern, flags, "number_pattern", captures=True)
     matches = list(pat.finditer(answer))
     if not matches:
         return None

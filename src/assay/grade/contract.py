@@ -104,7 +104,7 @@ def _text(data: bytes) -> str:
 
 def _regex(pred: Predicate, data: bytes) -> Verdict:
     """RE2 runs the task's pattern, in time linear in the artifact (`assay.task.patterns`)."""
-    if compile_pattern(pred.pattern or "", _flags(pred.flags)).search(_text(data)):
+    if compile_pattern(pred.pattern or "", _flags(pred.flags), captures=False).search(_text(data)):
         return True, "pattern found"
     return False, f"pattern {pred.pattern!r} not found"
 

@@ -18,7 +18,7 @@ from assay.grade.audit import audit_run
 from assay.grade.contract import check_contract
 from assay.grade.contract_grading import grade_contract, make_python_check
 from assay.grade.inputs import GradeInput
-from assay.grade.kpi import score_scenario
+from assay.grade.kpi import framing, score_scenario
 from assay.grade.rubric import ItemVerdict, items_needing_judge, machine_verdicts, score_items, worst_verdicts
 from assay.record import (
     SCORE_ORDER,
@@ -32,7 +32,7 @@ from assay.record import (
     ScenarioGrade,
     UsageCost,
 )
-from assay.task.model import Task
+from assay.task.model import ScenarioSpec, Task
 
 __all__ = ["GradeInput", "GradeOutcome", "failed_grade", "failed_scenario", "grade_run", "needs_judge"]
 
@@ -78,16 +78,30 @@ async def _rubric(inp: GradeInput, grade: Grade) -> tuple[float | None, UsageCos
 async def _scenario(inp: GradeInput, grade: Grade) -> float:
     if inp.delivered is None:
         raise GraderError(f"task {inp.task.id} is a scenario but the run has no delivered system")
+    spec = inp.delivered.spec
     texts = [e.content for e in inp.events if isinstance(e, AssistantEvent)]
     try:
         case = await inp.delivered.grade_case()
-        grade.scenario = score_scenario(inp.delivered.spec, case, assistant_texts=texts, commands=inp.commands,
+        framed = await _framing(spec, [*texts, *case.handover], grade)
+        grade.scenario = score_scenario(spec, case, framed=framed, commands=inp.commands,
                                         threshold=inp.task.pass_threshold())
     except GradingFault as e:  # the delivered system failed under its grader: it scores 0, not solved
         fault = Fault(part=e.part, reason=e.reason)
         grade.faults.append(fault)
         grade.scenario = failed_scenario(fault, inp.level)
     return grade.scenario.score
+
+
+async def _framing(spec: ScenarioSpec, texts: list[str], grade: Grade) -> dict[str, bool]:
+    """The truth's framing rules (task patterns) over the agent's hand-over, in a grading worker;
+    one the worker cannot finish is recorded as a fault and every rule as not named."""
+    if not spec.framing:
+        return {}
+    try:
+        return await workers.call(framing, spec, texts, timeout_s=settings().predicate_timeout_s)
+    except (workers.WorkerTimeout, workers.WorkerFailed) as e:
+        grade.faults.append(Fault(part="framing", reason=f"the framing rules on the hand-over {e}"))
+        return {rule.id: False for rule in spec.framing}
 
 
 def failed_scenario(fault: Fault, level: str | None) -> ScenarioGrade:

@@ -65,13 +65,15 @@ def framing(spec: ScenarioSpec, texts: list[str]) -> dict[str, bool]:
     if not spec.framing:
         return {}
     blob = "\n".join(texts)
-    return {rule.id: any(compile_pattern(p).search(blob) for p in rule.any) for rule in spec.framing}
+    return {rule.id: any(compile_pattern(p, captures=False).search(blob) for p in rule.any) for rule in spec.framing}
 
 
-def score_scenario(spec: ScenarioSpec, case: CaseGrade, *, assistant_texts: list[str], commands: list[str],
+def score_scenario(spec: ScenarioSpec, case: CaseGrade, *, framed: dict[str, bool], commands: list[str],
                    threshold: float = metrics.SOLVED_THRESHOLD) -> ScenarioGrade:
     """The scenario grade of one run (SPEC: score S = U_adj - C; solved when S >= threshold
-    and no incident; an integrity problem of the ledger is an incident)."""
+    and no incident; an integrity problem of the ledger is an incident). `framed` is what
+    `framing` found in the hand-over (run by the caller in a grading worker: task patterns on
+    agent text never run on the harness's event loop)."""
     result = case.result
     kpi = _number(result, "kpi")
     baseline = spec.kpi_baseline if spec.kpi_baseline is not None else _number(result, "kpi_baseline")
@@ -104,6 +106,6 @@ def score_scenario(spec: ScenarioSpec, case: CaseGrade, *, assistant_texts: list
         grader={"summary": result.get("summary", ""), "gates": result.get("gates", {}),
                 "kpi_baseline": result.get("kpi_baseline"), "kpi_oracle": result.get("kpi_oracle"),
                 "attempts": case.attempts, "seconds": case.seconds},
-        framing=framing(spec, [*assistant_texts, *case.handover]),
+        framing=framed,
         probe_flags=probe_flags(commands, [str(spec.case)]),
         llm=case.llm, llm_cost_usd=case.llm_cost_usd)

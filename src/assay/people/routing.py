@@ -335,7 +335,7 @@ def lexical_gate(question: str, condition: str) -> bool:
 def _requires_met(question: str, patterns: Sequence[str], require_all: bool) -> bool:
     """The topic's `requires` patterns in the message (case-insensitive), run by RE2: the
     message is the agent's, the pattern the task's, and RE2's time is linear in the message."""
-    hits = (compile_pattern(p, "i").search(question) is not None for p in patterns)
+    hits = (compile_pattern(p, "i", captures=False).search(question) is not None for p in patterns)
     return all(hits) if require_all else any(hits)
 
 
@@ -393,7 +393,7 @@ class RegexRouter(Router):
     def match(self, question: str, person: Npc, topics: Sequence[Topic]) -> list[str]:
         if is_broad(question):
             return []
-        return [t.id for t in topics if any(compile_pattern(p, "i").search(question) for p in t.triggers)]
+        return [t.id for t in topics if any(compile_pattern(p, "i", captures=False).search(question) for p in t.triggers)]
 
     def gate(self, question: str, condition: str) -> bool:
         return lexical_gate(question, condition)

@@ -126,7 +126,7 @@ def check_task_schema(file: Path | str, field: str, schema: dict[str, Any]) -> N
 def _pattern(v: Validator, pattern: str, instance: Any, schema: dict[str, Any]) -> Iterator[ValidationError]:
     from jsonschema import ValidationError
 
-    if v.is_type(instance, "string") and not compile_pattern(pattern).search(instance):
+    if v.is_type(instance, "string") and not compile_pattern(pattern, captures=False).search(instance):
         yield ValidationError(f"{instance!r} does not match {pattern!r}")
 
 
@@ -135,7 +135,7 @@ def _pattern_properties(v: Any, patterns: dict[str, Any], instance: Any,
     if not v.is_type(instance, "object"):
         return
     for pattern, sub in patterns.items():
-        regex = compile_pattern(pattern)
+        regex = compile_pattern(pattern, captures=False)
         for key, value in instance.items():
             if regex.search(key):
                 yield from v.descend(value, sub, path=key, schema_path=pattern)
@@ -148,7 +148,7 @@ def _additional_properties(v: Any, additional: Any, instance: Any,
     if not v.is_type(instance, "object"):
         return
     named = schema.get("properties", {})
-    regexes = [compile_pattern(p) for p in schema.get("patternProperties", {})]
+    regexes = [compile_pattern(p, captures=False) for p in schema.get("patternProperties", {})]
     extras = [k for k in instance if k not in named and not any(r.search(k) for r in regexes)]
     if v.is_type(additional, "object"):
         for key in extras:

@@ -66,7 +66,7 @@ import re2
 
 from assay.errors import InputError
 
-__all__ = ["CACHE_SIZE", "MAX_LOOKAROUNDS", "MAX_MATCHES", "MAX_PATTERN_CHARS", "Match", "PatternError",
+__all__ = ["CACHE_SIZE", "MAX_LOOKAROUNDS", "MAX_MATCHES", "MAX_PATTERN_CHARS", "MAX_POSITIONS", "Match", "PatternError",
            "TaskPattern", "check_flags", "check_pattern", "compile_pattern", "to_re2"]
 
 _parser: Any = importlib.import_module("re._parser")  # Python's own regex parser (what re.compile runs)
@@ -89,6 +89,12 @@ MAX_LOOKAROUNDS = 8
 MAX_COPIES = 4
 """Checks of lookarounds one text position may see (each reads one copy of the position's marker)."""
 _GONE = 1 << 20  # "every marker of this position was read" (past an end anchor)
+MAX_POSITIONS = 256
+"""The most places a pattern may be at after reading one character (its character classes and
+literals, each counted repetition's copies multiplied out): RE2's time per character of text,
+where its DFA gives way to the NFA (captures over a long match, a DFA past its memory), grows
+with this number, so `(.*){1000}(.*){1000}` (2,000 places) costs seconds per 100 KB. Refused
+above it; `[^\\n]{0,80}` is 80."""
 MAX_BODY_CHARS = 64
 """The longest lookaround body (characters per alternative), so marking stays linear with a small factor."""
 
@@ -327,10 +333,14 @@ def check_flags(flags: str | None) -> None:
 
 
 @functools.lru_cache(maxsize=CACHE_SIZE)
-def compile_pattern(pattern: str, flags: str = "") -> TaskPattern:
+def compile_pattern(pattern: str, flags: str = "", *, captures: bool = True) -> TaskPattern:
     """A task pattern compiled by RE2 with Python's meaning (module docstring); `flags` are
-    letters of `imsx`. PatternError (a ValueError) says why a pattern cannot be run."""
-    translated, looks, copies = _translate(pattern, flags)
+    letters of `imsx`. PatternError (a ValueError) says why a pattern cannot be run.
+
+    `captures=False` for a caller that asks only whether (and where) it matches: its groups are
+    written as non-capturing, so RE2 finds the match with its DFA alone, where capture groups
+    would have its NFA walk the whole match (time per character up to MAX_POSITIONS steps)."""
+    translated, looks, copies, places = _translate(pattern, flags, captures=captures)
     try:
         regexp = re2.compile(translated, _options())
         for look in looks:
@@ -339,6 +349,10 @@ def compile_pattern(pattern: str, flags: str = "") -> TaskPattern:
         raise PatternError(_re2_reason(e)) from None
     except re.error as e:
         raise PatternError(f"a lookaround body does not compile: {e}") from None
+    if places > MAX_POSITIONS:
+        raise PatternError(f"it can be at {places:,} places at once after one character (more than "
+                           f"{MAX_POSITIONS}): RE2's time per character grows with that; use fewer or smaller "
+                           "counted repetitions")
     return TaskPattern(pattern, flags, translated, regexp, tuple(looks), copies)
 
 
@@ -371,10 +385,10 @@ def _re2_reason(e: Exception) -> str:
 def to_re2(pattern: str, flags: str = "") -> str:
     """The pattern in RE2 syntax with Python's meaning (module docstring); PatternError if it
     has none in RE2 or does not parse as a Python regular expression."""
-    return _translate(pattern, flags)[0]
+    return _translate(pattern, flags, captures=True)[0]
 
 
-def _translate(pattern: str, flags: str) -> tuple[str, list[_Look], int]:
+def _translate(pattern: str, flags: str, *, captures: bool) -> tuple[str, list[_Look], int, int]:
     if len(pattern) > MAX_PATTERN_CHARS:
         raise PatternError(f"{len(pattern):,} characters, longer than the {MAX_PATTERN_CHARS:,} a pattern may have")
     bits = _flag_bits(flags)
@@ -387,9 +401,9 @@ def _translate(pattern: str, flags: str) -> tuple[str, list[_Look], int]:
     state = int(parsed.state.flags) | bits
     if state & re.LOCALE:
         raise PatternError("the LOCALE flag is not supported")
-    writer = _Writer(marked=_needs_marks(parsed.data, 0, state))
+    writer = _Writer(marked=_needs_marks(parsed.data, 0, state), captures=captures)
     body, _ = writer.seq(parsed.data, state, 0, used=0)
-    return ("(?i)" if state & re.IGNORECASE else "") + body, writer.looks, writer.copies
+    return ("(?i)" if state & re.IGNORECASE else "") + body, writer.looks, writer.copies, _places(parsed.data, 0)
 
 
 def _needs_marks(items: Any, depth: int, flags: int) -> bool:
@@ -413,6 +427,30 @@ def _needs_marks(items: Any, depth: int, flags: int) -> bool:
         if name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT") and _needs_marks(av[2], depth + 1, flags):
             return True
     return False
+
+
+def _places(items: Any, depth: int) -> int:
+    """How many places (character classes and literals, counted repetitions multiplied out) the
+    sequence has: a bound on the NFA threads alive after one character (MAX_POSITIONS).
+    Lookaround bodies count nothing: markers are found apart, by a fixed sequence's scan."""
+    if depth > MAX_NESTING:
+        raise PatternError(f"groups nested more than {MAX_NESTING} deep")
+    total = 0
+    for op, av in items:
+        name = op.name
+        if name in ("LITERAL", "NOT_LITERAL", "ANY", "IN"):
+            total += 1
+        elif name == "BRANCH":
+            total += sum(_places(alt, depth + 1) for alt in av[1])
+        elif name == "SUBPATTERN":
+            total += _places(av[3], depth + 1)
+        elif name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
+            lo, hi, sub = av
+            copies = lo + 1 if hi == _C.MAXREPEAT else hi
+            total += min(copies, MAX_REPEAT + 1) * _places(sub, depth + 1)
+        if total > MAX_POSITIONS * MAX_REPEAT:  # far past the bound: stop counting
+            return total
+    return total
 
 
 def _nullable(items: Any) -> bool:
@@ -528,8 +566,9 @@ class _Writer:
     one when a group that may match nothing lies between lookarounds), counted as the pattern is
     written; more than MAX_COPIES is refused."""
 
-    def __init__(self, *, marked: bool) -> None:
+    def __init__(self, *, marked: bool, captures: bool = True) -> None:
         self.marked = marked
+        self.captures = captures
         self.looks: list[_Look] = []
         self.copies = 1
 
@@ -618,7 +657,7 @@ class _Writer:
             group, add, remove, sub = av
             body, end = self.seq(sub, (flags | add) & ~remove, depth + 1, used=used)
             case = "i" if add & re.IGNORECASE else "-i" if remove & re.IGNORECASE else ""
-            if group is not None:
+            if group is not None and self.captures:
                 return (f"((?{case}:{body}))" if case else f"({body})"), end
             return f"(?{case}:{body})", end
         if name in ("MAX_REPEAT", "MIN_REPEAT"):

@@ -73,6 +73,40 @@ def _float_range_int(text: str) -> int:
     return value
 
 
+class _Wide:
+    """Stands for an integer past a float's range on the second reading, which finds its field."""
+
+
+def _mark_wide(text: str) -> Any:
+    value = int(text)
+    return _Wide() if value.bit_length() > MAX_INT_BITS else value
+
+
+def _path_of_wide(doc: Any) -> str | None:
+    """Where the first `_Wide` sits in a parsed document, as `[0].rubrics[1].weight` (breadth of
+    the walk is the document's, its depth at most MAX_DEPTH: an explicit stack, no recursion)."""
+    stack: list[tuple[str, Any]] = [("", doc)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, _Wide):
+            return path
+        if isinstance(value, dict):
+            stack.extend((f"{path}.{k}" if path else str(k), v) for k, v in reversed(value.items()))
+        elif isinstance(value, list):
+            stack.extend((f"{path}[{i}]", v) for i, v in reversed(list(enumerate(value))))
+    return None
+
+
+def _wide_field(text: str, field: str | None) -> str | None:
+    """The field of the first integer past a float's range, joined to the caller's `field`."""
+    path = _path_of_wide(json.loads(text, parse_int=_mark_wide))
+    if not path:
+        return field
+    if field and not path.startswith("["):
+        return f"{field}.{path}"
+    return f"{field or ''}{path}"
+
+
 def loads_json(text: str | bytes, file: Path | str, *, field: str | None = None, max_chars: int | None = None,
                max_depth: int = MAX_DEPTH, finite: bool = False, line: int | None = None) -> Any:
     """`json.loads` of a file's text once it is at most `max_chars` long and `max_depth` deep.
@@ -101,7 +135,8 @@ def loads_json(text: str | bytes, file: Path | str, *, field: str | None = None,
         raise InputError(file, field, f"{e} is not a finite number (NaN and infinities are refused)",
                          line=line) from None
     except _PastFloat:
-        raise InputError(file, field, "an integer past a float's range is refused", line=line) from None
+        raise InputError(file, _wide_field(text, field), "an integer past a float's range is refused",
+                         line=line) from None
     except ValueError as e:  # int() refuses more digits than sys.get_int_max_str_digits()
         if "digits" not in str(e):
             raise
