@@ -378,9 +378,9 @@ def test_a_judged_rubric_task_is_judged_by_assays_judge_inside_inspect(tmp_path:
     assert score.value == pytest.approx(0.7) and score.metadata["passed"] is True
     items = {i["id"]: i for i in score.metadata["grade"]["items"]}
     assert items["cites"]["hit"] and not items["cites"]["check"] and items["value"]["check"]
-    # The fake server's usage for both calls: the verdict's and the injection screen's.
-    assert score.metadata["judge_usage"]["output_tokens"] == 70
+    # The fake server's usage for both calls: the verdict's (50) and the injection screen's (5).
+    assert score.metadata["judge_usage"]["output_tokens"] == 55
     (record, _), = convert_logs([log], "default")
-    assert record.score == pytest.approx(0.7) and record.judge_usage.output_tokens == 70
+    assert record.score == pytest.approx(0.7) and record.judge_usage.output_tokens == 55
     (void, _), = convert_logs([unjudged], "default")
     assert void.status == "void" and "no judge was given" in (void.void_reason or "")
