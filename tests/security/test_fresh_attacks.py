@@ -280,10 +280,13 @@ def grade(ws, ctx):
 
 
 def _log_bytes(root: Path) -> int:
+    """Bytes of every `worker.log` under `root`; folders other tests' runs remove while this walks
+    (`/var/tmp/assay-runs` is shared) are passed over, as `os.walk` does."""
     total = 0
-    for p in root.rglob("worker.log"):
-        with contextlib.suppress(OSError):
-            total += p.stat().st_size
+    for folder, _dirs, files in os.walk(root):
+        if "worker.log" in files:
+            with contextlib.suppress(OSError):
+                total += os.stat(os.path.join(folder, "worker.log"), follow_symlinks=False).st_size
     return total
 
 
