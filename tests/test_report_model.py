@@ -12,9 +12,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from assay.report.build import build_report
+from assay.report.build import stored_report
 from assay.report.model import SCHEMA, Compare, Report
-from assay.report.runs import read_runs
 from assay.store import Store
 from tests.report_golden import CASES, build_store, run_case
 from tests.shipped_schemas import shipped_validator
@@ -53,16 +52,16 @@ def test_assay_report_json_validates_against_the_schema_and_the_models(golden_st
 def test_the_html_reports_rows_and_skipped_files_validate(golden_store: Path) -> None:
     """The HTML's runs table rows (`details="table"`) and `skipped` rows fit the models too."""
     with Store(f"sqlite:///{golden_store / 'assay.db'}") as st:
-        rep = build_report("c", read_runs(st, "c", whole=False), details="table",
-                           skipped=[{"file": "t.yaml", "field": "prompt", "reason": "missing", "line": 3,
-                                     "column": None}])
+        rep, _ids = stored_report(st, "c", details="table",
+                                  skipped=[{"file": "t.yaml", "field": "prompt", "reason": "missing", "line": 3,
+                                            "column": None}])
     assert rep["runs"] and not [e.message for e in _validator().iter_errors(rep)]
     assert Report.model_validate(rep).skipped[0].field == "prompt"
 
 
 def test_a_key_the_models_do_not_name_is_refused(golden_store: Path) -> None:
     with Store(f"sqlite:///{golden_store / 'assay.db'}") as st:
-        rep = build_report("c", read_runs(st, "c", whole=False), details=False)
+        rep, _ids = stored_report(st, "c")
     rep["agents"][0]["rubric"]["surprise"] = 1.0
     with pytest.raises(ValidationError, match="surprise"):
         Report.model_validate(rep)

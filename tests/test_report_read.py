@@ -1,9 +1,11 @@
-"""The report read from the store's current runs (`current_runs` -> `ReportRun`) equals the
-report built from whole validated `RunRecord`s (`Store.runs`), on a varied store: rubric runs
-(judge info, NA and labelled items, tags, an audit removal, values), contract runs (predicates,
-both modalities), scenario runs (levels, families, a floored S), void runs replaced by a re-run
-attempt, several agents, epochs and campaigns, human runs, and a record SQLite's JSON functions
-cannot parse (a NaN). Both the projection (terminal) and the whole read (report files)."""
+"""The report the store computes from its current runs (`stored_report`: SQL over
+`current_runs`) equals the report of the same runs' whole validated `RunRecord`s
+(`build_report` over `Store.runs`, saved afresh), on a varied store: rubric runs (judge info,
+NA and labelled items, tags, an audit removal, values), contract runs (predicates, both
+modalities), scenario runs (levels, families, a floored S), void runs replaced by a re-run
+attempt, several agents, epochs and campaigns, human runs, records of an older version (their
+current rows rebuilt from them) and a record SQLite's JSON functions cannot parse (a NaN); on
+SQLite and PostgreSQL, before and after the migrations that made the current runs."""
 
 from __future__ import annotations
 
@@ -29,8 +31,7 @@ from assay.record import (
     ScenarioGrade,
     UsageCost,
 )
-from assay.report.build import build_report
-from assay.report.runs import TASK_FACETS, read_runs
+from assay.report.build import build_report, stored_report
 from assay.store import Store
 from assay.store.current import rebuild_current
 from tests.helpers import assay
@@ -138,36 +139,34 @@ def _canon(rep: dict[str, Any]) -> str:
     return json.dumps(rep, sort_keys=True, allow_nan=True)
 
 
+def _same(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """Where two reports differ, floats compared to 1e-9 relative: another database sums in
+    another order (`tests.report_golden.same`)."""
+    from tests.report_golden import same
+
+    return same(json.loads(json.dumps(a, allow_nan=True)), json.loads(json.dumps(b, allow_nan=True)))
+
+
 @pytest.mark.parametrize("shared", [False, True])
 @pytest.mark.parametrize("campaign", ["c", "other", None])
-def test_light_read_builds_the_same_report_as_whole_records(store: Store, campaign: str | None, shared: bool) -> None:
+def test_the_stored_report_equals_the_report_of_the_records(store: Store, campaign: str | None,
+                                                            shared: bool) -> None:
     """The current runs' columns (plus the rubric items of labelled runs) give the report the
-    whole records give, with human labels and without."""
+    whole records give, with human labels and without, whole and as a leaderboard."""
     labels = [{"task_id": "r1", "item_id": "i1", "met": True, "labeller": "x", "run_id": r.run_id}
               for r in store.runs(campaign) if r.key.task_id == "r1"]
     for lab in (None, labels):
         old = build_report(campaign, store.runs(campaign), labels=lab, shared_tasks=shared)
-        whole = build_report(campaign, read_runs(store, campaign, whole=True), labels=lab, shared_tasks=shared)
+        whole, ids = stored_report(store, campaign, labels=lab, shared_tasks=shared, details=True, tasks=True)
         assert _canon(_older_grades_as_stored(whole)) == _canon(_older_grades_as_stored(old))
-        light = build_report(campaign, read_runs(store, campaign, whole=False, labels=lab),
-                             labels=lab, shared_tasks=shared, details=False)
+        assert ids == [r["run_id"] for r in whole["runs"]]
+        light, _ids = stored_report(store, campaign, labels=lab, shared_tasks=shared)
         assert _canon(light) == _canon({**old, "runs": [], "tasks": []})
     assert {a["agent"] for a in old["agents"]} >= {"m1", "m2", "human:alice"}
+    if lab is not None:
+        assert any("human_agreement" in a for a in old["agents"])
     if not shared:
         assert len(old["runs"]) == len(store.runs(campaign))
-
-
-def test_a_leaderboard_read_gives_the_task_facets_only(store: Store) -> None:
-    """A read of the current runs' columns: each run's task meta is the facets a leaderboard
-    reads (those keys of the whole meta), one dict shared by the runs of the same facets."""
-    whole = {r.run_id: r.task_meta for r in read_runs(store, "c", whole=True)}
-    light = read_runs(store, "c", whole=False)
-    assert len(light) == len(whole) > 0
-    for r in light:
-        assert r.task_meta == {k: v for k, v in whole[r.run_id].items() if k in TASK_FACETS}
-    assert {"modality", "domain"} <= {k for r in light for k in r.task_meta}
-    facets = {json.dumps(r.task_meta, sort_keys=True) for r in light}
-    assert len({id(r.task_meta) for r in light}) == len(facets) < len(light)
 
 
 def _current(conn: Any) -> dict[str, dict[str, Any]]:
@@ -228,12 +227,6 @@ def test_migrations_0008_and_0009_down_and_up(store_url: str) -> None:
     assert set(saved) == set(_latest(runs)) and len(saved) == len(runs) - 1  # m2's void r3 was re-run
 
 
-def test_projection_refuses_per_run_rows(store: Store) -> None:
-    light = read_runs(store, "c", whole=False)
-    with pytest.raises(ValueError, match="projection"):
-        build_report("c", light, details=True)
-
-
 def test_cli_report_json_equals_the_whole_record_report(store: Store, tmp_path: Path) -> None:
     """The CLI (light read) writes the report `build_report` gives over `Store.runs`."""
     (tmp_path / ".assay").mkdir(exist_ok=True)
@@ -254,32 +247,30 @@ def test_postgresql_store_gives_the_same_report(pg_url: str) -> None:
     try:
         for r in [*varied("c"), *same_task_other_keys("c")]:
             st.save_run(r, [])
-        old = build_report("c", st.runs("c"))
-        assert _canon(build_report("c", read_runs(st, "c", whole=True))) == _canon(old)
-        light = build_report("c", read_runs(st, "c", whole=False), details=False)
-        assert _canon(light) == _canon({**old, "runs": [], "tasks": []})
+        old = build_report("c", st.runs("c"))  # computed by an in-memory SQLite store
+        whole, _ids = stored_report(st, "c", details=True, tasks=True)
+        assert _same(whole, old) == []
+        light, _ids = stored_report(st, "c")
+        assert _same(light, {**old, "runs": [], "tasks": []}) == []
     finally:
         st.close()
 
 
 @pytest.mark.parametrize("shared", [False, True])
-def test_html_from_the_projection_equals_the_html_from_whole_records(store: Store, tmp_path: Path,
+def test_html_from_the_table_rows_equals_the_html_from_whole_records(store: Store, tmp_path: Path,
                                                                      shared: bool) -> None:
-    """`--html` alone reads the projection (`details="table"`): the page is byte for byte the
-    one the whole records give, runs table included, and its rows are `run_row`'s keys."""
-    from assay.report.build import run_row, table_row
+    """`--html` alone reads the runs table's columns (`details="table"`): the page is byte for
+    byte the one the whole records give, runs table included, and its rows are `run_row`'s keys."""
     from assay.report.html import write_html
 
-    whole = build_report("c", read_runs(store, "c", whole=True), shared_tasks=shared)
-    table = build_report("c", read_runs(store, "c", whole=False), shared_tasks=shared, details="table")
+    whole, _ids = stored_report(store, "c", shared_tasks=shared, details=True)
+    table, _ids = stored_report(store, "c", shared_tasks=shared, details="table")
     assert table["tasks"] == [] and len(table["runs"]) == len(whole["runs"]) > 0
     for got, full in zip(table["runs"], whole["runs"], strict=True):
         assert got == {k: (full[k] if k != "usage" else {"cost_usd": full["usage"]["cost_usd"]}) for k in got}
     write_html(whole, tmp_path / "whole.html")
     write_html(table, tmp_path / "table.html")
     assert (tmp_path / "table.html").read_bytes() == (tmp_path / "whole.html").read_bytes()
-    one = read_runs(store, "c", whole=True)[0]
-    assert set(table_row(one)) <= set(run_row(one))
 
 
 def test_cli_html_alone_reads_no_whole_record(store: Store, tmp_path: Path) -> None:
@@ -324,21 +315,24 @@ def test_runs_stored_before_the_current_runs_report_the_same(store_url: str) -> 
         latest = _latest(runs)
         assert stored == {s.record.run_id: s.current_row() for s in saves if s.record.run_id in latest}
         old = build_report("c", st.runs("c"))
-        light = build_report("c", read_runs(st, "c", whole=False), details=False)
-        assert _canon(light) == _canon({**old, "runs": [], "tasks": []})
+        light, _ids = stored_report(st, "c")
+        assert _same(light, {**old, "runs": [], "tasks": []}) == []
         assert light["agents"] and len(old["runs"]) == len(runs) - 1  # the void r3 of m2 was re-run
 
 
 def test_runs_graded_alike_share_a_grade_but_a_labelled_run_has_its_own(store: Store) -> None:
-    """The light read builds one grade object per distinct grade (`ReportRun.from_current`);
-    the rubric items human labels need go to the labelled run only, never to the runs that
-    shared its grade."""
-    runs = [r for r in read_runs(store, "other", whole=False) if r.key.task_id == "r2" and r.grade.rubric]
-    assert len(runs) > 2 and len({id(r.grade) for r in runs}) < len(runs)
-    target = next(r for r in runs if sum(o.grade is r.grade for o in runs) > 1)
-    labels = [{"task_id": "r2", "item_id": "i1", "met": False, "labeller": "x", "run_id": target.run_id}]
-    again = read_runs(store, "other", whole=False, labels=labels)
-    by_id = {r.run_id: r for r in again}
-    assert [it.id for it in by_id[target.run_id].grade.rubric.items] == ["i1", "i2", "c1"]  # type: ignore[union-attr]
-    others = [r for r in again if r.run_id != target.run_id and r.grade.rubric is not None]
-    assert others and all(r.grade.rubric.items == [] for r in others)  # type: ignore[union-attr]
+    """The labelled runs are read from their current rows, one grade object per distinct grade
+    (`ReportRun.from_current`); the rubric items human labels need go to the labelled run
+    only, never to the runs that shared its grade."""
+    from assay.report.runs import labelled_runs
+    from assay.store.report_queries import ReportQuery
+
+    with store.engine.connect() as conn, ReportQuery(conn, "other") as q:
+        every = [{"task_id": "r2", "item_id": "i1", "met": False, "labeller": "x", "run_id": ""}]
+        runs = [r for rs in labelled_runs(q, every).values() for r in rs if r.grade.rubric]
+        assert len(runs) > 2 and len({id(r.grade.rubric) for r in runs}) == len(runs)  # each labelled: its own
+        target = runs[0]
+        labels = [{"task_id": "r2", "item_id": "i1", "met": False, "labeller": "x", "run_id": target.run_id}]
+        (got,) = [r for rs in labelled_runs(q, labels).values() for r in rs]
+    assert got.run_id == target.run_id
+    assert [it.id for it in got.grade.rubric.items] == ["i1", "i2", "c1"]  # type: ignore[union-attr]

@@ -378,7 +378,8 @@ def report(
     listing = runs or any(v is not None for v in (json_out, csv_out, md_out, html))  # outputs that list runs
     for name in targets:
         rep, covered = stored_report(st, name, agents=agents or None, kind=kind, labels=human_labels,
-                                     shared_tasks=shared_tasks, listing=listing, tasks=json_out is not None)
+                                     shared_tasks=shared_tasks, details="table" if listing else False,
+                                     tasks=json_out is not None)
         if agents and name is not None and not agents & set(campaign_agents(st, name)):
             sys.stderr.write(f"note: campaign {name!r} has no runs of {', '.join(sorted(agents))}\n")
         model = summary_model(rep)
@@ -386,7 +387,7 @@ def report(
         if failure_judge is not None:
             from assay.campaign.failures import failure_modes as classify_failures
 
-            ids = {r.run_id for r in covered}
+            ids = set(covered)
             records = [r for r in st.runs(name) if r.run_id in ids]  # the judge reads whole records
             try:
                 rep["failure_modes"] = asyncio.run(classify_failures(failure_judge, st, records))

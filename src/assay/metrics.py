@@ -28,6 +28,7 @@ __all__ = [
     "SOLVED_THRESHOLD",
     "adjusted_uplift",
     "bootstrap_ci",
+    "bootstrap_ci_of_counts",
     "clipped_mean",
     "economic_value",
     "epoch_noise",
@@ -35,6 +36,7 @@ __all__ = [
     "flakiness",
     "floored_score",
     "mean",
+    "percentiles_of_counts",
     "mean_run_score",
     "paired_permutation_p",
     "pareto_front",
@@ -334,6 +336,57 @@ def bootstrap_ci(
     return (max(vmin, min(lo, m)), min(vmax, max(hi, m)))
 
 
+def bootstrap_ci_of_counts(values: Sequence[float], counts: Sequence[int], level: float = 0.95,
+                           resamples: int = 10000, seed: int = 0) -> tuple[float, float]:
+    """`bootstrap_ci` of more than BOOT_COUNTS_FROM values given as their distinct values and
+    how often each occurs (what a database's GROUP BY gives): the same interval, since above
+    that many values `bootstrap_ci` reads only the distinct values and their counts (the
+    multinomial draw, or the expansion from the moments). ValueError for fewer values: their
+    percentile bootstrap resamples them by position."""
+    import numpy as np
+    order = np.argsort(np.asarray(values, dtype=float), kind="stable")
+    uniq = np.asarray(values, dtype=float)[order]
+    cnt = np.asarray(counts, dtype=np.int64)[order]
+    if uniq.size and np.any(uniq[1:] == uniq[:-1]):
+        raise ValueError("bootstrap_ci_of_counts needs distinct values")
+    n = int(cnt.sum())
+    if n <= BOOT_COUNTS_FROM:
+        raise ValueError(f"bootstrap_ci_of_counts of {n} values: at most {BOOT_COUNTS_FROM} are resampled by position")
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    m = float(cnt @ uniq / n)
+    vmin, vmax = float(uniq[0]), float(uniq[-1])
+    if vmin == vmax:
+        return (vmin, vmin)
+    alpha = (1.0 - level) / 2.0
+    if uniq.size > BOOT_COUNTS_LEVELS:
+        lo, hi = _expansion(uniq, cnt, n, m, alpha)
+    else:
+        lo, hi = _bootstrap_counts(uniq, cnt, n, resamples, seed, alpha)
+    return (max(vmin, min(lo, m)), min(vmax, max(hi, m)))
+
+
+def percentiles_of_counts(values: Sequence[float], counts: Sequence[int], qs: Sequence[float]) -> list[float]:
+    """numpy's linear percentiles (`np.percentile`, q in 0..100) of the values each repeated
+    its count times, without repeating them: the position (n - 1) q / 100 is found in the
+    cumulative counts of the sorted distinct values. ValueError for no values."""
+    import numpy as np
+    order = np.argsort(np.asarray(values, dtype=float), kind="stable")
+    uniq = np.asarray(values, dtype=float)[order]
+    ends = np.cumsum(np.asarray(counts, dtype=np.int64)[order])  # last position + 1 of each value
+    n = int(ends[-1]) if ends.size else 0
+    if n == 0:
+        raise ValueError("percentiles of no values")
+    out = []
+    for q in qs:
+        h = (n - 1) * q / 100.0
+        lo = math.floor(h)
+        a = float(uniq[np.searchsorted(ends, lo, side="right")])
+        b = float(uniq[np.searchsorted(ends, min(lo + 1, n - 1), side="right")])
+        out.append(a + (h - lo) * (b - a))
+    return out
+
+
 def _bootstrap_counts(uniq: np.ndarray, counts: np.ndarray, n: int, resamples: int, seed: int,
                       alpha: float) -> tuple[float, float]:
     """The percentile bootstrap of many values on few levels: a resample's mean depends only
@@ -354,11 +407,16 @@ def _bootstrap_expansion(arr: np.ndarray, m: float, alpha: float) -> tuple[float
     """The ``alpha`` and ``1 - alpha`` quantiles of the bootstrap distribution of the mean by
     its Cornish-Fisher expansion (see `bootstrap_ci`)."""
     import numpy as np
-    n = arr.size
-    dev = arr - m
-    var = float(np.mean(dev * dev))
+    uniq, counts = np.unique(arr, return_counts=True)
+    return _expansion(uniq, counts, arr.size, m, alpha)
+
+
+def _expansion(uniq: np.ndarray, counts: np.ndarray, n: int, m: float, alpha: float) -> tuple[float, float]:
+    """`_bootstrap_expansion` of values given as distinct values and their counts."""
+    dev = uniq - m
+    var = float(counts @ (dev * dev)) / n
     sd = math.sqrt(var)
-    skew = float(np.mean(dev * dev * dev)) / (sd ** 3) if sd > 0 else 0.0
+    skew = float(counts @ (dev * dev * dev)) / n / (sd ** 3) if sd > 0 else 0.0
     se = sd / math.sqrt(n)
 
     def q(p: float) -> float:

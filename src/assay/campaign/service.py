@@ -41,9 +41,8 @@ from assay.grade.judge import Judge
 from assay.llm.messages import Usage
 from assay.llm.resolve import missing_key, resolve_model
 from assay.record import RunRecord
-from assay.report.build import build_report
+from assay.report.build import stored_report
 from assay.report.model import Adaptive, Power
-from assay.report.runs import read_runs
 from assay.store import Store
 from assay.store.labels import stored_labels as labels_in_store
 from assay.store.models import campaigns_t, max_length, runs_t
@@ -219,12 +218,12 @@ async def run_prepared(prepared: PreparedCampaign, *, console: Console | None = 
                        show_progress: bool = True, details: bool | None = True
                        ) -> tuple[CampaignResult, dict[str, Any]]:
     """Run a prepared campaign (resuming what the store already holds); the result and the report
-    of the plan's runs, read back from the store as reports read it (`read_runs`). A campaign
+    of the plan's runs, computed by the store as every report is (`stored_report`). A campaign
     that stops on evidence runs in rounds (`assay.campaign.rounds`): the report covers the
     rounds run and holds the `sequential` block. `details`:
-    True, the whole report; False, the leaderboard only (no per-run and per-task rows: the
-    store's projection is read, not every record); None, the leaderboard only unless a run is
-    void (`assay run` lists void runs with their reasons, which the projection does not hold).
+    True, the whole report; False, the leaderboard only (no per-run and per-task rows: no
+    record is read); None, the leaderboard only unless a run is void (`assay run` lists void
+    runs with their reasons, which the per-run rows hold).
 
     `--backend ray` connects to Ray (or starts a local instance) first: InputError (exit 2)
     when it cannot, before the store is touched."""
@@ -267,11 +266,10 @@ async def run_prepared(prepared: PreparedCampaign, *, console: Console | None = 
         if prepared.judge is not None:
             await prepared.judge.aclose()
     campaign = prepared.options.campaign
-    runs = [r for r in read_runs(store, campaign, whole=bool(details)) if r.key.digest in keys]
-    if details is None and any(r.status == "void" for r in runs):
-        details = True
-        runs = [r for r in read_runs(store, campaign, whole=True) if r.key.digest in keys]
-    report = build_report(campaign, runs, skipped=prepared.skipped, details=bool(details))
+    report, _ids = stored_report(store, campaign, keys=keys, skipped=prepared.skipped, details=bool(details),
+                                 tasks=bool(details))
+    if details is None and any(a["void"] for a in report["agents"]):
+        report, _ids = stored_report(store, campaign, keys=keys, skipped=prepared.skipped, details=True, tasks=True)
     if evidence is not None:
         report["sequential"] = evidence.model_dump(mode="json")
         report["adaptive"] = Adaptive.of(evidence).model_dump(mode="json")

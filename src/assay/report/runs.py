@@ -1,28 +1,27 @@
-"""The run view a report is built from: the fields of a stored run that reports read, as
-light slotted objects built from plain JSON, not one validated pydantic `RunRecord` per run.
+"""The run view of the reports that read runs one by one: the fields of a stored run that a
+report's per-run rows and judge-human agreement read, as light slotted objects built from plain
+JSON, not one validated pydantic `RunRecord` per run.
 
-A report over 100,000 runs spends most of its time validating full records it reads a dozen
-fields of (issue 11). `ReportRun` holds those fields under the same names `RunRecord` uses
-(`key.task_id`, `usage.cost_usd`, `grade.rubric.tags`, ...), so the report code reads either
-the same way. Two sources build it:
-- `ReportRun.from_record`: a `RunRecord` already in memory (a campaign that just ran, the web
-  app) through its JSON dump;
-- the store's current runs (`assay.store.current`: one typed row per run key, its current
-  attempt): `read_runs` builds every run from its row's columns (no record read; only the
-  rubric's tags and judges parsed, each distinct text once; the task's meta is its facets,
-  `TASK_FACETS`), or with `whole` from its record; `stream_whole` yields whole runs one at a
-  time for the per-run rows of `--json` and `--csv`.
+A report's numbers are SQL over the current runs (`assay.store.report_queries`); runs are
+still read one by one where an output lists them or a statistic needs their items:
+- `stream_whole`: the per-run rows of `--json`, `--csv` and the web app, each from its whole
+  record (`ReportRun.from_dict`), one at a time;
+- `labelled_runs`: the runs human labels name, from their current rows
+  (`ReportRun.from_current`) with their rubric items, for judge-human agreement;
+- `ReportRun.from_record`: a `RunRecord` in memory (`run_row` of a run just made).
 
-The grade's parts follow `Grade.from_flat`: a kind's part exists when the run has the kind
-and its flat grade has that part's always-dumped field (`scoring` for rubric, `uplift_adj`
-for scenario, `sat` for contract); the defaults below are `assay.record`'s.
+`ReportRun` holds those fields under the same names `RunRecord` uses (`key.task_id`,
+`usage.cost_usd`, `grade.rubric.tags`, ...), so the code reads either the same way. The
+grade's parts follow `Grade.from_flat`: a kind's part exists when the run has the kind and its
+flat grade has that part's always-dumped field (`scoring` for rubric, `uplift_adj` for
+scenario, `sat` for contract); the defaults below are `assay.record`'s.
 """
 
 from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from sqlalchemy import select
@@ -224,11 +223,11 @@ class ReportRun:
 
     @classmethod
     def from_current(cls, row: Sequence[Any], shared: dict[Any, Any]) -> ReportRun:
-        """From a row of the store's current runs (`current.select_current`: `current.READ`'s
+        """From a row of the store's current runs (`ReportQuery.current_rows`: `current.READ`'s
         columns). Its task meta is the task's facets (`TASK_FACETS`), its options the search
         mode, its judge usage the cost. `shared` (one dict per read) keeps one object per
         distinct grade, usage of the judge and facets: runs graded alike share them (read them,
-        never change them: `read_runs` gives a labelled run a grade of its own)."""
+        never change them: `labelled_runs` gives a labelled run a grade of its own)."""
         (run_id, campaign, task_id, task_hash, agent, level, epoch, options_hash, attempt, status, end_reason, score,
          passed, harness, model, sandbox, kinds_text, void_reason, _started, search_mode, search, domain, modality,
          execution, u_in, u_out, u_cr, u_cw, u_cost, j_cost, v_amount, v_currency, removed, scoring, na, tags,
@@ -277,42 +276,32 @@ class ReportRun:
         return cls.from_dict([cols[n] for n in Store.REPORT_COLUMNS], rec)
 
 
-def as_report_runs(runs: Any) -> list[ReportRun]:
-    """Runs as `ReportRun`s: `RunRecord`s are converted, `ReportRun`s kept."""
-    return [r if isinstance(r, ReportRun) else ReportRun.from_record(r) for r in runs]
+LABEL_TASKS_PER_READ = 500
+"""Tasks named in one statement (an IN list) when the labelled runs are read."""
 
 
-def read_runs(store: Store, campaign: str | None, *, whole: bool, labels: list[dict[str, Any]] | None = None,
-              agents: Collection[str] | None = None) -> list[ReportRun]:
-    """The current attempt of every run key of `campaign` (`assay.store.current`) as
-    `ReportRun`s, in `Store.runs` order: `whole` reads each record whole too (the per-run rows
-    of a report file need it), else only the current runs' typed columns (what the leaderboard
-    and the blocks read: such a run's task meta is its facets, its options the search mode, its
-    `turns` and `duration_s` at their defaults, a judge usage of cost only and no rubric
-    items), plus the rubric items of the runs human `labels` name (`agreement.labelled`),
-    which judge-human agreement compares. `agents`: only these agents' runs (None: every
-    agent's)."""
-    stmt = current.select_current(campaign, store.engine.dialect.name, None if agents is None else sorted(agents),
-                                  record=whole)
+def labelled_runs(q: Any, labels: list[dict[str, Any]]) -> dict[str, list[ReportRun]]:
+    """Per agent, the counted runs of a report query (`ReportQuery`) that some human label
+    names (`agreement.labelled`), each with its rubric items (`ReportQuery.grade_items`): what
+    judge-human agreement compares, read for those runs only."""
+    from assay.report.agreement import labelled
+
     shared: dict[Any, Any] = {}
-    width = len(current.READ)
-    with store.engine.connect() as conn:
-        if whole:
-            runs = [ReportRun.from_dict(row[:len(Store.REPORT_COLUMNS)], json.loads(row[width]))
-                    for row in conn.execute(stmt)]
-        else:
-            runs = [ReportRun.from_current(row, shared) for row in conn.execute(stmt)]
-    if labels and not whole:
-        from assay.report.agreement import labelled
-
-        named = [(r, rg) for r in labelled(runs, labels) if (rg := r.grade.rubric) is not None]
-        items = store.grade_items([r.run_id for r, _rg in named])
-        for r, rg in named:  # its own grade: runs graded alike share theirs
-            grade, rubric = copy.copy(r.grade), copy.copy(rg)
-            rubric.items = [ReportItem(it) for it in items.get(r.run_id, [])]
-            grade.rubric = rubric
-            r.grade = grade
-    return runs
+    tasks = sorted({str(lab["task_id"]) for lab in labels if lab.get("task_id") is not None})
+    read = [ReportRun.from_current(row, shared) for i in range(0, len(tasks), LABEL_TASKS_PER_READ)
+            for row in q.current_rows(tasks[i:i + LABEL_TASKS_PER_READ])]
+    runs = labelled(read, labels)
+    named = [(r, rg) for r in runs if (rg := r.grade.rubric) is not None]
+    items = q.grade_items([r.run_id for r, _rg in named])
+    out: dict[str, list[ReportRun]] = {}
+    for r, rg in named:  # its own grade: runs graded alike share theirs
+        grade, rubric = copy.copy(r.grade), copy.copy(rg)
+        rubric.items = [ReportItem(it) for it in items.get(r.run_id, [])]
+        grade.rubric = rubric
+        r.grade = grade
+    for r in runs:
+        out.setdefault(r.key.agent, []).append(r)
+    return out
 
 
 STREAM_BATCH = 500

@@ -171,7 +171,8 @@ READ = (*REPORT_COLUMNS, "kinds", "void_reason", "started_at", "search_mode", "s
         "execution", *USAGE_KEYS, "cost_usd", "judge_cost_usd", "value_amount", "value_currency", "audit_removed",
         "scoring", "rubric_na", "tags", "judge_agreed", "judge_answered", "judge_na", "judge_votes", "judge_mode",
         "judges", "uplift_adj", "contact_cost", "solved", "router_fallbacks", "sat", "sat_required")
-"""The columns `select_current` gives of each run, in this order: `REPORT_COLUMNS` first."""
+"""The columns a run's current row gives a report that reads it whole (`ReportQuery.current_rows`,
+`ReportRun.from_current`), in this order: `REPORT_COLUMNS` first."""
 
 
 def _text(col: Any, backend: str) -> Any:
@@ -187,22 +188,3 @@ def report_order(backend: str) -> list[Any]:
     return [_text(c.task_id, backend), _text(c.agent, backend), c.level.is_not(None),
             _text(func.coalesce(c.level, ""), backend), c.epoch, _text(c.campaign, backend),
             _text(c.key_digest, backend)]
-
-
-def where(campaign: str | None, agents: Sequence[str] | None = None) -> list[Any]:
-    """The current runs of `campaign` (every campaign's: None), of `agents` only (None: all)."""
-    c = current_t.c
-    out = [c.campaign == campaign] if campaign is not None else []
-    if agents is not None:
-        out.append(c.agent.in_(sorted(agents)))
-    return out
-
-
-def select_current(campaign: str | None, backend: str, agents: Sequence[str] | None = None,
-                   record: bool = False) -> Any:
-    """The current runs (`READ`'s columns, then each record's JSON text with `record`) in
-    report order."""
-    c = current_t.c
-    cols = [c[n] for n in READ]
-    stmt = select(*cols, runs_t.c.record).join(runs_t, runs_t.c.run_id == c.run_id) if record else select(*cols)
-    return stmt.where(*where(campaign, agents)).order_by(*report_order(backend))

@@ -862,20 +862,6 @@ class Store:
     # The columns a report reads of each run (`models.REPORT_COLUMNS`).
     REPORT_COLUMNS = REPORT_COLUMNS
 
-    def grade_items(self, run_ids: Collection[str]) -> dict[str, list[dict[str, Any]]]:
-        """The rubric items of these runs' grades (runs without any left out), read from the
-        stored grades: the one part of a grade the current runs leave out (for human labels)."""
-        out: dict[str, list[dict[str, Any]]] = {}
-        ids = sorted(set(run_ids))
-        with self.engine.connect() as conn:
-            for start in range(0, len(ids), 500):
-                stmt = select(grades_t.c.run_id, grades_t.c.grade).where(grades_t.c.run_id.in_(ids[start:start + 500]))
-                for run_id, grade in conn.execute(stmt):
-                    items = json.loads(grade).get("items")
-                    if items:
-                        out[run_id] = items
-        return out
-
     def _resolve(self, conn: Connection, run_id: str) -> str | None:
         exact = conn.execute(select(runs_t.c.run_id).where(runs_t.c.run_id == run_id)).first()
         if exact is not None:

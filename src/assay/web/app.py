@@ -30,9 +30,8 @@ from fastapi.staticfiles import StaticFiles
 from assay.defaults import DEFAULTS
 from assay.errors import InputError
 from assay.record import RunRecord, escape_controls
-from assay.report.build import build_report, run_row
+from assay.report.build import run_row, stored_report
 from assay.report.html import kind_sections
-from assay.report.runs import read_runs
 from assay.store import Store
 from assay.store.accounts import has_accounts
 from assay.store.labels import MAX_NOTE_CHARS, ItemLabel, labels_of_run, save_labels, stored_labels
@@ -219,8 +218,7 @@ def create_app(store_url: str, suites: list[Path] | None = None, *, token: str |
         blocks = []
         labels = expert_labels()
         for name in names:
-            rep = build_report(name, read_runs(store, name, whole=whole, labels=labels), labels=labels,
-                               details=whole)
+            rep, _ids = stored_report(store, name, labels=labels, details=whole, tasks=whole)
             blocks.append({"name": name, "report": rep,
                            "kinds": [k for k in KINDS if any(k in a for a in rep["agents"])]})
         return blocks
@@ -401,7 +399,8 @@ def create_app(store_url: str, suites: list[Path] | None = None, *, token: str |
     def api_report(campaign: str | None = None) -> JSONResponse:
         if campaign is not None and campaign not in store.campaigns():
             raise HTTPException(404, f"no campaign named {campaign!r}")
-        return JSONResponse(_json_safe(build_report(campaign, store.runs(campaign), labels=expert_labels())))
+        return JSONResponse(_json_safe(stored_report(store, campaign, labels=expert_labels(), details=True,
+                                                     tasks=True)[0]))
 
     @app.get("/api/runs/{run_id}")
     def api_run(run_id: str) -> JSONResponse:
