@@ -52,11 +52,11 @@ from pathlib import Path, PurePosixPath
 
 import pydantic
 
-from assay import fs
 from assay.env import lifeline, seccomp
 from assay.env.cgroup import RunCgroup, join
 from assay.env.volume import WorkspaceVolume
 from assay.errors import HarnessError
+from assay.fs.paths import resolve
 
 __all__ = [
     "GiB", "Limits", "CommandResult", "Sandbox", "bwrap_available", "allocate_uid", "release_uid",
@@ -535,7 +535,7 @@ class Sandbox:
         """(host cwd, cwd as the command sees it); refuses a cwd that leaves the workspace."""
         if cwd in ("", "."):
             return str(self.workspace), self.inside_root
-        real = fs.resolve(self.workspace, cwd)
+        real = resolve(self.workspace, cwd)
         if not real.is_dir():
             raise ValueError(f"cwd {cwd!r} is not a directory in the workspace")
         parts = PurePosixPath(os.path.relpath(real, os.path.realpath(self.workspace))).parts

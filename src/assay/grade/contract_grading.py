@@ -73,13 +73,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from assay import fs, jsonlimits
+from assay import jsonlimits
 from assay.config import settings
 from assay.env.inside import source
 from assay.env.sandbox import Limits, Sandbox, bwrap_available
 from assay.env.volume import WorkspaceVolume
 from assay.env.workspace import discard_copy, grading_copy, grading_copy_limits
 from assay.errors import GraderError, GradingFault, HarnessError, ProviderError
+from assay.fs.paths import PathError
+from assay.fs.reads import read_workspace_file
 from assay.grade.contract import PythonCheck
 from assay.grade.inputs import GradeInput
 from assay.llm.jsonrepair import json_candidates
@@ -414,8 +416,8 @@ def _artifacts(task: Task, workspace: Path | None) -> list[tuple[str, str | None
     out: list[tuple[str, str | None, str]] = []
     for pred in task.contract:
         try:
-            data = fs.read_workspace_file(workspace, pred.path, MAX_ARTIFACT_READ)
-        except fs.PathError:
+            data = read_workspace_file(workspace, pred.path, MAX_ARTIFACT_READ)
+        except PathError:
             continue
         if b"\x00" in data[:8192]:
             out.append((pred.path, None, f"(binary file, {len(data)} bytes)"))
