@@ -712,7 +712,7 @@ def test_wrap_command_validates() -> None:
 
 
 def _bwrap_ok() -> bool:
-    from assay.env.sandbox import bwrap_available
+    from assay.env.bwrap import bwrap_available
 
     return shutil.which("bwrap") is not None and bwrap_available()
 

@@ -21,16 +21,10 @@ from pathlib import Path
 import pytest
 
 from assay.agent.file_tools import edit_file, list_files, read_file
-from assay.env.sandbox import (
-    UID_BASE,
-    CommandResult,
-    Limits,
-    Sandbox,
-    allocate_uid,
-    bwrap_available,
-    release_uid,
-    uid_processes,
-)
+from assay.env.bwrap import bwrap_available
+from assay.env.limits import Limits
+from assay.env.sandbox import CommandResult, Sandbox
+from assay.env.uids import UID_BASE, allocate_uid, release_uid, uid_processes
 from assay.errors import HarnessError
 from assay.fs.paths import PathError
 from assay.fs.writes import QuotaError, write_file
@@ -435,7 +429,7 @@ async def test_kill_all_inside_spares_harness(base: Path, isolated: bool) -> Non
 @needs_root
 def test_allocate_uid_unique_across_processes() -> None:
     here = allocate_uid()
-    code = ("import sys\nfrom assay.env.sandbox import allocate_uid\n"
+    code = ("import sys\nfrom assay.env.uids import allocate_uid\n"
             "print(' '.join(str(allocate_uid()) for _ in range(15)), flush=True)\nsys.stdin.read()\n")
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
     procs = [subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from assay.config import Config
-from assay.env.sandbox import bwrap_available
+from assay.env.bwrap import bwrap_available
 from assay.errors import GraderError
 from assay.grade.audit import (
     audit_run,

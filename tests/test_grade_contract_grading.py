@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from assay.config import Config
-from assay.env.sandbox import bwrap_available
+from assay.env.bwrap import bwrap_available
 from assay.errors import GraderError
 from assay.grade.contract import check_contract
 from assay.grade.contract_grading import grade_contract as _grade_contract

@@ -31,7 +31,8 @@ from assay.campaign.health import TaskHealth
 from assay.campaign.options import RunOptions
 from assay.campaign.plan import PlannedRun
 from assay.campaign.saver import RunSaver
-from assay.env.sandbox import Sandbox, bwrap_available
+from assay.env.bwrap import bwrap_available
+from assay.env.sandbox import Sandbox
 from assay.env.volume import WorkspaceVolume
 from assay.env.workspace import materialise, needs_workspace, new_workspace
 from assay.errors import GraderError, HarnessError, InputError, ProviderError

@@ -75,8 +75,10 @@ from typing import Any
 
 from assay import jsonlimits
 from assay.config import settings
+from assay.env.bwrap import bwrap_available
 from assay.env.inside import source
-from assay.env.sandbox import Limits, Sandbox, bwrap_available
+from assay.env.limits import Limits
+from assay.env.sandbox import Sandbox
 from assay.env.volume import WorkspaceVolume
 from assay.env.workspace import discard_copy, grading_copy, grading_copy_limits
 from assay.errors import GraderError, GradingFault, HarnessError, ProviderError

@@ -54,18 +54,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from assay import jsonlimits
 from assay.env import lifeline, seccomp
+from assay.env.bwrap import READ_ONLY_ROOT, bwrap_available, ram_mounts, system_layout
 from assay.env.cgroup import RunCgroup, join
+from assay.env.limits import Limits
 from assay.env.mountns import nosymfollow_view
 from assay.env.net.forwarder import FORWARDER_NAME, wrap_command
-from assay.env.sandbox import (
-    READ_ONLY_ROOT,
-    Limits,
-    allocate_uid,
-    bwrap_available,
-    ram_mounts,
-    release_uid,
-    system_layout,
-)
+from assay.env.uids import allocate_uid, release_uid
 from assay.env.volume import WorkspaceVolume
 from assay.env.workspace import discard_copy, grading_copy
 from assay.fs.paths import PathError

@@ -49,13 +49,13 @@ from typing import Any
 from assay.agent.transcript import Transcript
 from assay.config import settings
 from assay.env import lifeline
+from assay.env.bwrap import bwrap_available
 from assay.env.net.forwarder import FORWARDER_NAME, install_forwarder, wrap_command
 from assay.env.net.gateway.scenario import gateway_model_spec, scenario_gateway
 from assay.env.net.gateway.server import SOCKET_NAME as LLM_SOCKET
 from assay.env.net.gateway.server import LLMGateway
 from assay.env.net.llm_client import install_llm_client, llm_config
 from assay.env.net.relay import Relay
-from assay.env.sandbox import bwrap_available
 from assay.errors import GraderError, GradingFault, HarnessError
 from assay.fs.reads import read_tree
 from assay.fs.writes import write_file

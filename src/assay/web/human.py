@@ -48,7 +48,7 @@ from typing import Any
 
 from assay.agent.human import HumanFactory
 from assay.defaults import DEFAULTS
-from assay.env.sandbox import bwrap_available
+from assay.env.bwrap import bwrap_available
 from assay.env.workspace import needs_workspace
 from assay.grade.grader import needs_judge
 from assay.record import RunRecord
