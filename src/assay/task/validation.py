@@ -20,7 +20,8 @@ from assay.fs.paths import PathError, check_relative
 from assay.metrics import CAPABILITY_TAGS
 from assay.task.json_schemas import check_task_schema
 from assay.task.model import LEVELS, Task
-from assay.task.patterns import PatternError, check_flags, check_pattern
+from assay.task.patterns import check_flags, check_pattern
+from assay.task.re2_translation import PatternError
 
 # Upstream full names (OneMillion-Bench's rubricLabel, in English and Chinese) -> short tags.
 TAG_ALIASES: dict[str, str] = {
