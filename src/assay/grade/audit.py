@@ -72,14 +72,8 @@ from assay.grade.inputs import GradeInput, JudgeService
 from assay.grade.numbers import Number, find_numbers
 from assay.grade.rubric import ItemVerdict, items_needing_judge, score_items
 from assay.llm.jsonrepair import json_candidates
-from assay.llm.untrusted import (
-    ANSWER_CHARS,
-    PassageFinder,
-    boundary,
-    cut_text,
-    fence,
-    untrusted_note,
-)
+from assay.llm.passages import PassageFinder
+from assay.llm.untrusted import ANSWER_CHARS, boundary, cut_text, fence, untrusted_note
 from assay.record import (
     AssistantEvent,
     Audit,
