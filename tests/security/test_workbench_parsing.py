@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from assay.agent.file_tools import MAX_LINE_CHARS, list_files, read_file
-from assay.web.human import editor_text, tree_entries
+from assay.web.tool_output import editor_text, tree_entries
 
 
 def test_tree_entries_from_a_hostile_workspace(tmp_path: Path) -> None:
