@@ -65,11 +65,12 @@ from assay.errors import GraderError, ProviderError
 from assay.fs.paths import PathError
 from assay.fs.reads import entry_kind, list_dir, read_tree, read_workspace_file
 from assay.grade import workers
-from assay.grade.contract_grading import ARTIFACT_CHARS as JUDGE_FILE_CHARS
-from assay.grade.contract_grading import JudgeViews, judge_contract, judge_views, to_openclaw
+from assay.grade.contract_judge import ARTIFACT_CHARS as JUDGE_FILE_CHARS
+from assay.grade.contract_judge import JudgeViews, judge_contract, judge_views
 from assay.grade.injection_screen import KINDS, Injection, screen_injection, shown
 from assay.grade.inputs import GradeInput, JudgeService
 from assay.grade.numbers import Number, find_numbers
+from assay.grade.openclaw import to_openclaw
 from assay.grade.rubric import ItemVerdict, items_needing_judge, score_items
 from assay.llm.jsonrepair import json_candidates
 from assay.llm.passages import PassageFinder

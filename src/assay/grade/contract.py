@@ -72,7 +72,7 @@ def _within(actual: float, want: float, tol: float, relative: bool) -> bool:
 
 
 PythonCheck = Callable[[str | None, str], Awaitable[tuple[bool, str]]]
-"""Contract predicate `python`: the checks code's function, run sandboxed (`contract_grading`)."""
+"""Contract predicate `python`: the checks code's function, run sandboxed (`contract_checks`)."""
 
 
 Verdict = tuple[bool, str]
