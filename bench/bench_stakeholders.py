@@ -101,7 +101,8 @@ def bench_service(router: Router, n: int, tmp: Path) -> dict[str, float]:
 
 
 async def bench_e2e(n: int, tmp: Path) -> dict[str, float] | str:
-    from assay.env.sandbox import Sandbox, bwrap_available
+    from assay.env.bwrap import bwrap_available
+    from assay.env.sandbox import Sandbox
 
     if shutil.which("bwrap") is None or not bwrap_available():
         return "skipped: bubblewrap not usable"

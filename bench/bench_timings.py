@@ -52,7 +52,7 @@ from assay import metrics  # noqa: E402
 from assay.errors import InputError  # noqa: E402
 from assay.jsonlimits import deep_at  # noqa: E402
 from assay.llm.jsonrepair import json_candidates, parse_lenient  # noqa: E402
-from assay.llm.untrusted import PassageFinder  # noqa: E402
+from assay.llm.passages import PassageFinder  # noqa: E402
 from assay.store import open_store  # noqa: E402
 from assay.task.formats.jsonio import loads_json  # noqa: E402
 from assay.task.formats.yamlio import MAX_DEPTH, load_yaml_text  # noqa: E402

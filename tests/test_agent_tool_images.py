@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from assay import fs
+from assay.agent.file_tools import IMAGE_MAX_BYTES
 from assay.agent.tools import ToolBox, ToolOutput
 from assay.llm.messages import ToolCall
 
@@ -44,7 +44,7 @@ def test_text_named_png_is_read_as_text_and_big_images_are_refused(tmp_path: Pat
     (tmp_path / "fake.png").write_text("just text\n")
     box = ToolBox(tmp_path, None, ["read_file"], images=True)
     assert read(box, "fake.png").text == "    1\tjust text" and read(box, "fake.png").images == []
-    (tmp_path / "huge.png").write_bytes(PNG + b"\x00" * fs.IMAGE_MAX_BYTES)
+    (tmp_path / "huge.png").write_bytes(PNG + b"\x00" * IMAGE_MAX_BYTES)
     out = read(box, "huge.png")
     assert out.images == [] and "over the 5242880 bytes a model is shown" in out.text
 

@@ -20,7 +20,7 @@ from assay.campaign.options import RunOptions
 from assay.campaign.plan import AgentLike, PlannedRun, build_plan
 from assay.campaign.runner import RunContext, effective_limits, execute_run, stage_readable
 from assay.config import Config
-from assay.env.sandbox import bwrap_available
+from assay.env.bwrap import bwrap_available
 from assay.grade.grader import GradeInput, GradeOutcome
 from assay.record import AssistantEvent, ErrorEvent, HarnessEvent, RunRecord
 from assay.store import Store

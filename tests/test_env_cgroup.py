@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from assay.env.cgroup import CgroupLayout, RunCgroup
-from assay.env.sandbox import Limits, Sandbox
+from assay.env.limits import Limits
+from assay.env.sandbox import Sandbox
 
 IS_ROOT = os.geteuid() == 0
 

@@ -18,7 +18,9 @@ import httpx
 import pytest
 
 from assay.env.net.forwarder import FORWARDER_SCRIPT, install_forwarder, wrap_command
-from assay.env.net.gateway import IMAGE_INPUT_TOKENS, REQUEST_OVERHEAD_TOKENS, Budget, LLMGateway
+from assay.env.net.gateway.budget import Budget
+from assay.env.net.gateway.rules import IMAGE_INPUT_TOKENS, REQUEST_OVERHEAD_TOKENS
+from assay.env.net.gateway.server import LLMGateway
 from assay.env.net.llm_client import LLM_CLIENT_PY, install_llm_client
 from assay.llm.prices import Price
 from tests.fakes import delay, fault, malformed, reply
@@ -274,7 +276,7 @@ async def test_oversized_prompt_and_abrupt_clients(make_gw: Callable[..., Any]) 
 
 async def test_a_connection_flood_is_capped_and_refused_with_503(make_gw: Callable[..., Any]) -> None:
     """Idle connections past the cap get a 503 at once; once the flood goes away the gateway serves again."""
-    from assay.env.net.gateway import MAX_CONNECTIONS
+    from assay.env.net.gateway.server import MAX_CONNECTIONS
 
     gw = await make_gw()
     held = [await asyncio.open_unix_connection(str(gw.socket_path)) for _ in range(MAX_CONNECTIONS)]
@@ -299,7 +301,7 @@ async def test_half_sent_big_bodies_cannot_pile_up(make_gw: Callable[..., Any]) 
     """Clients that each announce a 30 MB body and send a little: the gateway admits bodies only
     while their sum fits MAX_BUFFERED_BYTES; past it a request gets a 503 before its body is
     read, and a normal call still goes through once the hogs are gone."""
-    from assay.env.net.gateway import MAX_BUFFERED_BYTES
+    from assay.env.net.gateway.server import MAX_BUFFERED_BYTES
 
     gw = await make_gw()
     size = 30_000_000
@@ -710,7 +712,7 @@ def test_wrap_command_validates() -> None:
 
 
 def _bwrap_ok() -> bool:
-    from assay.env.sandbox import bwrap_available
+    from assay.env.bwrap import bwrap_available
 
     return shutil.which("bwrap") is not None and bwrap_available()
 
@@ -768,7 +770,7 @@ async def test_llm_client_inside_the_sandbox(make_gw: Callable[..., Any], fake: 
 
 def test_resolve_upstream(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from assay.config import Config, ModelAlias, PriceConfig
-    from assay.env.net.gateway import gateway_model_spec, resolve_upstream
+    from assay.env.net.gateway.scenario import gateway_model_spec, resolve_upstream
     from assay.errors import InputError
 
     cfg = Config(models={

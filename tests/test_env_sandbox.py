@@ -20,18 +20,14 @@ from pathlib import Path
 
 import pytest
 
-from assay import fs
-from assay.env.sandbox import (
-    UID_BASE,
-    CommandResult,
-    Limits,
-    Sandbox,
-    allocate_uid,
-    bwrap_available,
-    release_uid,
-    uid_processes,
-)
+from assay.agent.file_tools import edit_file, list_files, read_file
+from assay.env.bwrap import bwrap_available
+from assay.env.limits import Limits
+from assay.env.sandbox import CommandResult, Sandbox
+from assay.env.uids import UID_BASE, allocate_uid, release_uid, uid_processes
 from assay.errors import HarnessError
+from assay.fs.paths import PathError
+from assay.fs.writes import QuotaError, write_file
 from tests.helpers import HOSTILE_S
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) not installed")
@@ -103,7 +99,7 @@ async def test_cwd_cannot_escape(sb: Sandbox, outside: Path) -> None:
         with pytest.raises(ValueError):
             await sb.run("true", cwd=bad)
     os.symlink(outside, sb.workspace / "out")
-    with pytest.raises(fs.PathError):
+    with pytest.raises(PathError):
         await sb.run("true", cwd="out")
 
 
@@ -157,13 +153,13 @@ async def test_symlink_made_inside_does_not_leak(sb: Sandbox, outside: Path) -> 
     assert SECRET not in r.output
     # The harness (root, no namespace) must not follow them either.
     for rel in ["link", f"rootlink{secret}", f"up{secret}", f"up{outside}/new.txt"]:
-        with pytest.raises(fs.PathError):
-            fs.read_file(sb.workspace, rel)
-        with pytest.raises(fs.PathError):
-            fs.write_file(sb.workspace, rel, "pwned")
-    with pytest.raises(fs.PathError):
-        fs.edit_file(sb.workspace, "link", SECRET, "pwned")
-    listing = fs.list_files(sb.workspace)
+        with pytest.raises(PathError):
+            read_file(sb.workspace, rel)
+        with pytest.raises(PathError):
+            write_file(sb.workspace, rel, "pwned")
+    with pytest.raises(PathError):
+        edit_file(sb.workspace, "link", SECRET, "pwned")
+    listing = list_files(sb.workspace)
     assert f"link -> {secret}" in listing and "rootlink -> /" in listing
     assert SECRET not in listing
     assert secret.read_text() == SECRET + "\n"
@@ -306,7 +302,7 @@ async def test_setuid_file_is_not_setuid_root(sb: Sandbox) -> None:
     assert st.st_uid == sb.uid != 0
     assert not (st.st_mode & stat.S_ISUID and st.st_uid == 0)
     # And the harness, writing as root, never leaves a setuid bit on what it writes.
-    fs.write_file(sb.workspace, "myid", "#!/bin/sh\n")
+    write_file(sb.workspace, "myid", "#!/bin/sh\n")
     st = os.stat(sb.workspace / "myid")
     assert not st.st_mode & (stat.S_ISUID | stat.S_ISGID)
 
@@ -433,7 +429,7 @@ async def test_kill_all_inside_spares_harness(base: Path, isolated: bool) -> Non
 @needs_root
 def test_allocate_uid_unique_across_processes() -> None:
     here = allocate_uid()
-    code = ("import sys\nfrom assay.env.sandbox import allocate_uid\n"
+    code = ("import sys\nfrom assay.env.uids import allocate_uid\n"
             "print(' '.join(str(allocate_uid()) for _ in range(15)), flush=True)\nsys.stdin.read()\n")
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
     procs = [subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -466,7 +462,7 @@ async def test_workspace_volume_enforces_its_quota(base: Path) -> None:
     vol = WorkspaceVolume.create(base / "ws", 64 * 1024**2)
     try:
         assert vol.kind == "mount" and not (vol.path / "lost+found").exists()
-        fs.write_file(vol.path, "keep.txt", "kept\n")
+        write_file(vol.path, "keep.txt", "kept\n")
         s = Sandbox(vol.path, volume=vol)
         s.prepare()
         try:
@@ -477,8 +473,8 @@ async def test_workspace_volume_enforces_its_quota(base: Path) -> None:
         assert "rc=1" in r.output and "No space left on device" in r.output, r.output
         assert any("disk quota of 64 MiB" in n for n in r.notes) and vol.quota_hit
         assert str(base) not in r.output  # the workspace is the root of its own filesystem
-        with pytest.raises(fs.QuotaError, match="quota"):
-            fs.write_file(vol.path, "big.txt", "x" * (80 * 1024**2))
+        with pytest.raises(QuotaError, match="quota"):
+            write_file(vol.path, "big.txt", "x" * (80 * 1024**2))
     finally:
         vol.release()
     assert not os.path.ismount(vol.path) and (vol.path / "keep.txt").read_text() == "kept\n"
@@ -527,7 +523,7 @@ def test_sparse_files_cannot_blow_up_the_copy_out(base: Path) -> None:
     if not _can_mount_volumes():
         pytest.skip("no loop devices / mkfs.ext4 here")
     vol = WorkspaceVolume.create(base / "ws", 64 * 1024**2)
-    fs.write_file(vol.path, "keep.txt", "kept\n")
+    write_file(vol.path, "keep.txt", "kept\n")
     for name in ("a.bin", "b.bin", "c.bin"):
         with open(vol.path / name, "wb") as f:
             f.truncate(1024**3)  # 1 GiB each, no blocks
@@ -543,9 +539,9 @@ async def test_checked_quota_refuses_file_tool_writes(base: Path) -> None:
 
     vol = WorkspaceVolume(base / "ws", 1024 * 1024, "checked")
     vol.path.mkdir()
-    fs.write_file(vol.path, "a.txt", "x" * 1000, room=vol.check_write)
-    with pytest.raises(fs.QuotaError, match="disk quota"):
-        fs.write_file(vol.path, "b.txt", "x" * (2 * 1024 * 1024), room=vol.check_write)
+    write_file(vol.path, "a.txt", "x" * 1000, room=vol.check_write)
+    with pytest.raises(QuotaError, match="disk quota"):
+        write_file(vol.path, "b.txt", "x" * (2 * 1024 * 1024), room=vol.check_write)
     assert vol.quota_hit
 
 

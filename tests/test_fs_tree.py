@@ -1,5 +1,5 @@
 """assay.fs, the tree primitives: copy_tree, remove_unsafe, read_tree, entry_kind,
-read_workspace_file, check_relative, tree_digest. (The agent's file tools are in test_fs.py.)
+read_workspace_file, check_relative, tree_digest. (The agent's file tools are in test_fs_tools.py.)
 
 Every FIFO here is looked at under `no_block()`: a primitive that opened one would hang, so
 the guard turns a hang into a failure after two seconds.
@@ -21,8 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from assay import fs
-from assay.fs import CopyError, CopyLimits, PathError
+from assay.fs import copying
+from assay.fs.copying import CopyError, CopyLimits, copy_tree, remove_unsafe
+from assay.fs.digests import tree_digest
+from assay.fs.paths import PathError, check_relative
+from assay.fs.reads import entry_kind, read_tree, read_workspace_file
 
 SECRET = "TOPSECRET-tree-41"
 
@@ -102,7 +105,7 @@ def files_under(root: Path) -> dict[str, str]:
 def test_copy_tree_copies_files_folders_and_modes(src: Path, tmp_path: Path) -> None:
     os.chmod(src / "a.txt", 0o4755)  # setuid: never carried over
     os.chmod(src / "sub" / "b.txt", 0o600)
-    report = fs.copy_tree(src, tmp_path / "dst")
+    report = copy_tree(src, tmp_path / "dst")
     dst = tmp_path / "dst"
     assert files_under(dst) == {"a.txt": "file:alpha\n", "sub": "dir", "sub/b.txt": "file:beta\n",
                                 "sub/deep": "dir", "sub/deep/c.bin": "file:\x00\x01\x02"}
@@ -119,7 +122,7 @@ def test_copy_tree_skip(src: Path, tmp_path: Path) -> None:
         seen.append(rel)
         return rel == "sub/deep" or rel.endswith(".txt") and rel.startswith("sub/")
 
-    report = fs.copy_tree(src, tmp_path / "dst", skip=skip)
+    report = copy_tree(src, tmp_path / "dst", skip=skip)
     assert files_under(tmp_path / "dst") == {"a.txt": "file:alpha\n", "sub": "dir"}
     assert report.copied == ["a.txt"]
     assert seen == ["a.txt", "sub", "sub/b.txt", "sub/deep"]  # POSIX paths below src
@@ -128,7 +131,7 @@ def test_copy_tree_skip(src: Path, tmp_path: Path) -> None:
 def test_copy_tree_refuses_an_existing_destination_unless_merging(src: Path, tmp_path: Path) -> None:
     (tmp_path / "dst").mkdir()
     with pytest.raises(FileExistsError):
-        fs.copy_tree(src, tmp_path / "dst")
+        copy_tree(src, tmp_path / "dst")
 
 
 # --------------------------------------------------------------------------- copy_tree: links
@@ -139,7 +142,7 @@ def test_links_inside_the_tree_stay_links(src: Path, tmp_path: Path) -> None:
     os.symlink("../a.txt", src / "sub" / "up_a")
     os.symlink("sub/deep", src / "to_deep")
     os.symlink("missing-but-inside", src / "dangling")
-    report = fs.copy_tree(src, tmp_path / "dst")
+    report = copy_tree(src, tmp_path / "dst")
     got = files_under(tmp_path / "dst")
     assert got["to_a"] == "link:a.txt" and got["sub/up_a"] == "link:../a.txt"
     assert got["to_deep"] == "link:sub/deep" and got["dangling"] == "link:missing-but-inside"
@@ -155,7 +158,7 @@ def test_links_out_of_the_tree_are_left_out(src: Path, tmp_path: Path, outside: 
     os.symlink("sub/./deep/../../../outside", src / "dotted")           # escaping with ./ and ..
     os.symlink("/", src / "root")
     os.symlink("sub/updir/secret.txt", src / "a_through")               # the same, checked before sub/updir
-    report = fs.copy_tree(src, tmp_path / "dst")
+    report = copy_tree(src, tmp_path / "dst")
     dst = tmp_path / "dst"
     refused = dict(report.refused)
     assert {k: v for k, v in refused.items() if k != "through"} == {
@@ -176,7 +179,7 @@ def test_links_out_of_the_tree_are_left_out(src: Path, tmp_path: Path, outside: 
 def test_a_source_given_as_a_link_to_a_folder_is_refused(src: Path, tmp_path: Path) -> None:
     os.symlink(src, tmp_path / "srclink")
     with pytest.raises(PathError, match="a symlink, not a regular file"):
-        fs.copy_tree(tmp_path / "srclink", tmp_path / "dst")
+        copy_tree(tmp_path / "srclink", tmp_path / "dst")
 
 
 # --------------------------------------------------------------------------- copy_tree: special files, hard links
@@ -189,7 +192,7 @@ def test_fifos_and_sockets_are_left_out_and_never_opened(src: Path, tmp_path: Pa
     sock = make_socket(src, "sock", monkeypatch)
     try:
         with no_block():
-            report = fs.copy_tree(src, tmp_path / "dst")
+            report = copy_tree(src, tmp_path / "dst")
     finally:
         sock.close()
     assert dict(report.refused) == {"pipe": "a FIFO left out (never opened)",
@@ -202,7 +205,7 @@ def test_fifos_and_sockets_are_left_out_and_never_opened(src: Path, tmp_path: Pa
 def test_hard_linked_files_are_left_out(src: Path, tmp_path: Path, outside: Path) -> None:
     os.link(outside / "secret.txt", src / "hard_out")
     os.link(src / "a.txt", src / "sub" / "hard_in")
-    report = fs.copy_tree(src, tmp_path / "dst")
+    report = copy_tree(src, tmp_path / "dst")
     refused = dict(report.refused)
     assert set(refused) == {"a.txt", "hard_out", "sub/hard_in"}
     assert all("2 hard links left out" in r for r in refused.values())
@@ -220,7 +223,7 @@ def test_merge_into_an_existing_tree(src: Path, tmp_path: Path, outside: Path) -
     (dst / "sub" / "old.txt").write_text("old\n")
     os.symlink(outside / "secret.txt", dst / "sub" / "b.txt")  # a planted link where a file is copied
     os.symlink(outside, dst / "sub" / "deep")                   # a planted link where a folder is copied
-    report = fs.copy_tree(src, dst, merge=True)
+    report = copy_tree(src, dst, merge=True)
     got = files_under(dst)
     assert got == {"keep.txt": "file:kept\n", "a.txt": "file:alpha\n", "sub": "dir", "sub/old.txt": "file:old\n",
                    "sub/b.txt": "file:beta\n", "sub/deep": "dir", "sub/deep/c.bin": "file:\x00\x01\x02"}
@@ -233,7 +236,7 @@ def test_merge_does_not_write_through_a_hard_link(src: Path, tmp_path: Path, out
     dst = tmp_path / "dst"
     dst.mkdir()
     os.link(outside / "secret.txt", dst / "a.txt")
-    fs.copy_tree(src, dst, merge=True)
+    copy_tree(src, dst, merge=True)
     assert (dst / "a.txt").read_text() == "alpha\n" and (outside / "secret.txt").read_text() == SECRET
 
 
@@ -241,14 +244,14 @@ def test_merge_a_file_over_a_folder_is_refused(src: Path, tmp_path: Path) -> Non
     dst = tmp_path / "dst"
     (dst / "a.txt").mkdir(parents=True)
     with pytest.raises(PathError, match="a directory is in the way"):
-        fs.copy_tree(src, dst, merge=True)
+        copy_tree(src, dst, merge=True)
 
 
 def test_merge_a_folder_over_a_file_replaces_it(src: Path, tmp_path: Path) -> None:
     dst = tmp_path / "dst"
     dst.mkdir()
     (dst / "sub").write_text("was a file\n")
-    fs.copy_tree(src, dst, merge=True)
+    copy_tree(src, dst, merge=True)
     assert (dst / "sub" / "b.txt").read_text() == "beta\n"
 
 
@@ -257,7 +260,7 @@ def test_merge_a_folder_over_a_file_replaces_it(src: Path, tmp_path: Path) -> No
 
 def test_copy_one_file(src: Path, tmp_path: Path) -> None:
     os.chmod(src / "a.txt", 0o640)
-    report = fs.copy_tree(src / "a.txt", tmp_path / "out" / "copy.txt")
+    report = copy_tree(src / "a.txt", tmp_path / "out" / "copy.txt")
     assert (tmp_path / "out" / "copy.txt").read_text() == "alpha\n"
     assert stat.S_IMODE(os.stat(tmp_path / "out" / "copy.txt").st_mode) == 0o640
     assert (report.files, report.bytes, report.copied) == (1, 6, ["a.txt"])
@@ -266,10 +269,10 @@ def test_copy_one_file(src: Path, tmp_path: Path) -> None:
 def test_copy_one_file_merge_replaces_a_file_or_a_link(src: Path, tmp_path: Path, outside: Path) -> None:
     dst = tmp_path / "copy.txt"
     os.symlink(outside / "secret.txt", dst)
-    fs.copy_tree(src / "a.txt", dst, merge=True)
+    copy_tree(src / "a.txt", dst, merge=True)
     assert not dst.is_symlink() and dst.read_text() == "alpha\n" and (outside / "secret.txt").read_text() == SECRET
     with pytest.raises(FileExistsError):
-        fs.copy_tree(src / "a.txt", dst)
+        copy_tree(src / "a.txt", dst)
 
 
 @pytest.mark.parametrize(("make", "reason"), [
@@ -282,13 +285,13 @@ def test_copy_one_file_refuses_links_fifos_and_missing_files(tmp_path: Path, out
     p = tmp_path / "thing"
     make(p, outside)  # type: ignore[operator]
     with no_block(), pytest.raises(PathError, match=reason):
-        fs.copy_tree(p, tmp_path / "dst")
+        copy_tree(p, tmp_path / "dst")
     assert not os.path.lexists(tmp_path / "dst")
 
 
 def test_copy_one_hard_linked_file_is_left_out(tmp_path: Path, outside: Path) -> None:
     os.link(outside / "secret.txt", tmp_path / "h")
-    report = fs.copy_tree(tmp_path / "h", tmp_path / "dst")
+    report = copy_tree(tmp_path / "h", tmp_path / "dst")
     assert not (tmp_path / "dst").exists() and report.refused[0][0] == "h"
 
 
@@ -296,25 +299,25 @@ def test_copy_one_hard_linked_file_is_left_out(tmp_path: Path, outside: Path) ->
 
 
 def test_copy_limits_files(src: Path, tmp_path: Path) -> None:
-    fs.copy_tree(src, tmp_path / "ok", limits=CopyLimits(max_files=5))  # 3 files + 2 folders
+    copy_tree(src, tmp_path / "ok", limits=CopyLimits(max_files=5))  # 3 files + 2 folders
     with pytest.raises(CopyError, match="more than 4 entries"):
-        fs.copy_tree(src, tmp_path / "over", limits=CopyLimits(max_files=4))
+        copy_tree(src, tmp_path / "over", limits=CopyLimits(max_files=4))
 
 
 def test_copy_limits_depth(src: Path, tmp_path: Path) -> None:
-    fs.copy_tree(src, tmp_path / "ok", limits=CopyLimits(max_depth=2))  # sub/deep is two levels down
+    copy_tree(src, tmp_path / "ok", limits=CopyLimits(max_depth=2))  # sub/deep is two levels down
     with pytest.raises(CopyError, match="deeper than 1 levels"):
-        fs.copy_tree(src, tmp_path / "over", limits=CopyLimits(max_depth=1))
+        copy_tree(src, tmp_path / "over", limits=CopyLimits(max_depth=1))
 
 
 def test_copy_limits_bytes(src: Path, tmp_path: Path) -> None:
-    fs.copy_tree(src, tmp_path / "ok", limits=CopyLimits(max_bytes=14))  # 6 + 5 + 3 bytes
+    copy_tree(src, tmp_path / "ok", limits=CopyLimits(max_bytes=14))  # 6 + 5 + 3 bytes
     with pytest.raises(CopyError, match="more than 13 bytes"):
-        fs.copy_tree(src, tmp_path / "over", limits=CopyLimits(max_bytes=13))
+        copy_tree(src, tmp_path / "over", limits=CopyLimits(max_bytes=13))
 
 
 def test_copy_limits_a_file_too_large_is_left_out_and_recorded(src: Path, tmp_path: Path) -> None:
-    report = fs.copy_tree(src, tmp_path / "dst", limits=CopyLimits(max_file_bytes=5))
+    report = copy_tree(src, tmp_path / "dst", limits=CopyLimits(max_file_bytes=5))
     assert report.copied == ["sub/b.txt", "sub/deep/c.bin"]
     assert report.refused == [("a.txt", "file of 6 bytes left out (over 5)")]
     assert not (tmp_path / "dst" / "a.txt").exists()
@@ -341,15 +344,15 @@ def _wide_tree(root: Path, n: int) -> Path:
 
 def test_copy_limits_time_stops_a_slow_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     src = _wide_tree(tmp_path / "src", 50)
-    monkeypatch.setattr(fs.time, "monotonic", _SlowClock())
+    monkeypatch.setattr(copying.time, "monotonic", _SlowClock())
     with pytest.raises(CopyError, match="copy took longer than 10 s"):
-        fs.copy_tree(src, tmp_path / "dst", limits=CopyLimits(max_seconds=10))
+        copy_tree(src, tmp_path / "dst", limits=CopyLimits(max_seconds=10))
 
 
 def test_copy_limits_time_in_skip_mode_keeps_what_was_copied(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     src = _wide_tree(tmp_path / "src", 50)
-    monkeypatch.setattr(fs.time, "monotonic", _SlowClock())
-    report = fs.copy_tree(src, tmp_path / "dst", limits=CopyLimits(max_seconds=10, on_limit="skip"))
+    monkeypatch.setattr(copying.time, "monotonic", _SlowClock())
+    report = copy_tree(src, tmp_path / "dst", limits=CopyLimits(max_seconds=10, on_limit="skip"))
     assert report.capped and "copy took longer than 10 s" in report.capped[0] and "the rest left out" in report.capped[0]
     copied = sorted(p.name for p in (tmp_path / "dst").iterdir())
     assert 0 < len(copied) < 50 and copied == sorted(report.copied)
@@ -373,7 +376,7 @@ def test_remove_unsafe(src: Path, outside: Path, monkeypatch: pytest.MonkeyPatch
     sock = make_socket(src, "sock", monkeypatch)
     try:
         with no_block():
-            removed = fs.remove_unsafe(src)
+            removed = remove_unsafe(src)
     finally:
         sock.close()
     assert sorted(removed) == [("abs", "symlink leading out of the tree left out"), ("sock", "a socket"),
@@ -386,7 +389,7 @@ def test_remove_unsafe(src: Path, outside: Path, monkeypatch: pytest.MonkeyPatch
 
 def test_remove_unsafe_on_a_clean_tree_removes_nothing(src: Path) -> None:
     before = files_under(src)
-    assert fs.remove_unsafe(src) == []
+    assert remove_unsafe(src) == []
     assert files_under(src) == before
 
 
@@ -400,21 +403,21 @@ def test_read_tree(src: Path, outside: Path) -> None:
     os.link(outside / "secret.txt", src / "sub" / "hard")
     (src / "sub" / "big.txt").write_text("x" * 100)
     with no_block():
-        got = fs.read_tree(src, "sub", max_file_bytes=10)
+        got = read_tree(src, "sub", max_file_bytes=10)
     assert got == [("sub/b.txt", b"beta\n"), ("sub/deep/c.bin", b"\x00\x01\x02")]
     with no_block():
-        got = fs.read_tree(src, "sub", max_file_bytes=10, partial=True)
+        got = read_tree(src, "sub", max_file_bytes=10, partial=True)
     assert ("sub/big.txt", b"x" * 10) in got and len(got) == 3
-    assert fs.read_tree(src, "sub", max_file_bytes=10, skip=lambda name: name == "deep") == [("sub/b.txt", b"beta\n")]
-    assert fs.read_tree(src, ".", max_file_bytes=10, max_files=2) == [("a.txt", b"alpha\n"), ("sub/b.txt", b"beta\n")]
+    assert read_tree(src, "sub", max_file_bytes=10, skip=lambda name: name == "deep") == [("sub/b.txt", b"beta\n")]
+    assert read_tree(src, ".", max_file_bytes=10, max_files=2) == [("a.txt", b"alpha\n"), ("sub/b.txt", b"beta\n")]
 
 
 def test_read_tree_of_a_missing_or_linked_folder_is_empty(src: Path, outside: Path) -> None:
     os.symlink(outside, src / "deliverables")
-    assert fs.read_tree(src, "deliverables", max_file_bytes=1000) == []
-    assert fs.read_tree(src, "nothing-here", max_file_bytes=1000) == []
-    assert fs.read_tree(src, "a.txt", max_file_bytes=1000) == []
-    assert fs.read_tree(src, "../outside", max_file_bytes=1000) == []
+    assert read_tree(src, "deliverables", max_file_bytes=1000) == []
+    assert read_tree(src, "nothing-here", max_file_bytes=1000) == []
+    assert read_tree(src, "a.txt", max_file_bytes=1000) == []
+    assert read_tree(src, "../outside", max_file_bytes=1000) == []
 
 
 # --------------------------------------------------------------------------- entry_kind
@@ -427,7 +430,7 @@ def test_entry_kind(src: Path, outside: Path, monkeypatch: pytest.MonkeyPatch) -
     sock = make_socket(src, "sock", monkeypatch)
     try:
         with no_block():
-            kinds = {rel: fs.entry_kind(src, rel) for rel in
+            kinds = {rel: entry_kind(src, rel) for rel in
                      (".", "a.txt", "sub", "sub/deep/c.bin", "link", "dirlink", "pipe", "sock", "nothing", "sub/no")}
     finally:
         sock.close()
@@ -438,27 +441,27 @@ def test_entry_kind(src: Path, outside: Path, monkeypatch: pytest.MonkeyPatch) -
 def test_entry_kind_refuses_a_link_or_a_file_on_the_way(src: Path, outside: Path) -> None:
     os.symlink(outside, src / "dirlink")
     with pytest.raises(PathError, match="not a plain directory"):
-        fs.entry_kind(src, "dirlink/secret.txt")
+        entry_kind(src, "dirlink/secret.txt")
     with pytest.raises(PathError, match="not a plain directory"):
-        fs.entry_kind(src, "a.txt/x")
+        entry_kind(src, "a.txt/x")
     with pytest.raises(PathError, match="escapes the workspace"):
-        fs.entry_kind(src, "../outside/secret.txt")
+        entry_kind(src, "../outside/secret.txt")
 
 
 # --------------------------------------------------------------------------- read_workspace_file
 
 
 def test_read_workspace_file(src: Path) -> None:
-    assert fs.read_workspace_file(src, "sub/b.txt", 100) == b"beta\n"
-    assert fs.read_workspace_file(src, "./a.txt", 6) == b"alpha\n"
+    assert read_workspace_file(src, "sub/b.txt", 100) == b"beta\n"
+    assert read_workspace_file(src, "./a.txt", 6) == b"alpha\n"
     with pytest.raises(PathError, match="too large to read"):
-        fs.read_workspace_file(src, "a.txt", 5)
+        read_workspace_file(src, "a.txt", 5)
     with pytest.raises(PathError, match="workspace root directory"):
-        fs.read_workspace_file(src, ".", 5)
+        read_workspace_file(src, ".", 5)
     with pytest.raises(PathError, match="not a regular file"):
-        fs.read_workspace_file(src, "sub", 5)
+        read_workspace_file(src, "sub", 5)
     with pytest.raises(PathError):
-        fs.read_workspace_file(src, "missing.txt", 5)
+        read_workspace_file(src, "missing.txt", 5)
 
 
 def test_read_workspace_file_follows_no_link(src: Path, outside: Path) -> None:
@@ -467,24 +470,24 @@ def test_read_workspace_file_follows_no_link(src: Path, outside: Path) -> None:
     os.symlink(outside, src / "dirlink")
     for rel in ("link", "inner", "dirlink/secret.txt"):
         with pytest.raises(PathError):
-            fs.read_workspace_file(src, rel, 1000)
+            read_workspace_file(src, rel, 1000)
 
 
 def test_read_workspace_file_does_not_block_on_a_fifo(src: Path) -> None:
     os.mkfifo(src / "answer.txt")
     with no_block(), pytest.raises(PathError, match="not a regular file"):
-        fs.read_workspace_file(src, "answer.txt", 1000)
+        read_workspace_file(src, "answer.txt", 1000)
 
 
 def test_read_workspace_file_hard_links(src: Path, outside: Path) -> None:
     os.link(src / "a.txt", src / "same_owner")  # a hard link to a file the workspace's owner owns: fine
-    assert fs.read_workspace_file(src, "same_owner", 100) == b"alpha\n"
+    assert read_workspace_file(src, "same_owner", 100) == b"alpha\n"
     if os.geteuid() != 0:
         pytest.skip("needs root to give the outside file another owner")
     os.chown(outside / "secret.txt", 12345, 12345)
     os.link(outside / "secret.txt", src / "foreign")
     with pytest.raises(PathError, match="hard link to a file the workspace's owner does not own"):
-        fs.read_workspace_file(src, "foreign", 100)
+        read_workspace_file(src, "foreign", 100)
 
 
 # --------------------------------------------------------------------------- check_relative
@@ -492,7 +495,7 @@ def test_read_workspace_file_hard_links(src: Path, outside: Path) -> None:
 
 @pytest.mark.parametrize("rel", ["a.txt", "sub/b.txt", "./a", "a/./b", "a..b", "...", ".hidden", "a\\b"])
 def test_check_relative_accepts(rel: str) -> None:
-    fs.check_relative(rel)
+    check_relative(rel)
 
 
 @pytest.mark.parametrize(("rel", "reason"), [
@@ -505,30 +508,30 @@ def test_check_relative_accepts(rel: str) -> None:
 ])
 def test_check_relative_refuses(rel: str, reason: str) -> None:
     with pytest.raises(PathError, match=reason):
-        fs.check_relative(rel)
+        check_relative(rel)
 
 
 def test_check_relative_refuses_non_strings() -> None:
     with pytest.raises(PathError, match="path must be a string, got int"):
-        fs.check_relative(3)  # type: ignore[arg-type]
+        check_relative(3)  # type: ignore[arg-type]
     with pytest.raises(PathError, match="got PosixPath"):
-        fs.check_relative(Path("a"))  # type: ignore[arg-type]
+        check_relative(Path("a"))  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------- tree_digest
 
 
 def test_tree_digest_is_stable_and_independent_of_the_location(src: Path, tmp_path: Path) -> None:
-    d1 = fs.tree_digest(src)
-    assert fs.tree_digest(src) == d1 and len(d1) == 64
-    fs.copy_tree(src, tmp_path / "elsewhere" / "copy")
-    assert fs.tree_digest(tmp_path / "elsewhere" / "copy") == d1
+    d1 = tree_digest(src)
+    assert tree_digest(src) == d1 and len(d1) == 64
+    copy_tree(src, tmp_path / "elsewhere" / "copy")
+    assert tree_digest(tmp_path / "elsewhere" / "copy") == d1
 
 
 @pytest.mark.parametrize("change", ["content", "name", "new_file", "link_text"])
 def test_tree_digest_changes_with_the_tree(src: Path, change: str) -> None:
     os.symlink("a.txt", src / "link")
-    before = fs.tree_digest(src)
+    before = tree_digest(src)
     if change == "content":
         (src / "sub" / "b.txt").write_text("beta!\n")
     elif change == "name":
@@ -538,53 +541,53 @@ def test_tree_digest_changes_with_the_tree(src: Path, change: str) -> None:
     else:
         os.unlink(src / "link")
         os.symlink("sub/b.txt", src / "link")
-    assert fs.tree_digest(src) != before
+    assert tree_digest(src) != before
 
 
 def test_tree_digest_counts_an_empty_folder(src: Path) -> None:
     """"each entry by relative path": an empty folder is an entry of the tree (a task whose
     workspace gains an empty `output/` is not the same task)."""
-    before = fs.tree_digest(src)
+    before = tree_digest(src)
     (src / "sub" / "empty").mkdir()
-    assert fs.tree_digest(src) != before
+    assert tree_digest(src) != before
 
 
 def test_tree_digest_does_not_follow_links(src: Path, outside: Path) -> None:
     os.symlink(outside / "secret.txt", src / "file_link")
     os.symlink(outside, src / "dir_link")
-    before = fs.tree_digest(src)
+    before = tree_digest(src)
     (outside / "secret.txt").write_text("changed secret")
     (outside / "more.txt").write_text("more")
-    assert fs.tree_digest(src) == before
+    assert tree_digest(src) == before
 
 
 def test_tree_digest_never_opens_special_files(src: Path) -> None:
     os.mkfifo(src / "pipe")
     with no_block():
-        with_fifo = fs.tree_digest(src)
+        with_fifo = tree_digest(src)
     os.unlink(src / "pipe")
-    assert fs.tree_digest(src) != with_fifo  # a FIFO counts by its kind and name
+    assert tree_digest(src) != with_fifo  # a FIFO counts by its kind and name
 
 
 def test_tree_digest_leaves_out_bytecode(src: Path) -> None:
-    before = fs.tree_digest(src)
+    before = tree_digest(src)
     (src / "__pycache__").mkdir()
     (src / "__pycache__" / "m.cpython-311.pyc").write_bytes(b"\x00")
     (src / "sub" / "m.pyc").write_bytes(b"\x00")
     (src / ".git").mkdir()
     (src / ".git" / "HEAD").write_text("ref: x\n")
-    assert fs.tree_digest(src) == before
+    assert tree_digest(src) == before
 
 
 def test_tree_digest_of_a_file_and_of_nothing(src: Path, tmp_path: Path) -> None:
-    one = fs.tree_digest(src / "a.txt")
+    one = tree_digest(src / "a.txt")
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "a.txt").write_text("alpha\n")
-    assert fs.tree_digest(tmp_path / "other" / "a.txt") == one  # same name, same bytes
-    assert fs.tree_digest(src / "a.txt", label="x") != one
-    missing = fs.tree_digest(tmp_path / "nope", label="gone")
-    assert missing == fs.tree_digest(tmp_path / "also-nope", label="gone")
-    assert missing != fs.tree_digest(tmp_path / "nope", label="other")
+    assert tree_digest(tmp_path / "other" / "a.txt") == one  # same name, same bytes
+    assert tree_digest(src / "a.txt", label="x") != one
+    missing = tree_digest(tmp_path / "nope", label="gone")
+    assert missing == tree_digest(tmp_path / "also-nope", label="gone")
+    assert missing != tree_digest(tmp_path / "nope", label="other")
 
 
 def test_a_sparse_file_is_copied_sparse(tmp_path: Path) -> None:
@@ -598,7 +601,7 @@ def test_a_sparse_file_is_copied_sparse(tmp_path: Path) -> None:
         f.write(b"hello")
         f.seek(1024**3 - 3)
         f.write(b"end")
-    report = fs.copy_tree(src, tmp_path / "dst")
+    report = copy_tree(src, tmp_path / "dst")
     out = tmp_path / "dst" / "sparse.bin"
     st = os.stat(out)
     assert st.st_size == 1024**3 and st.st_blocks * 512 < 1024**2

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from assay.config import Config
-from assay.env.sandbox import bwrap_available
+from assay.env.bwrap import bwrap_available
 from assay.errors import GraderError
 from assay.grade.audit import (
     audit_run,
@@ -29,7 +29,7 @@ from assay.grade.audit import (
 from assay.grade.grader import GradeInput, grade_run
 from assay.grade.judge import Judge, MemoryCache
 from assay.grade.rubric import ItemVerdict, score_items
-from assay.llm.untrusted import PassageFinder
+from assay.llm.passages import PassageFinder
 from assay.record import Event, Grade, UsageCost, event_from_wire
 from assay.task.model import TOOL_NAMES, Budget, GradingSpec, Predicate, Rubric, RubricItem, Task
 from tests.fakes import reply

@@ -17,19 +17,15 @@ from typing import Any
 import pytest
 
 from assay.config import Config
-from assay.env.sandbox import bwrap_available
+from assay.env.bwrap import bwrap_available
 from assay.errors import GraderError
 from assay.grade.contract import check_contract
+from assay.grade.contract_checks import make_python_check, run_checks
 from assay.grade.contract_grading import grade_contract as _grade_contract
-from assay.grade.contract_grading import (
-    judge_prompt,
-    make_python_check,
-    parse_judge_reply,
-    run_checks,
-    to_openclaw,
-)
+from assay.grade.contract_judge import judge_prompt, parse_judge_reply
 from assay.grade.grader import GradeInput, grade_run
 from assay.grade.judge import Judge
+from assay.grade.openclaw import to_openclaw
 from assay.record import ContractGrade, Event, event_from_wire
 from assay.task.formats.darebench import read_darebench
 from assay.task.model import TOOL_NAMES, GradingSpec, Predicate, Task

@@ -25,7 +25,7 @@ from assay.grade.injection_screen import (
     screen_injection,
     screen_prompt,
 )
-from assay.llm.untrusted import PassageFinder
+from assay.llm.passages import PassageFinder
 from assay.record import Grade, UsageCost
 from tests.fakes.screen import addressed_passages
 from tests.security.test_injection_screen import UNKNOWN

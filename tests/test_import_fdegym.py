@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from assay.env.sandbox import bwrap_available
+from assay.env.bwrap import bwrap_available
 from assay.interop.fdegym import MAX_RUN_FILE_BYTES
 from assay.store import Store
 from tests.helpers import REPO, assay, report, run_docs_bash

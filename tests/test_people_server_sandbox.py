@@ -368,7 +368,7 @@ def test_install_clients(tmp_path: Path) -> None:
 
 
 def _bwrap_ok() -> bool:
-    from assay.env.sandbox import bwrap_available
+    from assay.env.bwrap import bwrap_available
 
     return shutil.which("bwrap") is not None and bwrap_available()
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from assay.env.sandbox import bwrap_available
+from assay.env.bwrap import bwrap_available
 from tests.helpers import REPO, answer_task, assay_process, model_alias, write_task
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not bwrap_available(), reason="bubblewrap is not installed")]

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from assay.env.sandbox import bwrap_available
+from assay.env.bwrap import bwrap_available
 from assay.task.discover import discover, select
 from tests.helpers import REPO, assay, report
 

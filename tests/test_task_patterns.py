@@ -11,7 +11,9 @@ import pytest
 import assay
 from assay.errors import InputError
 from assay.task import patterns
-from assay.task.patterns import MAX_MATCHES, PatternError, check_pattern, compile_pattern, to_re2
+from assay.task.pattern_marks import MARK_BASE
+from assay.task.patterns import MAX_MATCHES, check_pattern, compile_pattern
+from assay.task.re2_translation import FLAG_LETTERS, PatternError, to_re2
 from tests.helpers import HOSTILE_S, REPO
 
 REDOS = r"^(\d+\s?)+$"
@@ -25,7 +27,7 @@ def same(pattern: str, text: str, flags: str = "") -> None:
     """`search` and `finditer` give what Python's `re` gives."""
     bits = 0
     for ch in flags:
-        bits |= patterns.FLAG_LETTERS[ch]
+        bits |= FLAG_LETTERS[ch]
     ours, theirs = compile_pattern(pattern, flags), re.compile(pattern, bits)
     assert groups(ours.search(text)) == groups(theirs.search(text)), (pattern, text)
     assert [groups(m) for m in ours.finditer(text)] == [groups(m) for m in theirs.finditer(text)], (pattern, text)
@@ -139,7 +141,7 @@ def test_the_starter_suites_patterns_decide_as_re_did() -> None:
     for pattern, flags in found:
         for text in texts:
             ours = compile_pattern(pattern, flags).search(text)
-            theirs = re.compile(pattern, sum(patterns.FLAG_LETTERS[c] for c in flags)).search(text)
+            theirs = re.compile(pattern, sum(FLAG_LETTERS[c] for c in flags)).search(text)
             assert groups(ours) == groups(theirs), (pattern, text[:80])
 
 
@@ -179,7 +181,7 @@ def test_lone_surrogates_in_the_text_do_not_break_a_search() -> None:
 
 
 def test_a_text_cannot_forge_a_marker() -> None:
-    forged = chr(patterns.MARK_BASE + 1)  # what `(?<=a)` marks, if it is the pattern's first lookaround
+    forged = chr(MARK_BASE + 1)  # what `(?<=a)` marks, if it is the pattern's first lookaround
     p = compile_pattern(r"(?<=a)b")
     assert p.search(f"x{forged}b") is None
     assert p.search("ab") is not None

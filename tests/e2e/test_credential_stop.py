@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from assay.env.sandbox import bwrap_available
+from assay.env.bwrap import bwrap_available
 from tests.fakes import Fault, Reply, reply
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.helpers import answer_task, assay, model_alias

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from assay.env.sandbox import bwrap_available
+from assay.env.bwrap import bwrap_available
 from tests.helpers import REPO, assay
 
 pytestmark = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap is not installed")

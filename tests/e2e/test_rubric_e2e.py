@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from assay.env.sandbox import bwrap_available
+from assay.env.bwrap import bwrap_available
 from tests.fakes import reply
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.screen import is_screen_prompt

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from assay.env.sandbox import bwrap_available
+from assay.env.bwrap import bwrap_available
 from tests.helpers import REPO, assay, report
 
 pytestmark = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap is not installed")

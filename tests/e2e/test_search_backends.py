@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from assay.env.sandbox import bwrap_available
+from assay.env.bwrap import bwrap_available
 from tests.fakes import reply
 from tests.fakes.brave_server import FakeBraveServer, Page
 from tests.fakes.openai_server import FakeOpenAIServer

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from assay.env.sandbox import bwrap_available
+from assay.env.bwrap import bwrap_available
 from tests.browser import CHROMIUM, chromium
 from tests.helpers import answer_task, assay, served
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from assay.env.sandbox import bwrap_available
+from assay.env.bwrap import bwrap_available
 from tests.browser import CHROMIUM, chromium
 from tests.helpers import REPO, answer_task, assay, free_port, report, start_server, stop_process
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine, inspect, text
 
-from assay.env.sandbox import bwrap_available
+from assay.env.bwrap import bwrap_available
 from tests.helpers import answer_task, assay
 
 pytestmark = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap is not installed")

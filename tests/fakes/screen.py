@@ -3,7 +3,7 @@
 A real screen is a language model asked which passages of a fenced text are addressed to
 whoever grades it. No model runs in the fast tests, so this module plays that part with a
 small reading of its own: it shares nothing with assay's rule list
-(`assay.llm.untrusted.RULES`), and it is no measure of what a real model would find. It is
+(`assay.llm.passage_rules.RULES`), and it is no measure of what a real model would find. It is
 there so that the harness's handling of a screen's answer (quotes checked against the text,
 removed, the run judged again) is tested end to end against phrasings the rules miss.
 

@@ -125,7 +125,7 @@ def test_injection_in_another_language_is_found_and_rejudged(lang: str) -> None:
         # The honest answer claims Sydney: the negative item fires, no positive one does.
         assert rows["attacker"]["score"] <= rows["honest"]["score"], rows["attacker"]
         if lang == "tags":  # not obeyed, so no positive score to audit: the finder is asked below
-            from assay.llm.untrusted import PassageFinder
+            from assay.llm.passages import PassageFinder
 
             assert [p.kind for p in PassageFinder().find(INJECTIONS[lang])] == ["instruction"]
             return

@@ -32,7 +32,7 @@ from tests.security._support import bwrap_ok, cli, cmd, report_json, runs_by_nam
 
 # isort: split
 # --- the internal API used here (no CLI path to single gateway calls): keep it in this block
-from assay.env.net.gateway import LLMGateway
+from assay.env.net.gateway.server import LLMGateway
 from assay.llm.prices import Price
 
 PRICE = Price(input=2.0, cached_input=0.5, output=8.0)  # USD per million tokens

@@ -1,6 +1,6 @@
 """Category 8: passages addressed to the grader that no rule knows are caught by a model screen.
 
-assay's rule list (`assay.llm.untrusted.RULES`) finds the injections it was written for. The
+assay's rule list (`assay.llm.passage_rules.RULES`) finds the injections it was written for. The
 injection screen (`assay.grade.injection_screen`) asks the judge model a second, narrow
 question: which passages of the fenced answer are addressed to whoever grades it. The quotes
 it gives back that occur in the answer are removed and the run is judged again, as for the
@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from assay.llm.untrusted import PassageFinder
+from assay.llm.passages import PassageFinder
 from tests.fakes import Fault, Reply, reply
 from tests.fakes.obedient_judge import ObedientJudge, obeys
 from tests.fakes.openai_server import FakeOpenAIServer

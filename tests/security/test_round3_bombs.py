@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from assay.env.sandbox import bwrap_available
+from assay.env.bwrap import bwrap_available
 from tests.helpers import HOSTILE_S, answer_task, assay
 from tests.security._round3 import home, run, script, task
 

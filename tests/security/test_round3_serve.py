@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from assay.env.sandbox import bwrap_available
+from assay.env.bwrap import bwrap_available
 from tests.helpers import answer_task, clean_env, free_port, served, stop_process
 from tests.security._round3 import home, run, script
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from assay.env.sandbox import bwrap_available
+from assay.env.bwrap import bwrap_available
 from tests.fakes import reply
 from tests.fakes.anthropic_server import FakeAnthropicServer
 from tests.fakes.openai_server import FakeOpenAIServer

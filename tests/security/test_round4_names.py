@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from assay import fs
+from assay.agent.file_tools import list_files
 from assay.record import escape_controls
 
 pytestmark = pytest.mark.slow
@@ -23,7 +23,7 @@ INVISIBLE = {"zero-width-space": "\u200b", "zero-width-joiner": "\u200d", "rlm":
 
 def test_control_a_bidi_override_in_a_name_is_escaped(tmp_path: Path) -> None:
     (tmp_path / "a\u202etxt.exe").write_text("x")
-    shown = fs.list_files(tmp_path, show_name=escape_controls)
+    shown = list_files(tmp_path, show_name=escape_controls)
     assert "\u202e" not in shown and "\\u202e" in shown
 
 
@@ -31,7 +31,7 @@ def test_control_a_bidi_override_in_a_name_is_escaped(tmp_path: Path) -> None:
 def test_two_names_that_differ_by_an_invisible_character_are_told_apart(tmp_path: Path, name: str) -> None:
     (tmp_path / "report.txt").write_text("honest\n")
     (tmp_path / f"report{INVISIBLE[name]}.txt").write_text("planted\n")
-    shown = fs.list_files(tmp_path, show_name=escape_controls)
+    shown = list_files(tmp_path, show_name=escape_controls)
     lines = [ln for ln in shown.splitlines() if ln.startswith("report")]
     assert len(lines) == 2
     visible = [ln.encode("ascii", "backslashreplace").decode() for ln in lines]

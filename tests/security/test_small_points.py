@@ -38,7 +38,8 @@ from tests.security._support import bwrap_ok, cli, cmd, outputs, report_json, sc
 # --- the internal API used here (runs_root on a stand-in base; the ToolBox driven directly)
 from assay.agent.tools import TOOL_SPECS, ToolBox, ToolOutput
 from assay.campaign.runner import runs_root
-from assay.env.sandbox import CommandResult, Limits, Sandbox
+from assay.env.limits import Limits
+from assay.env.sandbox import CommandResult, Sandbox
 from assay.errors import HarnessError
 from assay.llm.messages import ToolCall
 

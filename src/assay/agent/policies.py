@@ -12,9 +12,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from assay import fs
 from assay.agent.base import Agent, AgentEnv, AgentOutcome
 from assay.errors import InputError
+from assay.fs.copying import copy_tree
 from assay.llm.messages import ToolCall
 from assay.task.formats.jsonio import loads_jsonl_line
 from assay.task.model import PolicySpec
@@ -53,7 +53,7 @@ class PolicyAgent(Agent):
         if pol.artifacts is not None:
             if env.workspace is None:
                 raise InputError(pol.artifacts, self.spec, "artifacts need a task workspace")
-            copied = await asyncio.to_thread(fs.copy_tree, pol.artifacts, env.workspace, merge=True)
+            copied = await asyncio.to_thread(copy_tree, pol.artifacts, env.workspace, merge=True)
             env.transcript.harness(f"{self.spec}: copied artifacts", files=copied.copied)
             if env.sandbox is not None:
                 env.sandbox.prepare()

@@ -23,8 +23,9 @@ from typing import Literal
 import bm25s
 import numpy as np
 
-from assay import fs
 from assay.agent.tools import SearchBackend
+from assay.fs.paths import PathError
+from assay.fs.reads import read_regular, read_tree
 from assay.task.model import Task
 
 SearchMode = Literal["off", "native", "local", "brave"]
@@ -101,10 +102,10 @@ class CorpusSearch:
 def _corpus_files(folder: Path) -> list[tuple[str, bytes]]:
     """(relative path, bytes) of the corpus's regular files, read without following links."""
     if folder.is_symlink():
-        raise fs.PathError(f"{folder}: refused: a corpus that is a symlink could lead outside the suite")
+        raise PathError(f"{folder}: refused: a corpus that is a symlink could lead outside the suite")
     if not folder.is_dir():
-        return [(folder.name, fs.read_regular(folder, CORPUS_MAX_FILE_BYTES))]
-    return fs.read_tree(folder, ".", max_file_bytes=CORPUS_MAX_FILE_BYTES, max_files=CORPUS_MAX_FILES)
+        return [(folder.name, read_regular(folder, CORPUS_MAX_FILE_BYTES))]
+    return read_tree(folder, ".", max_file_bytes=CORPUS_MAX_FILE_BYTES, max_files=CORPUS_MAX_FILES)
 
 
 @lru_cache(maxsize=64)

@@ -7,8 +7,8 @@ exactly the tools it names (the formats' defaults are the five built-ins,
 `assay.task.model.TOOL_NAMES`), and its content hash covers those names only, so a new tool
 changes no existing task's hash.
 
-File tools run in the harness on the workspace through `assay.fs`, which refuses
-absolute paths, '..' and symlinks that lead out; `run_command` runs in the sandbox.
+File tools (`assay.agent.file_tools`) run in the harness on the workspace through `assay.fs`,
+which refuses absolute paths, '..' and symlinks that lead out; `run_command` runs in the sandbox.
 
 Before any tool runs, its arguments are checked (`ToolBox.run`): at most MAX_ARGUMENT_BYTES
 of text in all (a 1 GB `content` is refused before anything is encoded or written), nested
@@ -17,11 +17,11 @@ overflowing 1e999); then against the tool's declared JSON schema (`argument_erro
 jsonschema: types without coercion, so `["a"]` is no path and `true` no number; required
 arguments; extra ones only where the schema allows them, as the built-in ones do); then each
 path and cwd as the OS would take it (no NUL, not longer than PATH_MAX, no name over
-NAME_MAX: `fs.check_relative`) and a command as one argument of the OS can be. A bad
+NAME_MAX: `assay.fs.paths.check_relative`) and a command as one argument of the OS can be. A bad
 argument is a tool error the agent reads, never an exception out of the tool box, so the
 run goes on (SPEC "Levels, scores and passing"). The file tools act with the run's
-uid (`assay.fs.acting_as`) and limits: a file they write or edit is at most
-`fs.FILE_TOOL_MAX_BYTES` (and never over the sandbox's file-size limit), and the workspace's
+uid (`assay.fs.fsuid.acting_as`) and limits: a file they write or edit is at most
+`FILE_TOOL_MAX_BYTES` (and never over the sandbox's file-size limit), and the workspace's
 disk quota holds for them as for commands.
 """
 
@@ -39,9 +39,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from assay import fs
+from assay.agent.file_tools import (
+    FILE_TOOL_MAX_BYTES,
+    IMAGE_MAX_BYTES,
+    edit_file,
+    list_files,
+    read_file,
+    read_image,
+)
 from assay.env.sandbox import Sandbox
 from assay.errors import InputError
+from assay.fs.fsuid import acting_as
+from assay.fs.paths import PathError, check_relative
+from assay.fs.writes import write_file
 from assay.llm.messages import ImagePart, ToolCall, ToolSpec
 from assay.plugins import Registry
 from assay.record import escape_controls, safe_text
@@ -210,16 +220,16 @@ def _present(tool: str, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _check_values(tool: str, args: dict[str, Any]) -> None:
-    """Refuse (ValueError, fs.PathError) values of the right type the OS could not take: a path
-    or cwd with a NUL or too long (`fs.check_relative`), a command with a NUL or too long for
-    one argument (MAX_COMMAND_BYTES)."""
+    """Refuse (ValueError, PathError) values of the right type the OS could not take: a path
+    or cwd with a NUL or too long (`assay.fs.paths.check_relative`), a command with a NUL or too
+    long for one argument (MAX_COMMAND_BYTES)."""
     for name in PATH_ARGUMENTS:
         value = args.get(name)
         if isinstance(value, str) and value not in ("", "."):
             try:
-                fs.check_relative(value)
-            except fs.PathError as e:
-                raise fs.PathError(f"argument {name!r}: {e}") from None
+                check_relative(value)
+            except PathError as e:
+                raise PathError(f"argument {name!r}: {e}") from None
     command = args.get("command") if tool == "run_command" else None
     if isinstance(command, str):
         if "\x00" in command:
@@ -271,7 +281,7 @@ ToolRun = Callable[[dict[str, Any], "ToolBox"], "ToolResult | Awaitable[ToolResu
 against the spec's schema before it runs; `box` is the run's ToolBox (`box.workspace`, the
 workspace folder or None; `box.sandbox`). A plain function runs in a worker thread (it may
 block), a coroutine function on the event loop. A ValueError (or KeyError, TypeError,
-`fs.PathError`, a missing file) is an error the agent reads; anything else is a fault of the
+`assay.fs.PathError`, a missing file) is an error the agent reads; anything else is a fault of the
 tool, which makes the run void (harness_error)."""
 
 
@@ -329,7 +339,7 @@ def _file_tool(name: str) -> ToolRun:
         owner = box.sandbox.uid if box.sandbox is not None else None
 
         def as_the_run() -> ToolResult:
-            with fs.acting_as(owner):  # the run's uid, in this worker thread only (setfsuid is per thread)
+            with acting_as(owner):  # the run's uid, in this worker thread only (setfsuid is per thread)
                 try:
                     return box._file_tool(name, ws, a, owner)
                 except OSError as e:  # the file system said no (full, permission, ...): the agent's to handle
@@ -435,7 +445,7 @@ class ToolBox:
                 return ToolOutput(safe_text("error: " + "; ".join(errors)))
             _check_values(call.name, args)
             out = await self._dispatch(call.name, args)
-        except (fs.PathError, ValueError, KeyError, TypeError, UnicodeError, IsADirectoryError,
+        except (PathError, ValueError, KeyError, TypeError, UnicodeError, IsADirectoryError,
                 FileNotFoundError, NotADirectoryError, PermissionError) as e:
             return ToolOutput(safe_text(clip(f"error: {e}")))
         if isinstance(out, ToolOutput):
@@ -453,20 +463,20 @@ class ToolBox:
 
     def _file_tool(self, name: str, ws: Path, a: dict[str, Any], owner: int | None) -> str | ToolOutput:
         sb = self.sandbox
-        max_bytes = fs.FILE_TOOL_MAX_BYTES if sb is None else min(fs.FILE_TOOL_MAX_BYTES, sb.limits.file_size_bytes)
+        max_bytes = FILE_TOOL_MAX_BYTES if sb is None else min(FILE_TOOL_MAX_BYTES, sb.limits.file_size_bytes)
         room = sb.volume.check_write if sb is not None and sb.volume is not None else None
         if name == "read_file":
-            image = fs.read_image(ws, str(a["path"]))
+            image = read_image(ws, str(a["path"]))
             if image is not None:
                 return self._image(str(a["path"]), *image)
-            return fs.read_file(ws, str(a["path"]), int(a.get("offset") or 0), int(a.get("limit") or 400))
+            return read_file(ws, str(a["path"]), int(a.get("offset") or 0), int(a.get("limit") or 400))
         if name == "write_file":
-            return fs.write_file(ws, str(a["path"]), str(a["content"]), owner=owner, max_bytes=max_bytes, room=room)
+            return write_file(ws, str(a["path"]), str(a["content"]), owner=owner, max_bytes=max_bytes, room=room)
         if name == "edit_file":
-            return fs.edit_file(ws, str(a["path"]), str(a["old_text"]), str(a["new_text"]),
-                                bool(a.get("replace_all", False)), owner=owner, max_bytes=max_bytes, room=room)
+            return edit_file(ws, str(a["path"]), str(a["old_text"]), str(a["new_text"]),
+                             bool(a.get("replace_all", False)), owner=owner, max_bytes=max_bytes, room=room)
         if name == "list_files":
-            return fs.list_files(ws, str(a.get("path") or "."), show_name=escape_controls)
+            return list_files(ws, str(a.get("path") or "."), show_name=escape_controls)
         raise ValueError(f"unknown tool {name}")
 
     def _image(self, rel: str, kind: str, size: int, data: bytes | None) -> str | ToolOutput:
@@ -475,6 +485,6 @@ class ToolBox:
         if not self.images:
             return f"[{what}; this agent's model takes text only, so the image cannot be shown]"
         if data is None:
-            return f"[{what}, over the {fs.IMAGE_MAX_BYTES} bytes a model is shown; make a smaller copy to view it]"
+            return f"[{what}, over the {IMAGE_MAX_BYTES} bytes a model is shown; make a smaller copy to view it]"
         return ToolOutput(f"[{what}: attached below]",
                           [ImagePart(media_type=kind, data_b64=base64.b64encode(data).decode())])

@@ -42,7 +42,7 @@ from assay.campaign.plan import build_plan
 from assay.campaign.runner import RunContext
 from assay.campaign.scheduler import run_campaign
 from assay.config import load_config
-from assay.env.net.gateway import gateway_model_spec
+from assay.env.net.gateway.scenario import gateway_model_spec
 from assay.grade.grader import needs_judge
 from assay.record import RunRecord
 from assay.store import Store

@@ -37,7 +37,7 @@ from assay.campaign.options import RunOptions
 from assay.campaign.plan import PlannedRun
 from assay.campaign.runner import RunContext, execute_run, lost_run
 from assay.config import Config
-from assay.env.sandbox import bwrap_available
+from assay.env.bwrap import bwrap_available
 from assay.errors import HarnessError, InputError
 from assay.grade.judge import Judge
 from assay.llm.providers import registered_providers

@@ -23,7 +23,6 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from assay import fs
 from assay.agent.base import Agent, AgentEnv, AgentOutcome, RunLimits
 from assay.agent.search import offer_search
 from assay.agent.tools import SearchBackend, ToolBox
@@ -32,10 +31,15 @@ from assay.campaign.health import TaskHealth
 from assay.campaign.options import RunOptions
 from assay.campaign.plan import PlannedRun
 from assay.campaign.saver import RunSaver
-from assay.env.sandbox import Sandbox, bwrap_available
+from assay.env.bwrap import bwrap_available
+from assay.env.sandbox import Sandbox
 from assay.env.volume import WorkspaceVolume
 from assay.env.workspace import materialise, needs_workspace, new_workspace
 from assay.errors import GraderError, HarnessError, InputError, ProviderError
+from assay.fs.copying import copy_tree
+from assay.fs.paths import PathError, private_dir
+from assay.fs.reads import read_regular
+from assay.fs.writes import write_file
 from assay.grade.grader import GradeInput, GradeOutcome, failed_grade, grade_run
 from assay.grade.inputs import JudgeService
 from assay.llm import cache as response_cache
@@ -83,7 +87,7 @@ def _images(paths: list[Path]) -> list[ImagePart]:
     parts = []
     for p in paths:
         mime = mimetypes.guess_type(p.name)[0] or "image/png"
-        parts.append(ImagePart(media_type=mime, data_b64=base64.b64encode(fs.read_regular(p)).decode()))
+        parts.append(ImagePart(media_type=mime, data_b64=base64.b64encode(read_regular(p)).decode()))
     return parts
 
 
@@ -102,7 +106,7 @@ def runs_root(store_dir: Path, shared: Path = Path("/var/tmp/assay-runs")) -> Pa
     every parent of the workspace; a store under a 0700 home (e.g. /root) does not give it,
     so such runs live under `shared`/<store digest>/ instead (recorded per run; `shared` is a
     parameter so tests can stand in for /var/tmp). Any local user can create entries in
-    /var/tmp, so both folders are made or taken with `fs.private_dir`: a planted symlink, a
+    /var/tmp, so both folders are made or taken with `assay.fs.paths.private_dir`: a planted symlink, a
     folder of another user or one writable by others is refused (HarnessError naming it and
     why; the run is void), never chmodded or used.
     """
@@ -114,16 +118,16 @@ def runs_root(store_dir: Path, shared: Path = Path("/var/tmp/assay-runs")) -> Pa
     digest = hashlib.sha256(str(store_dir.resolve()).encode()).hexdigest()[:12]
     for d in (shared, shared / digest):
         try:
-            fs.private_dir(d, 0o711)
-        except fs.PathError as e:
+            private_dir(d, 0o711)
+        except PathError as e:
             raise HarnessError(f"the shared folder of run folders is not safe to use: {e}") from e
     return shared / digest
 
 
 def stage_readable(src: Path, dst: Path) -> Path:
-    """A copy of `src` (`assay.fs.copy_tree`) that every uid may read: folders 0755, files
+    """A copy of `src` (`assay.fs.copying.copy_tree`) that every uid may read: folders 0755, files
     0644 (0755 when executable). The copy is ours alone, so fixing its modes races nothing."""
-    fs.copy_tree(src, dst, skip=lambda rel: rel.rsplit("/", 1)[-1] == "__pycache__")
+    copy_tree(src, dst, skip=lambda rel: rel.rsplit("/", 1)[-1] == "__pycache__")
     for root, _dirs, files in os.walk(dst):
         os.chmod(root, 0o755)
         for name in files:
@@ -245,7 +249,7 @@ class _Run:
         task, out = self.planned.task, self.outcome
         out.final_message = safe_text(out.final_message)  # graded, written and stored as the record keeps it
         if self.workspace is not None and task.answer_path and not task.tools:
-            await asyncio.to_thread(fs.write_file, self.workspace, task.answer_path, out.final_message,
+            await asyncio.to_thread(write_file, self.workspace, task.answer_path, out.final_message,
                                     owner=self.sandbox.uid if self.sandbox else None)
         await self.close_sandbox()  # nothing the agent started runs while its work is graded
         try:
@@ -350,7 +354,7 @@ async def execute_run(planned: PlannedRun, ctx: RunContext, attempt: int = 1, *,
         run.outcome.end_reason = "interrupted"
         run.void_reason = "interrupted"
         raise
-    except (HarnessError, InputError, OSError, fs.PathError) as e:
+    except (HarnessError, InputError, OSError, PathError) as e:
         run.outcome.end_reason = "harness_error"
         run.void_reason = f"{type(e).__name__}: {e}"
         run.transcript.error("harness", run.void_reason)

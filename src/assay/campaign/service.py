@@ -25,8 +25,8 @@ from assay.campaign.plan import Plan, build_plan
 from assay.campaign.runner import RunContext, execute_run
 from assay.campaign.scheduler import CampaignResult, Executor, run_campaign
 from assay.config import Config, load_config, settings, store_url
-from assay.env.net.gateway import GATEWAY_MODEL_ENV, gateway_model_spec, resolve_upstream
-from assay.env.sandbox import bwrap_available
+from assay.env.bwrap import bwrap_available
+from assay.env.net.gateway.scenario import GATEWAY_MODEL_ENV, gateway_model_spec, resolve_upstream
 from assay.errors import InputError, InvalidTasks
 from assay.grade.calibration import (
     Calibration,

@@ -8,6 +8,9 @@ are size-limited tmpfs (`Limits.tmp_bytes`, `Limits.shm_bytes`), / and /dev are 
 read-only once everything is in place. A seccomp filter (`assay.env.seccomp`) answers EPERM
 to the system calls an agent never needs (ptrace, keyrings, bpf, userfaultfd, mount APIs, ...).
 
+The bubblewrap command line is `assay.env.bwrap`'s, the limits `assay.env.limits`'s, and a
+command's process is started and followed by `assay.env.launch`.
+
 Memory is bounded for the whole run, not per process: every command of a sandbox joins one
 run cgroup (`assay.env.cgroup`, v2 where delegated, else v1) limited to
 `Limits.memory_bytes`, so its processes and the tmpfs pages they fill share one ceiling (and,
@@ -16,7 +19,7 @@ Where no cgroup can be had the limit falls back to RLIMIT_AS per process (record
 `Sandbox.describe()`). With a `WorkspaceVolume`, the workspace has a disk quota.
 
 When the harness runs as root, bwrap itself is started as a dedicated unprivileged host uid
-(`allocate_uid`), with the workspace chowned to it. Starting bwrap as root would make the
+(`assay.env.uids.allocate_uid`), with the workspace chowned to it. Starting bwrap as root would make the
 sandbox user map to host root: a setuid file written in the workspace would be a real
 setuid-root file on the host, and RLIMIT_NPROC would not apply. The dedicated uid also lets
 `close()` find and kill every process of the run, and makes `kill -9 -1` inside harmless.
@@ -30,65 +33,34 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
-import fcntl
-import functools
-import grp
 import os
 import posixpath
-import pwd
-import re
-import resource
 import shlex
 import shutil
 import signal
 import stat
 import subprocess
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 import pydantic
 
-from assay import fs
 from assay.env import lifeline, seccomp
-from assay.env.cgroup import RunCgroup, join
+from assay.env.bwrap import INSIDE_UID, READ_ONLY_ROOT, bwrap_available, ram_mounts, system_layout
+from assay.env.cgroup import RunCgroup
+from assay.env.launch import Capture, data_pipe, read_child_pid, rlimits, wait_gone
+from assay.env.limits import Limits, size_text
+from assay.env.uids import allocate_uid, release_uid, uid_processes
 from assay.env.volume import WorkspaceVolume
 from assay.errors import HarnessError
+from assay.fs.paths import resolve
 
-__all__ = [
-    "GiB", "Limits", "CommandResult", "Sandbox", "bwrap_available", "allocate_uid", "release_uid",
-    "uid_processes",
-]
-
-GiB = 1024**3
-MiB = 1024**2
-
-UID_BASE = 200_000
-"""First host uid handed to sandboxes: far above regular users, below typical subuid ranges' ends."""
-UID_RANGE = 1_000_000
-
-INSIDE_UID = 1000
-"""The uid/gid the command sees inside the isolated sandbox (mapped to the dedicated host uid)."""
+__all__ = ["CommandResult", "Sandbox"]
 
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 _KILL = "/usr/bin/kill" if os.path.exists("/usr/bin/kill") else "/bin/kill"
 _DRAIN_GRACE_S = 5.0
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Resource limits of one command, applied with setrlimit before bwrap starts."""
-
-    cpu_seconds: int = 1800
-    memory_bytes: int = 4 * GiB  # the run's memory cgroup; RLIMIT_AS per process where there is none
-    file_size_bytes: int = 1 * GiB  # RLIMIT_FSIZE
-    nproc: int = 512  # RLIMIT_NPROC: effective because the process runs as its own unprivileged uid
-    capture_bytes: int = 1_000_000  # output kept in memory per command; the rest is drained and dropped
-    tmp_bytes: int = 1 * GiB  # size of the private /tmp tmpfs (isolated mode), so /tmp cannot eat the RAM
-    shm_bytes: int = 256 * MiB  # size of the private /dev/shm tmpfs (isolated mode)
 
 
 class CommandResult(pydantic.BaseModel):
@@ -102,237 +74,6 @@ class CommandResult(pydantic.BaseModel):
     notes: list[str] = pydantic.Field(default_factory=list)  # limits the command ran into (memory, disk quota)
 
 
-# --------------------------------------------------------------------------- bwrap probe
-
-
-def system_layout() -> list[str]:
-    """bwrap arguments giving a read-only view of the host system (/usr and friends)."""
-    args = ["--ro-bind", "/usr", "/usr",
-            # /usr/local holds host-specific tools and Python hooks: hide it behind an empty dir.
-            "--tmpfs", "/usr/local", "--remount-ro", "/usr/local"]
-    for d in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
-        host = "/" + d
-        if os.path.islink(host):
-            args += ["--symlink", os.readlink(host), host]
-        elif os.path.isdir(host):
-            args += ["--ro-bind", host, host]
-    args += ["--ro-bind-try", "/etc/alternatives", "/etc/alternatives",
-             "--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache",
-             "--ro-bind-try", "/etc/nsswitch.conf", "/etc/nsswitch.conf",
-             "--ro-bind-try", "/etc/localtime", "/etc/localtime"]
-    return args
-
-
-def ram_mounts(limits: Limits) -> list[str]:
-    """bwrap arguments for the writable RAM-backed mounts, each a size-limited tmpfs (after
-    `--dev /dev`, before any bind under /tmp)."""
-    return ["--size", str(limits.shm_bytes), "--tmpfs", "/dev/shm", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"]
-
-
-READ_ONLY_ROOT = ("--remount-ro", "/dev", "--remount-ro", "/")
-"""bwrap arguments, last among the mounts: bwrap's own root and /dev (tmpfs without a size
-limit, owned by the sandbox user) become read-only; the mounts on them stay as they are."""
-
-
-def _probe_argv(bwrap: str) -> list[str]:
-    return [bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--cap-drop", "ALL",
-            "--die-with-parent", "--new-session", *system_layout(),
-            "--proc", "/proc", "--dev", "/dev", "--size", str(MiB), "--tmpfs", "/tmp",
-            "--clearenv", "--", "/usr/bin/true"]
-
-
-@functools.cache
-def bwrap_available() -> bool:
-    """bwrap is installed and can really build our sandbox here (unprivileged user namespaces).
-
-    Probed once per process, as an unprivileged uid when we are root, because that is how
-    every real command starts it.
-    """
-    bwrap = shutil.which("bwrap")
-    if bwrap is None:
-        return False
-    kw: dict[str, object] = {}
-    if os.geteuid() == 0:
-        kw = {"user": 65534, "group": 65534, "extra_groups": []}
-    try:
-        r = subprocess.run(_probe_argv(bwrap), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL, env={"PATH": "/usr/bin:/bin"}, cwd="/",
-                           timeout=20, **kw)  # type: ignore[call-overload]
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return r.returncode == 0
-
-
-# --------------------------------------------------------------------------- uid allocation
-
-
-def _lease_dir() -> Path:
-    """A directory only we can write, holding the uid counter and one lease file per uid."""
-    euid = os.geteuid()
-    if euid == 0 and os.access("/run", os.W_OK):
-        d = Path("/run/assay-uids")
-    else:
-        d = Path(tempfile.gettempdir()) / f"assay-uids-{euid}"
-    with contextlib.suppress(FileExistsError):
-        os.mkdir(d, 0o700)
-    st = os.lstat(d)
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != euid or st.st_mode & 0o022:
-        raise HarnessError(f"uid lease directory {d} is not a private directory of uid {euid}")
-    return d
-
-
-def _proc_start_time(pid: int) -> str | None:
-    """The kernel start time of pid (field 22 of /proc/pid/stat), to tell pid reuse apart."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    return data.rsplit(b")", 1)[1].split()[19].decode()
-
-
-def _lease_alive(text: str) -> bool:
-    try:
-        pid_s, start = text.split()
-        return _proc_start_time(int(pid_s)) == start
-    except ValueError:
-        return False
-
-
-def uid_processes(uid: int) -> list[int]:
-    """Pids of live host processes whose real, effective or saved uid is `uid`.
-
-    Zombies are left out: they run nothing. (bwrap's pid-namespace init is reparented to the
-    host's pid 1 after the command ends and stays a zombie until that init reaps it.)
-    """
-    key = str(uid).encode()
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/status", "rb") as f:
-                for line in f:
-                    if line.startswith(b"State:") and line.split()[1] in (b"Z", b"X"):
-                        break
-                    if line.startswith(b"Uid:"):
-                        if key in line.split()[1:4]:
-                            found.append(int(name))
-                        break
-        except OSError:
-            continue
-    return found
-
-
-def _uid_in_use(uid: int) -> bool:
-    try:
-        pwd.getpwuid(uid)
-        return True
-    except KeyError:
-        pass
-    try:
-        grp.getgrgid(uid)
-        return True
-    except KeyError:
-        pass
-    return bool(uid_processes(uid))
-
-
-def allocate_uid() -> int:
-    """A fresh unprivileged host uid for one run, unique across concurrent assay processes.
-
-    A counter under a flock-ed lock file hands out uids from UID_BASE on; each handed-out uid
-    gets a lease naming the holder process (pid + start time). A uid is skipped while its
-    lease holder lives, while any process still runs as it, or if passwd/group know it.
-    """
-    d = _lease_dir()
-    me = f"{os.getpid()} {_proc_start_time(os.getpid())}"
-    with open(d / "lock", "a+") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            nxt = int((d / "next").read_text().strip())
-        except (OSError, ValueError):
-            nxt = UID_BASE
-        for step in range(UID_RANGE):
-            cand = UID_BASE + (nxt - UID_BASE + step) % UID_RANGE
-            lease = d / str(cand)
-            try:
-                if _lease_alive(lease.read_text()):
-                    continue
-            except OSError:
-                pass
-            if _uid_in_use(cand):
-                continue
-            lease.write_text(me)
-            (d / "next").write_text(str(cand + 1))
-            return cand
-    raise HarnessError("no free sandbox uid left")
-
-
-def release_uid(uid: int) -> None:
-    """Give a uid from allocate_uid back (only a lease this process holds is removed)."""
-    lease = _lease_dir() / str(uid)
-    with contextlib.suppress(OSError):
-        if lease.read_text().split()[0] == str(os.getpid()):
-            lease.unlink()
-
-
-# --------------------------------------------------------------------------- the sandbox
-
-
-PR_SET_PDEATHSIG = 1
-_LIBC = ctypes.CDLL(None, use_errno=True)
-
-
-def size_text(n: int) -> str:
-    """A byte count as people write it: "4 GiB", "256 MiB", "1.5 GiB"."""
-    return f"{n / GiB:g} GiB" if n >= GiB else f"{n / MiB:g} MiB"
-
-
-def _data_pipe(data: bytes, pass_fds: list[int]) -> int:
-    """A pipe holding `data` (written now: it must fit in the pipe buffer), its read end
-    added to `pass_fds` for the child."""
-    r, w = os.pipe()
-    pass_fds.append(r)
-    try:
-        os.write(w, data)
-    finally:
-        os.close(w)
-    return r
-
-
-def _rlimits(limits: Limits, nproc: bool, cgroup_fds: list[int] | None = None) -> Callable[[], None]:
-    """preexec_fn: runs in the child after the uid switch, right before exec. With
-    `cgroup_fds` (cgroup.procs of the run's cgroup folders, opened by the harness) the child
-    joins those first; without them, memory is bounded per process by RLIMIT_AS."""
-    wanted = [(resource.RLIMIT_CPU, limits.cpu_seconds, limits.cpu_seconds + 5),
-              (resource.RLIMIT_FSIZE, limits.file_size_bytes, limits.file_size_bytes),
-              (resource.RLIMIT_CORE, 0, 0)]
-    if not cgroup_fds:
-        wanted.append((resource.RLIMIT_AS, limits.memory_bytes, limits.memory_bytes))
-    if nproc:
-        wanted.append((resource.RLIMIT_NPROC, limits.nproc, limits.nproc))
-
-    parent = os.getpid()
-
-    def apply() -> None:
-        if cgroup_fds:
-            join(cgroup_fds)
-        for res, soft, hard in wanted:
-            _cur_soft, cur_hard = resource.getrlimit(res)
-            if cur_hard != resource.RLIM_INFINITY:
-                hard = min(hard, cur_hard)
-            resource.setrlimit(res, (min(soft, hard), hard))
-        # Die with the harness even if it is killed before bwrap's own --die-with-parent is
-        # in force (a kill -9 between fork and bwrap's prctl left a bwrap waiting forever).
-        # Set after the uid switch (which clears it); it survives exec of a non-setuid bwrap.
-        _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != parent:
-            os._exit(1)
-
-    return apply
-
-
 def _searchable_by(path: Path, uid: int) -> bool:
     st = os.stat(path)
     if st.st_uid == uid:
@@ -340,69 +81,6 @@ def _searchable_by(path: Path, uid: int) -> bool:
     if st.st_gid == uid:
         return bool(st.st_mode & stat.S_IXGRP)
     return bool(st.st_mode & stat.S_IXOTH)
-
-
-def _read_child_pid(fd: int | None) -> int | None:
-    """The host pid of the sandbox init from bwrap's --info-fd JSON, if bwrap got that far."""
-    if fd is None:
-        return None
-    os.set_blocking(fd, False)
-    try:
-        data = os.read(fd, 65536)
-    except OSError:
-        return None
-    m = re.search(rb'"child-pid"\s*:\s*(\d+)', data)
-    return int(m.group(1)) if m else None
-
-
-async def _wait_gone(pid: int, limit_s: float = 2.0) -> bool:
-    """Wait until pid has exited (gone or zombie); False if it still runs after limit_s."""
-    end = time.monotonic() + limit_s
-    while True:
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                state = f.read().rsplit(b")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            return True
-        if state in (b"Z", b"X"):
-            return True
-        if time.monotonic() > end:
-            return False
-        await asyncio.sleep(0.0005)
-
-
-class _Capture(asyncio.SubprocessProtocol):
-    """Keeps the first `cap` bytes of the output and drops the rest as it arrives.
-
-    A protocol rather than asyncio's Process: Process.wait() also waits for the pipes to
-    close, which a background child holding stdout can postpone forever.
-    """
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, cap: int) -> None:
-        self.cap = cap
-        self.buf = bytearray()
-        self.total = 0
-        self.exited: asyncio.Future[None] = loop.create_future()
-        self.closed: asyncio.Future[None] = loop.create_future()
-
-    def pipe_data_received(self, fd: int, data: bytes | bytearray) -> None:
-        self.total += len(data)
-        room = self.cap - len(self.buf)
-        if room > 0:
-            self.buf.extend(data[:room])
-
-    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
-        if fd == 1 and not self.closed.done():
-            self.closed.set_result(None)
-
-    def process_exited(self) -> None:
-        if not self.exited.done():
-            self.exited.set_result(None)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        for f in (self.exited, self.closed):
-            if not f.done():
-                f.set_result(None)
 
 
 _RESERVED_DESTS = ("/workspace", "/usr", "/proc", "/dev", "/etc", "/tmp", "/bin", "/lib", "/lib64", "/sbin")
@@ -535,7 +213,7 @@ class Sandbox:
         """(host cwd, cwd as the command sees it); refuses a cwd that leaves the workspace."""
         if cwd in ("", "."):
             return str(self.workspace), self.inside_root
-        real = fs.resolve(self.workspace, cwd)
+        real = resolve(self.workspace, cwd)
         if not real.is_dir():
             raise ValueError(f"cwd {cwd!r} is not a directory in the workspace")
         parts = PurePosixPath(os.path.relpath(real, os.path.realpath(self.workspace))).parts
@@ -602,9 +280,9 @@ class Sandbox:
                 info_r, info_w = os.pipe()
                 pass_fds.append(info_w)
                 for data, dest in self._etc_files():
-                    data_fds.append((_data_pipe(data, pass_fds), dest))
+                    data_fds.append((data_pipe(data, pass_fds), dest))
                 filt = seccomp.program()
-                seccomp_fd = _data_pipe(filt, pass_fds) if filt is not None else None
+                seccomp_fd = data_pipe(filt, pass_fds) if filt is not None else None
             except BaseException:
                 for fd in [*pass_fds, *([info_r] if info_r is not None else [])]:
                     os.close(fd)
@@ -638,11 +316,11 @@ class Sandbox:
             cg_fds = self.cgroup.open_procs() if self.cgroup is not None else []
             try:
                 transport, proto = await loop.subprocess_exec(
-                    lambda: _Capture(loop, cap), *full,
+                    lambda: Capture(loop, cap), *full,
                     stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=proc_cwd, env=proc_env,
                     start_new_session=True, pass_fds=pass_fds, umask=0o022,
-                    preexec_fn=_rlimits(self.limits, nproc=self._dedicated, cgroup_fds=cg_fds),
+                    preexec_fn=rlimits(self.limits, nproc=self._dedicated, cgroup_fds=cg_fds),
                     **user_kw)  # type: ignore[arg-type]
             finally:
                 for fd in [*pass_fds, *cg_fds]:
@@ -658,7 +336,7 @@ class Sandbox:
             if info_r is not None:
                 os.close(info_r)
 
-    async def _collect(self, transport: asyncio.SubprocessTransport, proto: _Capture, start: float,
+    async def _collect(self, transport: asyncio.SubprocessTransport, proto: Capture, start: float,
                        timeout_s: float, stdin: bytes | None, info_r: int | None) -> CommandResult:
         if stdin is not None:
             pipe = transport.get_pipe_transport(0)
@@ -676,8 +354,8 @@ class Sandbox:
         if self.isolated:
             # bwrap returns as soon as its init reports the exit code; wait for the pid
             # namespace to be torn down so nothing of this command outlives run().
-            init_pid = _read_child_pid(info_r)
-            gone = init_pid is not None and await _wait_gone(init_pid)
+            init_pid = read_child_pid(info_r)
+            gone = init_pid is not None and await wait_gone(init_pid)
             if not gone and self._dedicated and self._active == 1:
                 await self._kill_uid()
         elif self._dedicated and self._active == 1:

@@ -9,7 +9,7 @@ makes the workspace the root of its own filesystem: bound into the sandbox, it s
 `/` in /proc/self/mountinfo instead of the host path of the run folder.
 
 `release()` at the end of the run copies the workspace out into a plain folder at the same
-path (`assay.fs.copy_tree`, capped), unmounts and deletes the image, so `assay show` and
+path (`assay.fs.copying.copy_tree`, capped), unmounts and deletes the image, so `assay show` and
 the web app read it as before. If the harness dies first, the lifeline unmounts it; the
 data stays in the image.
 
@@ -29,9 +29,10 @@ import stat
 import subprocess
 from pathlib import Path
 
-from assay import fs
 from assay.env import lifeline
 from assay.errors import HarnessError
+from assay.fs.copying import CopyLimits, CopyReport, copy_tree
+from assay.fs.writes import QuotaError
 
 __all__ = ["WorkspaceVolume", "tree_bytes"]
 
@@ -165,14 +166,14 @@ class WorkspaceVolume:
         return max(0, self.quota_bytes - self.used_bytes())
 
     def check_write(self, size: int, replaced: int = 0) -> None:
-        """Refuse (OSError ENOSPC-like, as fs.QuotaError) a file-tool write of `size` bytes
+        """Refuse (OSError ENOSPC-like, as QuotaError) a file-tool write of `size` bytes
         replacing a file of `replaced` bytes, when it would pass the quota."""
         if self.kind == "none":
             return
         if size - replaced > self.free_bytes():
             self.quota_hit = True
-            raise fs.QuotaError(f"refused: writing {size} bytes would pass the workspace's disk quota of "
-                                f"{self.quota_bytes} bytes ({self.free_bytes()} bytes free)")
+            raise QuotaError(f"refused: writing {size} bytes would pass the workspace's disk quota of "
+                             f"{self.quota_bytes} bytes ({self.free_bytes()} bytes free)")
 
     def after_command(self, output: str) -> str | None:
         """A note for the agent when the quota was hit by the command just run, else None."""
@@ -196,7 +197,7 @@ class WorkspaceVolume:
 
     # ------------------------------------------------------------------ the end
 
-    def release(self, keep_data: bool = True, limits: fs.CopyLimits | None = None) -> fs.CopyReport | None:
+    def release(self, keep_data: bool = True, limits: CopyLimits | None = None) -> CopyReport | None:
         """Turn the workspace back into a plain folder (its content copied out when
         `keep_data`), unmount it, delete the image. Idempotent. None when nothing was copied."""
         if self.kind != "mount" or self.image is None:
@@ -208,8 +209,8 @@ class WorkspaceVolume:
             # The volume holds at most its quota, so copying it out is capped by the quota (not the
             # default 4 GiB): sparse files, whose size is not their blocks, cannot blow it up on
             # the host disk; what is left out is recorded.
-            lim = limits or fs.CopyLimits(on_limit="skip", max_bytes=self.quota_bytes)
-            report = fs.copy_tree(self.path, out, limits=lim)
+            lim = limits or CopyLimits(on_limit="skip", max_bytes=self.quota_bytes)
+            report = copy_tree(self.path, out, limits=lim)
         self._unmount()
         lifeline.drop("mount", str(self.path))
         try:

@@ -9,9 +9,10 @@ import os
 import shutil
 from pathlib import Path
 
-from assay import fs
 from assay.config import settings
 from assay.env.volume import WorkspaceVolume
+from assay.fs.copying import CopyLimits, CopyReport, copy_tree
+from assay.fs.writes import write_file
 from assay.task.model import Task
 
 __all__ = ["discard_copy", "grading_copy", "grading_copy_limits", "materialise", "needs_workspace", "new_workspace"]
@@ -28,15 +29,15 @@ def new_workspace(dest: Path) -> WorkspaceVolume:
     return WorkspaceVolume.create(dest, settings().workspace_quota_bytes)
 
 
-def grading_copy_limits() -> fs.CopyLimits:
+def grading_copy_limits() -> CopyLimits:
     """The caps of a copy or walk of a workspace an agent wrote, for grading (`ASSAY_COPY_MAX_FILES`,
     `ASSAY_COPY_MAX_DEPTH`): what passes them is left out and recorded (`CopyReport.capped`)."""
     s = settings()
-    return fs.CopyLimits(max_files=s.copy_max_files, max_depth=s.copy_max_depth, on_limit="skip")
+    return CopyLimits(max_files=s.copy_max_files, max_depth=s.copy_max_depth, on_limit="skip")
 
 
-def grading_copy(workspace: Path, dest: Path, *, limits: fs.CopyLimits | None = None,
-                 owner: int | None = None) -> tuple[WorkspaceVolume, fs.CopyReport]:
+def grading_copy(workspace: Path, dest: Path, *, limits: CopyLimits | None = None,
+                 owner: int | None = None) -> tuple[WorkspaceVolume, CopyReport]:
     """Copy an agent's workspace to `dest` for grading, on a volume of its own with the run's
     disk quota: code a grader runs on the copy (delivered systems, checks) cannot fill the
     host disk, and the copy itself takes at most the quota (what does not fit is left out and
@@ -46,7 +47,7 @@ def grading_copy(workspace: Path, dest: Path, *, limits: fs.CopyLimits | None = 
     if vol.kind != "none":
         lim = dataclasses.replace(lim, max_bytes=min(lim.max_bytes, vol.quota_bytes))
     try:
-        report = fs.copy_tree(workspace, dest, limits=lim, owner=owner, merge=True)
+        report = copy_tree(workspace, dest, limits=lim, owner=owner, merge=True)
         if owner is not None:
             os.chown(dest, owner, owner)
         os.chmod(dest, 0o700)
@@ -64,13 +65,13 @@ def discard_copy(vol: WorkspaceVolume) -> None:
 
 
 def materialise(task: Task, dest: Path) -> Path:
-    """Copy the task's files into `dest` (created if missing) with `assay.fs.copy_tree`: a task
+    """Copy the task's files into `dest` (created if missing) with `assay.fs.copying.copy_tree`: a task
     file from the internet cannot make the harness follow a link or open a special file."""
     dest.mkdir(parents=True, exist_ok=True)
     for wf in task.workspace:
         if wf.source is not None:
             target = dest if wf.path in (".", "") else dest / wf.path
-            fs.copy_tree(wf.source, target, merge=True)
+            copy_tree(wf.source, target, merge=True)
         else:
-            fs.write_file(dest, wf.path, wf.content or "")
+            write_file(dest, wf.path, wf.content or "")
     return dest

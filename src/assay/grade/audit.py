@@ -60,25 +60,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from assay import fs
 from assay.config import settings
 from assay.errors import GraderError, ProviderError
+from assay.fs.paths import PathError
+from assay.fs.reads import entry_kind, list_dir, read_tree, read_workspace_file
 from assay.grade import workers
-from assay.grade.contract_grading import ARTIFACT_CHARS as JUDGE_FILE_CHARS
-from assay.grade.contract_grading import JudgeViews, judge_contract, judge_views, to_openclaw
+from assay.grade.contract_judge import ARTIFACT_CHARS as JUDGE_FILE_CHARS
+from assay.grade.contract_judge import JudgeViews, judge_contract, judge_views
 from assay.grade.injection_screen import KINDS, Injection, screen_injection, shown
 from assay.grade.inputs import GradeInput, JudgeService
 from assay.grade.numbers import Number, find_numbers
+from assay.grade.openclaw import to_openclaw
 from assay.grade.rubric import ItemVerdict, items_needing_judge, score_items
 from assay.llm.jsonrepair import json_candidates
-from assay.llm.untrusted import (
-    ANSWER_CHARS,
-    PassageFinder,
-    boundary,
-    cut_text,
-    fence,
-    untrusted_note,
-)
+from assay.llm.passages import PassageFinder
+from assay.llm.untrusted import ANSWER_CHARS, boundary, cut_text, fence, untrusted_note
 from assay.record import (
     AssistantEvent,
     Audit,
@@ -213,8 +209,8 @@ def collect_evidence(task: Task, workspace: Path | None, events: list[Event], fi
     if task.answer_path:
         wanted.add(_norm_path(task.answer_path))
     # Read without following a link or opening a special file (the workspace is the agent's).
-    for rel, data in fs.read_tree(workspace, ".", max_file_bytes=READ_BYTES, max_files=MAX_FILES, partial=True,
-                                  skip=_skip_dir):
+    for rel, data in read_tree(workspace, ".", max_file_bytes=READ_BYTES, max_files=MAX_FILES, partial=True,
+                               skip=_skip_dir):
         ev.files.add(rel)
         text = _text(data)
         if text is None:
@@ -352,18 +348,18 @@ def _flag(rule: str, reason: str, severity: str | None = None) -> dict[str, Any]
 def _artifact_problem(workspace: Path, rel: str) -> str | None:
     """Why a contract artifact does not count (missing, empty, a link, ...), or None."""
     try:
-        kind = fs.entry_kind(workspace, rel)
-    except fs.PathError:
+        kind = entry_kind(workspace, rel)
+    except PathError:
         return "behind a link or a file (not reachable as a plain path)"
     if kind is None:
         return "missing"
     if kind == "dir":
-        return None if fs.list_dir(workspace, rel) else "an empty directory"
+        return None if list_dir(workspace, rel) else "an empty directory"
     if kind != "file":
         return "not a regular file"
     try:
-        data = fs.read_workspace_file(workspace, rel, READ_BYTES * 64)
-    except fs.PathError:
+        data = read_workspace_file(workspace, rel, READ_BYTES * 64)
+    except PathError:
         return "unreadable (refused)"
     if not data:
         return "empty"

@@ -50,7 +50,8 @@ from collections.abc import Iterable
 
 from assay.grade.numbers import parse_numbers
 from assay.task.model import MachineCheck
-from assay.task.patterns import PatternError, TaskPattern, compile_pattern
+from assay.task.patterns import TaskPattern, compile_pattern
+from assay.task.re2_translation import PatternError
 
 __all__ = ["count_words", "evaluate_check", "find_headings"]
 

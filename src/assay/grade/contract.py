@@ -14,10 +14,11 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from assay import fs, jsonlimits
+from assay import jsonlimits
 from assay.config import settings
 from assay.errors import GradingFault
-from assay.fs import PathError
+from assay.fs.paths import PathError
+from assay.fs.reads import entry_kind, read_workspace_file
 from assay.grade import workers
 from assay.grade.numbers import parse_number
 from assay.task.json_schemas import validator
@@ -71,7 +72,7 @@ def _within(actual: float, want: float, tol: float, relative: bool) -> bool:
 
 
 PythonCheck = Callable[[str | None, str], Awaitable[tuple[bool, str]]]
-"""Contract predicate `python`: the checks code's function, run sandboxed (`contract_grading`)."""
+"""Contract predicate `python`: the checks code's function, run sandboxed (`contract_checks`)."""
 
 
 Verdict = tuple[bool, str]
@@ -180,7 +181,7 @@ def check_predicate(workspace: Path, pred: Predicate) -> PredicateResult:
         return PredicateResult(path=pred.path, predicate=pred.predicate, ok=ok, reason=reason)
 
     try:
-        kind = fs.entry_kind(workspace, pred.path)
+        kind = entry_kind(workspace, pred.path)
     except PathError as e:
         return res(False, f"path refused: {e}")
     if kind is None:
@@ -196,7 +197,7 @@ def check_predicate(workspace: Path, pred: Predicate) -> PredicateResult:
     if decide is None:
         return res(False, f"unknown predicate {pred.predicate!r}")
     try:
-        data = fs.read_workspace_file(workspace, pred.path, MAX_READ)
+        data = read_workspace_file(workspace, pred.path, MAX_READ)
     except PathError as e:
         return res(False, f"refused: {e}")
     try:

@@ -16,7 +16,8 @@ from assay.errors import GraderError, GradingFault
 from assay.grade import workers
 from assay.grade.audit import audit_run
 from assay.grade.contract import check_contract
-from assay.grade.contract_grading import grade_contract, make_python_check
+from assay.grade.contract_checks import make_python_check
+from assay.grade.contract_grading import grade_contract
 from assay.grade.inputs import GradeInput
 from assay.grade.kpi import framing, score_scenario
 from assay.grade.rubric import ItemVerdict, items_needing_judge, machine_verdicts, score_items, worst_verdicts

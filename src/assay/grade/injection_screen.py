@@ -1,6 +1,6 @@
 """The injection screen: a judge model asked which passages of the answer address its grader.
 
-The audit's rules (`assay.llm.untrusted.PassageFinder`) find the passages addressed to the
+The audit's rules (`assay.llm.passages.PassageFinder`) find the passages addressed to the
 grader that they were written for. The screen is the part that is not a list of patterns: one
 more call to the task's judge (its first model, through `JudgeService.ask_raw`, cached like
 every judge call), asked only which passages of the agent's text (the final message as judges
@@ -21,7 +21,7 @@ Nothing the screen says is taken on trust:
   which sends the run to the meta-judge); a quote is refused (and recorded, with why) when it is
   longer than `QUOTE_CHARS`, shorter than `MIN_QUOTE` (a short quote would delete every
   occurrence of a word), does not occur in the text the screen was shown (compared past
-  whitespace, invisible characters and lookalike letters, `untrusted.skeleton`), occurs in the
+  whitespace, invisible characters and lookalike letters, `passages.skeleton`), occurs in the
   task's own text (prompt, rubric, criteria: repeating them is not an attack), or would bring
   what the screen removes from one text past `MAX_SHARE` of it (a screen cannot delete an
   honest answer; it can remove at most that share of it). Such a refusal gives a soft
@@ -41,15 +41,9 @@ from typing import Any
 from assay.errors import GraderError, ProviderError
 from assay.grade.inputs import JudgeService
 from assay.llm.jsonrepair import json_candidates
-from assay.llm.untrusted import (
-    PASSAGE_KINDS,
-    Passage,
-    PassageFinder,
-    boundary,
-    fence,
-    skeleton,
-    strip_passages,
-)
+from assay.llm.passage_rules import PASSAGE_KINDS
+from assay.llm.passages import Passage, PassageFinder, skeleton, strip_passages
+from assay.llm.untrusted import boundary, fence
 from assay.record import UsageCost
 
 __all__ = ["KINDS", "MAX_QUOTES", "MAX_SHARE", "MIN_QUOTE", "PASSAGE_CHARS", "QUOTE_CHARS", "SCREEN_ROUNDS", "SCREEN_SYSTEM",

@@ -9,9 +9,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from assay import fs
 from assay.config import load_config
 from assay.env.workspace import materialise, needs_workspace
+from assay.fs.writes import write_file
 from assay.grade.grader import GradeInput, GradeOutcome, grade_run, needs_judge
 from assay.grade.judge import Judge
 from assay.record import AssistantEvent, safe_text
@@ -56,7 +56,7 @@ async def grade_answer(task: Task, level: str | None, answer: str, *, judge: lis
             tmp = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="assay-inspect-"))
             workspace = await asyncio.to_thread(materialise, task, tmp / "workspace")
             if task.answer_path:
-                await asyncio.to_thread(fs.write_file, workspace, task.answer_path, answer)
+                await asyncio.to_thread(write_file, workspace, task.answer_path, answer)
         return await grade_run(GradeInput(
             task=task, level=level, workspace=workspace, final_message=answer,
             events=[AssistantEvent(seq=0, t=0.0, content=answer)], end_reason="finished", judge=judge_service))

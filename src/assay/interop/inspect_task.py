@@ -26,8 +26,9 @@ from inspect_ai.model import (
 from inspect_ai.scorer import Score, Scorer, Target, mean, scorer, stderr
 from inspect_ai.solver import TaskState, generate
 
-from assay import fs
 from assay.errors import GraderError, InputError
+from assay.fs.paths import PathError
+from assay.fs.reads import read_regular
 from assay.interop.export import ExportedSample, ExportFile, load_tasks
 from assay.interop.grading import grade_answer
 from assay.task.model import Task as AssayTask
@@ -37,8 +38,8 @@ __all__ = ["assay_grader", "assay_inspect_task", "read_samples"]
 
 def read_samples(path: Path) -> ExportFile:
     try:
-        return ExportFile.model_validate_json(fs.read_regular(path))
-    except (OSError, fs.PathError) as e:
+        return ExportFile.model_validate_json(read_regular(path))
+    except (OSError, PathError) as e:
         raise InputError(path, None, f"cannot read the exported samples: {e}") from None
     except ValueError as e:
         raise InputError(path, None, f"not an assay export samples file: {e}") from None
@@ -46,7 +47,7 @@ def read_samples(path: Path) -> ExportFile:
 
 def _image(path: str) -> ContentImage:
     mime = mimetypes.guess_type(path)[0] or "image/png"
-    return ContentImage(image=f"data:{mime};base64,{base64.b64encode(fs.read_regular(path)).decode()}")
+    return ContentImage(image=f"data:{mime};base64,{base64.b64encode(read_regular(path)).decode()}")
 
 
 def _sample(s: ExportedSample) -> Sample:

@@ -30,8 +30,10 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from assay import fs, metrics
+from assay import metrics
 from assay.errors import InputError
+from assay.fs.paths import PathError
+from assay.fs.reads import read_regular
 from assay.grade.judge import majority
 from assay.grade.rubric import ItemVerdict, score_items
 from assay.interop.runs import Imported, model_price, price_overrides
@@ -76,8 +78,8 @@ def load_json(path: Path, max_bytes: int = MAX_RESULT_BYTES) -> Any:
     if not path.is_file():
         raise InputError(path, None, "no such file")
     try:
-        data = fs.read_regular(path, max_bytes)
-    except (OSError, fs.PathError) as e:
+        data = read_regular(path, max_bytes)
+    except (OSError, PathError) as e:
         raise InputError(path, None, f"cannot read: {e}") from None
     return loads_json(data, path, finite=True)
 

@@ -43,7 +43,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from assay import fs
+from assay.fs.paths import PathError
+from assay.fs.reads import entry_kind, read_workspace_file
 
 __all__ = ["LOG_RELPATH", "MAX_LOG_BYTES", "MAX_PROBLEMS", "Ledger", "canonical", "line_mac"]
 
@@ -206,14 +207,14 @@ class Ledger:
         or device, at most MAX_LOG_BYTES; a log that is not a plain file is itself the problem."""
         root, rel = (self.root, "/".join(self._rel)) if path == self.log_path else (path.parent, path.name)
         try:
-            kind = fs.entry_kind(root, rel)
+            kind = entry_kind(root, rel)
             if kind is None:
                 return None
             if kind != "file":
                 return (f"question log {path.name} cannot be read safely: it was replaced by a {kind} "
                         f"({count} signed lines not verifiable)")
-            data = fs.read_workspace_file(root, rel, MAX_LOG_BYTES)
-        except (OSError, fs.PathError) as exc:
+            data = read_workspace_file(root, rel, MAX_LOG_BYTES)
+        except (OSError, PathError) as exc:
             return f"question log {path.name} cannot be read safely: {exc}"
         return data.decode("utf-8", errors="replace").splitlines()
 

@@ -51,9 +51,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from assay import fs
 from assay.env.inside import source
 from assay.env.net.unixserver import MAX_CONNECTIONS, Connections, LogThrottle, listen_unix
+from assay.fs.writes import write_file
 from assay.people.world import AskError, StakeholderWorld
 from assay.record import safe_text
 
@@ -254,6 +254,6 @@ PILOT_SCRIPT = ASK_SCRIPT.replace('\nMODE = "ask"', '\nMODE = "pilot"', 1)
 def install_clients(workspace: Path, *, pilot: bool) -> None:
     """Write bin/ask (and bin/pilot when the scenario has a pilot) into a workspace, mode 0755,
     never through a link the workspace holds."""
-    fs.write_file(Path(workspace), "bin/ask", ASK_SCRIPT, mode=0o755)
+    write_file(Path(workspace), "bin/ask", ASK_SCRIPT, mode=0o755)
     if pilot:
-        fs.write_file(Path(workspace), "bin/pilot", PILOT_SCRIPT, mode=0o755)
+        write_file(Path(workspace), "bin/pilot", PILOT_SCRIPT, mode=0o755)

@@ -1,6 +1,6 @@
 """The grading worker's launcher: case code (grader, pilot) run on a copy of the workspace.
 
-`run_worker` copies the workspace (`assay.fs.copy_tree`: no link followed, no special file
+`run_worker` copies the workspace (`assay.fs.copying.copy_tree`: no link followed, no special file
 opened), gives the copy to a fresh unprivileged uid, writes the sys.executable stand-in
 (`assay/env/inside/grader_wrapper.py`) and starts `python -m assay.scenario.worker grade`
 with the variant's parameters in its environment and a time limit. Delivered code the
@@ -52,22 +52,19 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from assay import fs, jsonlimits
+from assay import jsonlimits
 from assay.env import lifeline, seccomp
+from assay.env.bwrap import READ_ONLY_ROOT, bwrap_available, ram_mounts, system_layout
 from assay.env.cgroup import RunCgroup, join
+from assay.env.limits import Limits
 from assay.env.mountns import nosymfollow_view
 from assay.env.net.forwarder import FORWARDER_NAME, wrap_command
-from assay.env.sandbox import (
-    READ_ONLY_ROOT,
-    Limits,
-    allocate_uid,
-    bwrap_available,
-    ram_mounts,
-    release_uid,
-    system_layout,
-)
+from assay.env.uids import allocate_uid, release_uid
 from assay.env.volume import WorkspaceVolume
 from assay.env.workspace import discard_copy, grading_copy
+from assay.fs.paths import PathError
+from assay.fs.reads import read_regular
+from assay.fs.writes import write_file
 from assay.task.model import ScenarioSpec
 
 __all__ = ["WorkerCall", "case_context", "run_worker", "socket_dir", "wrapper_config", "write_wrapper"]
@@ -178,7 +175,7 @@ def run_worker(call: WorkerCall, *, workspace: Path, spec: ScenarioSpec, isolate
     try:
         volume, copied = grading_copy(workspace, ws_copy, owner=uid)
         for rel, data in call.config.items():
-            fs.write_file(ws_copy, rel, json.dumps(data, indent=2) + "\n", owner=uid)
+            write_file(ws_copy, rel, json.dumps(data, indent=2) + "\n", owner=uid)
         tmp.mkdir(mode=0o700)
         stage.mkdir()
         os.chmod(stage, 0o711)
@@ -360,8 +357,8 @@ def _wait(p: subprocess.Popen[bytes], wdir: Path, out_file: Path, call: WorkerCa
         tail = " | ".join(_tail(wdir / "worker.log").strip().splitlines()[-4:])
         return {"ok": False, "error": f"{call.mode} worker crashed (exit {p.returncode}): {tail[:600]}"}
     try:  # the grader's answer may carry what the delivered system printed: read it within limits
-        answer = jsonlimits.loads(fs.read_regular(out_file, max_bytes=ANSWER_BYTES), max_depth=ANSWER_DEPTH)
-    except (jsonlimits.JSONLimitError, fs.PathError) as e:
+        answer = jsonlimits.loads(read_regular(out_file, max_bytes=ANSWER_BYTES), max_depth=ANSWER_DEPTH)
+    except (jsonlimits.JSONLimitError, PathError) as e:
         return {"ok": False, "error": f"{call.mode} worker's answer refused: {e}"}
     if not isinstance(answer, dict):
         return {"ok": False, "error": f"{call.mode} worker's answer is not an object"}

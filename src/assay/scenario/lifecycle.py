@@ -46,17 +46,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from assay import fs
 from assay.agent.transcript import Transcript
 from assay.config import settings
 from assay.env import lifeline
+from assay.env.bwrap import bwrap_available
 from assay.env.net.forwarder import FORWARDER_NAME, install_forwarder, wrap_command
-from assay.env.net.gateway import SOCKET_NAME as LLM_SOCKET
-from assay.env.net.gateway import LLMGateway, gateway_model_spec, scenario_gateway
+from assay.env.net.gateway.scenario import gateway_model_spec, scenario_gateway
+from assay.env.net.gateway.server import SOCKET_NAME as LLM_SOCKET
+from assay.env.net.gateway.server import LLMGateway
 from assay.env.net.llm_client import install_llm_client, llm_config
 from assay.env.net.relay import Relay
-from assay.env.sandbox import bwrap_available
 from assay.errors import GraderError, GradingFault, HarnessError
+from assay.fs.reads import read_tree
+from assay.fs.writes import write_file
 from assay.llm.resolve import Model, resolve_model
 from assay.people.ledger import LOG_RELPATH, Ledger
 from assay.people.routing import Router, make_router
@@ -210,7 +212,7 @@ class ScenarioRun:
         for d in ("bin", "deliverables"):
             (ws / d).mkdir(exist_ok=True)
         self.task_md = self._task_md()
-        fs.write_file(ws, "TASK.md", self.task_md)
+        write_file(ws, "TASK.md", self.task_md)
         install_clients(ws, pilot=self.spec.has_pilot)
         if self.spec.engagement.llm:
             await self._start_gateway()
@@ -284,7 +286,7 @@ class ScenarioRun:
         """logs/ask.jsonl exists from the start, owned by the harness: the agent reads it, cannot
         append. The sandbox's chown pass leaves it alone (`keep_owner`); the agent owns the
         workspace and can still replace the file, which the ledger check reports as an incident."""
-        fs.write_file(self.workspace, LOG_RELPATH, "", mode=0o644)
+        write_file(self.workspace, LOG_RELPATH, "", mode=0o644)
         os.chmod(self.workspace / Path(LOG_RELPATH).parent, 0o755)
 
     def keep_owner(self) -> list[str]:
@@ -365,8 +367,8 @@ class ScenarioRun:
         if mode == "dev":
             if self.fwd:
                 self._relays += await self.relay_services("dev", self.svc_dir)
-            fs.write_file(self.workspace, "system/config/services.json",
-                          json.dumps(self._config_urls(urls), indent=2) + "\n")
+            write_file(self.workspace, "system/config/services.json",
+                       json.dumps(self._config_urls(urls), indent=2) + "\n")
         return urls
 
     def _config_urls(self, host_urls: dict[str, str]) -> dict[str, str]:
@@ -596,4 +598,4 @@ class DeliveredCopy:
     def _handover(self) -> list[str]:
         """The texts of deliverables/, read without following a link (the framing check)."""
         return [data.decode("utf-8", errors="replace") for _rel, data in
-                fs.read_tree(self._run.workspace, HANDOVER_DIR, max_file_bytes=HANDOVER_FILE_BYTES)]
+                read_tree(self._run.workspace, HANDOVER_DIR, max_file_bytes=HANDOVER_FILE_BYTES)]

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from assay import fs
+from assay.fs import digests as fs_digests
 from assay.task.model import Task
 
 __all__ = ["content_hash", "file_digest", "json_digest", "task_files"]
@@ -29,7 +29,7 @@ def json_digest(obj: Any, length: int = 16) -> str:
 
 
 def file_digest(path: str | Path, length: int = 16) -> str:
-    return fs.file_digest(path, length)
+    return fs_digests.file_digest(path, length)
 
 
 def task_files(task: Task) -> Iterable[tuple[str, Path]]:
@@ -65,7 +65,7 @@ def content_hash(task: Task, digests: dict[str, str] | None = None) -> str:
     for label, path in task_files(task):
         key = str(path)
         if key not in cache:
-            cache[key] = fs.tree_digest(path)
+            cache[key] = fs_digests.tree_digest(path)
         h.update(f"\0{label}\0{cache[key]}".encode())
     return h.hexdigest()[:16]
 

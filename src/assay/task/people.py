@@ -16,7 +16,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 
 from assay.task.formats.jsonio import JSONSyntaxError, loads_json
 from assay.task.formats.yamlio import read_text
-from assay.task.patterns import PatternError, compile_pattern
+from assay.task.patterns import compile_pattern
+from assay.task.re2_translation import PatternError
 from assay.task.validation import PLACEHOLDER, fill_text
 
 __all__ = ["MAX_TOPICS_PER_MESSAGE", "Clock", "InboxMessage", "Npc", "NpcSpec", "PilotSpec", "Topic", "fill_placeholders", "load_npcs"]

@@ -15,12 +15,13 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from assay import fs
 from assay.errors import InputError
+from assay.fs.paths import PathError, check_relative
 from assay.metrics import CAPABILITY_TAGS
 from assay.task.json_schemas import check_task_schema
 from assay.task.model import LEVELS, Task
-from assay.task.patterns import PatternError, check_flags, check_pattern
+from assay.task.patterns import check_flags, check_pattern
+from assay.task.re2_translation import PatternError
 
 # Upstream full names (OneMillion-Bench's rubricLabel, in English and Chinese) -> short tags.
 TAG_ALIASES: dict[str, str] = {
@@ -77,10 +78,10 @@ def normalise_tag(file: Path | str, field: str, tag: str) -> str:
 
 
 def check_relative_path(file: Path | str, field: str, path: str) -> None:
-    """Refuse a workspace path that is absolute or climbs out with '..' (`assay.fs.check_relative`)."""
+    """Refuse a workspace path that is absolute or climbs out with '..' (`assay.fs.paths.check_relative`)."""
     try:
-        fs.check_relative(path)
-    except fs.PathError as e:
+        check_relative(path)
+    except PathError as e:
         raise InputError(file, field, str(e)) from None
 
 

@@ -37,8 +37,9 @@ from assay.store.accounts import has_accounts
 from assay.store.labels import MAX_NOTE_CHARS, ItemLabel, labels_of_run, save_labels, stored_labels
 from assay.task.discover import discover
 from assay.task.model import Task
-from assay.web.human import CAMPAIGN_RE, PlayError, PlayManager, PlaySession, playable
+from assay.web.human import CAMPAIGN_RE, PlayError, PlayManager, playable
 from assay.web.ops import HEALTH_PATH, RequestLog, health
+from assay.web.play_session import PlaySession
 from assay.web.runfilter import RunFilter
 from assay.web.security import (
     COOKIE,

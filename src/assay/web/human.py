@@ -6,7 +6,8 @@ and storage are the harness's own. It runs in a **worker process of its own**
 does (a long command, a stakeholder ask, a pattern, grading), `/healthz`, every page and
 every other session go on answering, and a server stop (SIGTERM) ends the workers within
 `STOP_GRACE_S` (SIGTERM, then SIGKILL). The server keeps a mirror of what the page shows
-(state, brief, tools, transcript events), so a busy worker's page still answers.
+(state, brief, tools, transcript events: `assay.web.play_session`), so a busy worker's page
+still answers; its end of a worker is `assay.web.worker_link`.
 
 Each action has a time limit of its own (`action_limit`: a command's `timeout_s` plus
 `ACTION_GRACE_S`, other tools `TOOL_LIMIT_S`). An action past it means the worker is stuck:
@@ -30,29 +31,20 @@ learn its id. Without sign-in (a local single user) `owner` is None and everythi
 from __future__ import annotations
 
 import asyncio
-import bisect
-import contextlib
 import functools
-import json
 import math
 import re
 import secrets
-import signal
-import socket
-import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from assay.agent.human import HumanFactory
 from assay.defaults import DEFAULTS
-from assay.env.sandbox import bwrap_available
+from assay.env.bwrap import bwrap_available
 from assay.env.workspace import needs_workspace
 from assay.grade.grader import needs_judge
-from assay.record import RunRecord
-from assay.report.build import run_row
 from assay.store import Store
 from assay.store.play import (
     RecordedAction,
@@ -64,11 +56,14 @@ from assay.store.play import (
     play_epochs,
 )
 from assay.task.model import Task
-from assay.web.playworker import LIVE_KINDS, MAX_LINE_BYTES, Launch, encode_launch, plan_run
+from assay.web.play_session import PlaySession
+from assay.web.playworker import LIVE_KINDS, Launch, plan_run
+from assay.web.tool_output import tree_entries
+from assay.web.worker_link import STOP_GRACE_S, WorkerGone, WorkerLink
 
 __all__ = ["ACTION_GRACE_S", "CAMPAIGN_RE", "EDITOR_LINES", "GRADE_LIMIT_S", "LIVE_KINDS", "MAX_LIVE_PER_OWNER",
-           "MAX_LIVE_SESSIONS", "STOP_GRACE_S", "TOOL_LIMIT_S", "PlayBusy", "PlayError", "PlayManager", "PlaySession",
-           "PlayTimeout", "action_limit", "editor_text", "playable", "tree_entries"]
+           "MAX_LIVE_SESSIONS", "TOOL_LIMIT_S", "PlayBusy", "PlayError", "PlayManager", "PlayTimeout", "action_limit",
+           "playable"]
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
 CAMPAIGN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}$")
@@ -84,8 +79,6 @@ ACTION_GRACE_S = 15.0
 TOOL_LIMIT_S = 120.0
 #: from the end of the turns (submit, a limit) to the stored run
 GRADE_LIMIT_S = 1800.0
-#: how long a worker may take to stop after SIGTERM before it is killed
-STOP_GRACE_S = 2.0
 #: how long a page's poll waits for a busy worker before the mirror answers
 VIEW_WAIT_S = 2.0
 #: how long the file tree waits for a worker
@@ -94,8 +87,6 @@ TREE_WAIT_S = 30.0
 READY_WAIT_S = 120.0
 #: `run_command`'s own default and cap of `timeout_s` (`assay.agent.tools`)
 _COMMAND_DEFAULT_S, _COMMAND_MAX_S = 300.0, 1800.0
-_NUMBERED = re.compile(r"^ *\d+\t")
-_SIZED = re.compile(r"^(?P<path>.+) \((?P<size>\d+) bytes\)$")
 
 
 class PlayError(ValueError):
@@ -108,10 +99,6 @@ class PlayBusy(RuntimeError):
 
 class PlayTimeout(RuntimeError):
     """An action ran past its limit: its worker was stopped and the session replayed without it."""
-
-
-class _WorkerGone(RuntimeError):
-    """The worker exited (stopped, restarted or crashed) before it answered."""
 
 
 def playable(task: Task) -> str | None:
@@ -135,180 +122,6 @@ def action_limit(tool: str, args: dict[str, Any]) -> float:
     if not math.isfinite(asked) or asked <= 0:
         asked = _COMMAND_DEFAULT_S
     return min(asked, _COMMAND_MAX_S) + ACTION_GRACE_S
-
-
-class _Link:
-    """The server's end of one worker process: requests matched to replies, events handed on."""
-
-    def __init__(self, proc: asyncio.subprocess.Process, reader: asyncio.StreamReader,
-                 writer: asyncio.StreamWriter, on_event: Callable[[dict[str, Any]], None]) -> None:
-        self.proc = proc
-        self.reader = reader
-        self.writer = writer
-        self.on_event = on_event
-        self.pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
-        self.closed = False
-        self._n = 0
-
-    @classmethod
-    async def spawn(cls, launch: Launch, on_event: Callable[[dict[str, Any]], None]) -> _Link:
-        ours, theirs = socket.socketpair()
-        try:
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "assay.web.worker_main", str(theirs.fileno()), pass_fds=(theirs.fileno(),),
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True)
-        except BaseException:
-            ours.close()
-            raise
-        finally:
-            theirs.close()
-        reader, writer = await asyncio.open_unix_connection(sock=ours, limit=MAX_LINE_BYTES)
-        link = cls(proc, reader, writer, on_event)
-        writer.write(encode_launch(launch))
-        await writer.drain()
-        return link
-
-    async def pump(self) -> None:
-        """Read the worker's lines until it closes its end (it exits, or was stopped)."""
-        try:
-            while True:
-                line = await self.reader.readline()
-                if not line:
-                    return
-                msg = json.loads(line)
-                if "id" in msg:
-                    fut = self.pending.pop(int(msg["id"]), None)
-                    if fut is not None and not fut.done():
-                        fut.set_result(msg)
-                else:
-                    self.on_event(msg)
-        except (ConnectionError, ValueError) as e:  # a broken line (a worker fault): the worker is ended
-            sys.stderr.write(f"assay serve: a play worker's channel broke ({type(e).__name__}: {e}); stopping it\n")
-        finally:
-            self.closed = True
-            for fut in self.pending.values():
-                if not fut.done():
-                    fut.set_exception(_WorkerGone())
-            self.pending.clear()
-            self.writer.close()
-
-    async def request(self, op: str, timeout: float, **fields: Any) -> dict[str, Any]:
-        """The worker's reply (TimeoutError past `timeout`, `_WorkerGone` when it exits first)."""
-        if self.closed or self.writer.is_closing():
-            raise _WorkerGone()
-        self._n += 1
-        n = self._n
-        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self.pending[n] = fut
-        try:
-            self.writer.write(json.dumps({"id": n, "op": op, **fields}).encode() + b"\n")
-            return await asyncio.wait_for(fut, timeout)
-        finally:
-            self.pending.pop(n, None)
-
-    async def stop(self, grace: float = STOP_GRACE_S) -> None:
-        """SIGTERM (the worker ends its run cleanly), SIGKILL after `grace` seconds; reaped."""
-        if self.proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                self.proc.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(self.proc.wait(), grace)
-            except TimeoutError:  # stuck (a pattern in C, a blocked call): killed; its lifeline cleans up
-                with contextlib.suppress(ProcessLookupError):
-                    self.proc.kill()
-                await self.proc.wait()
-        self.writer.close()
-
-
-@dataclass
-class PlaySession:
-    """The server's view of one session; its run lives in the worker (`link`)."""
-
-    id: str
-    task: Task
-    name: str
-    campaign: str
-    level: str | None
-    epoch: int
-    owner: str | None = None
-    created: float = field(default_factory=time.time)
-    actions: list[RecordedAction] = field(default_factory=list)
-    record: RunRecord | None = None
-    error: str | None = None
-    link: _Link | None = None
-    supervisor: asyncio.Task[None] | None = None
-    ready: asyncio.Event = field(default_factory=asyncio.Event)
-    finished: bool = False
-    turns: int = 0
-    replaying: bool = False
-    generation: int = 0  # each worker of this session (a replay after a stuck action is a new one)
-    busy: bool = False  # the last poll found the worker busy: the mirror answered
-    env: dict[str, Any] | None = None  # brief, messages, images, tools, has_workspace, limits
-    elapsed_s: float = 0.0
-    done: dict[str, Any] | None = None  # the worker's last word
-    restart: bool = False  # the worker is being stopped to replay the session without a stuck action
-    _idx: list[int] = field(default_factory=list)
-    _events: list[dict[str, Any]] = field(default_factory=list)
-    _next: int = 0
-
-    @property
-    def spec(self) -> str:
-        return f"human:{self.name}"
-
-    def state(self) -> str:
-        if self.record is not None:
-            return "done"
-        if self.error is not None:
-            return "error"
-        if self.finished:
-            return "grading"
-        if self.ready.is_set():
-            return "running"
-        return "resuming" if self.replaying else "starting"
-
-    def stored(self) -> StoredPlay:
-        return StoredPlay(id=self.id, owner=self.owner, name=self.name, task_id=self.task.id, level=self.level,
-                          campaign=self.campaign, epoch=self.epoch, state="live", actions=list(self.actions),
-                          created_at=self.created, updated_at=time.time())
-
-    def merge(self, view: dict[str, Any]) -> None:
-        """Take a worker's view into the mirror (events by their transcript index)."""
-        for i, ev in view.get("events", []):
-            if i >= self._next:
-                self._idx.append(int(i))
-                self._events.append(ev)
-        self._next = max(self._next, int(view.get("next", self._next)))
-        self.turns = int(view.get("turns", self.turns))
-        self.elapsed_s = float(view.get("elapsed_s", self.elapsed_s))
-
-    def fresh_worker(self) -> None:
-        """A new worker replays the session: its transcript starts over."""
-        self.generation += 1
-        self.ready = asyncio.Event()
-        self.finished = False
-        self.replaying = bool(self.actions)
-        self.env = None
-        self.done = None
-        self._idx, self._events, self._next = [], [], 0
-
-    def view(self, since: int = 0) -> dict[str, Any]:
-        """What the page polls: state, brief, tools, the transcript since `since`, the grade."""
-        data: dict[str, Any] = {
-            "session": self.id, "state": self.state(), "task_id": self.task.id, "title": self.task.title,
-            "agent": self.spec, "campaign": self.campaign, "level": self.level, "epoch": self.epoch,
-            "turns": self.turns, "error": self.error, "busy": self.busy,
-        }
-        if self.env is not None:
-            start = bisect.bisect_left(self._idx, since)
-            data["events"] = self._events[start:]
-            data["next"] = max(self._next, since)
-            data.update(self.env)
-            data["elapsed_s"] = self.elapsed_s if self.ready.is_set() else 0.0
-        else:
-            data.update(events=[], next=since, brief=None, tools=[], limits=None, elapsed_s=0.0)
-        if self.record is not None:
-            data["run"] = run_row(self.record)
-        return data
 
 
 class PlayManager:
@@ -453,7 +266,7 @@ class PlayManager:
             launch = Launch(task=session.task, play=session.stored(), store_url=self.store.url,
                             elapsed_s=max(0.0, time.time() - session.created))
             try:
-                link = await _Link.spawn(launch, functools.partial(self._on_event, session, generation))
+                link = await WorkerLink.spawn(launch, functools.partial(self._on_event, session, generation))
             except OSError as e:  # no process or descriptor to be had: said on the page, the session ends
                 session.error = f"the session's worker could not start: {e.strerror or e}"
                 end_play(self.store, session.id, "ended")
@@ -520,7 +333,7 @@ class PlayManager:
             self._restart(session, link)
             raise PlayTimeout(f"the action ran past its limit of {limit:.0f} s, so its run was stopped; the session "
                               "starts again from its earlier actions (this one is not kept)") from None
-        except _WorkerGone:
+        except WorkerGone:
             raise PlayError("the session's run stopped while this action ran (the server is stopping, or the "
                             "session is starting again): do it again once it is running") from None
         if not reply.get("ok"):
@@ -531,7 +344,7 @@ class PlayManager:
         append_action(self.store, session.id, recorded)
         return str(reply.get("output", ""))
 
-    def _restart(self, session: PlaySession, link: _Link) -> None:
+    def _restart(self, session: PlaySession, link: WorkerLink) -> None:
         """Stop a stuck worker; the supervisor starts a fresh one that replays the recorded actions."""
         if session.restart or session.link is not link:
             return
@@ -554,7 +367,7 @@ class PlayManager:
                 session.busy = False
             except TimeoutError:
                 session.busy = True
-            except _WorkerGone:
+            except WorkerGone:
                 session.busy = False
         data = session.view(since)
         data["boot"] = f"{self.boot}.{session.generation}"
@@ -573,7 +386,7 @@ class PlayManager:
             reply = await link.request("tree", TREE_WAIT_S, path=path or ".")
         except TimeoutError:
             raise PlayBusy("the session is busy with an action; the file tree comes after it") from None
-        except _WorkerGone:
+        except WorkerGone:
             raise PlayError("the session's run stopped") from None
         if not reply.get("ok"):
             raise PlayError(str(reply.get("error")))
@@ -635,47 +448,3 @@ def _clean_args(tool: str, args: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def tree_entries(listing: str) -> list[dict[str, Any]]:
-    """`list_files` output as entries {path, kind: dir|file|link|special, size?, target?}; its
-    closing notes (`[...]`) are left out. Names are the agent's: a file's size suffix is read
-    first (so a file named `a -> b` stays a file); a name that still reads two ways (a folder
-    named `a -> b`) shows as a link, and only files are opened from the tree, through the
-    run's own `read_file`."""
-    out: list[dict[str, Any]] = []
-    for line in listing.splitlines():
-        if not line or line.startswith("["):
-            continue
-        m = _SIZED.match(line)
-        if m is not None:
-            out.append({"path": m["path"], "kind": "file", "size": int(m["size"])})
-        elif line.endswith(" (special file)"):
-            out.append({"path": line.removesuffix(" (special file)"), "kind": "special"})
-        elif " -> " in line:
-            path, _, target = line.partition(" -> ")
-            out.append({"path": path, "kind": "link", "target": target})
-        elif line.endswith("/"):
-            out.append({"path": line[:-1], "kind": "dir"})
-    return out
-
-
-def editor_text(output: str) -> tuple[str | None, bool]:
-    """The file's text from `read_file`'s numbered output, and whether it is the whole file.
-
-    None when the tool said no (an error, a binary file, an image); not whole when lines were
-    clipped or only the first bytes were read (saving would then lose the rest)."""
-    if output.startswith("error:") or (output.startswith("[") and not _NUMBERED.match(output)):
-        if output.startswith("[") and output.endswith(" is empty]") and "\n" not in output:
-            return "", True
-        return None, False
-    lines: list[str] = []
-    whole = True
-    for line in output.split("\n"):
-        m = _NUMBERED.match(line)
-        if m is None:
-            whole = False  # a note: more lines, or only the first bytes read
-            continue
-        text = line[m.end():]
-        if "[... line clipped:" in text:
-            whole = False
-        lines.append(text)
-    return "\n".join(lines) + ("\n" if lines else ""), whole

@@ -18,7 +18,8 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 
-from assay.web.human import EDITOR_LINES, PlayBusy, PlayError, PlayManager, PlayTimeout, editor_text
+from assay.web.human import EDITOR_LINES, PlayBusy, PlayError, PlayManager, PlayTimeout
+from assay.web.tool_output import editor_text
 
 __all__ = ["act", "workbench_routes"]
 

@@ -5,7 +5,7 @@ reads `{"code": ..., "marker": ...}` from its standard input: the task's checks 
 per-run random string. It calls the code's `grade(...)` (or a predicate function) on the
 workspace copy, reading its inputs (transcript, final message, predicate) from CHECKS_DIR
 (bound read-only), and prints the JSON result behind the marker, so nothing the checks print
-can pose as the result (`assay.grade.contract_grading` reads it). A crash prints the
+can pose as the result (`assay.grade.contract_checks` reads it). A crash prints the
 traceback and exits 3.
 
 Checks often run what the agent wrote (a `solve.py`), as this same uid in this same sandbox.

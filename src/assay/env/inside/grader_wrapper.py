@@ -4,7 +4,7 @@
 isolated, calling `main()`) and its configuration beside it (`<launcher>.json`) for each
 grade. Whatever the grader starts with `[sys.executable, ...]` (the delivered system) runs
 inside bubblewrap as the grade's own unprivileged uid: the workspace copy bound read-write
-at its own path, path arguments outside it staged (copied with `assay.fs.copy_tree`) and
+at its own path, path arguments outside it staged (copied with `assay.fs.copying.copy_tree`) and
 bound read-only, a private /tmp, no network, a cleared environment. Its working directory is
 the grader's when that lies in the workspace copy or in the grader's own TMPDIR (staged
 then), else a private empty folder (/tmp inside the sandbox): never the case folder the grader
@@ -34,7 +34,7 @@ import sys
 import tempfile
 from typing import Any
 
-from assay import fs
+from assay.fs.copying import copy_tree, remove_unsafe
 
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/proc", "/dev", "/sys")
 KEEP_ENV = ("PYTHONDONTWRITEBYTECODE", "PYTHONIOENCODING", "PYTHONHASHSEED", "PYTHONUNBUFFERED")
@@ -64,7 +64,7 @@ class Staging:
         if any(under(real, d) for d, _ in self.staged):
             return
         dst = os.path.join(self.root, str(len(self.staged)))
-        fs.copy_tree(real, dst, owner=self.uid, skip=lambda rel: rel.rsplit("/", 1)[-1] == "__pycache__")
+        copy_tree(real, dst, owner=self.uid, skip=lambda rel: rel.rsplit("/", 1)[-1] == "__pycache__")
         self.staged.append((real, dst))
 
     def mapped(self, arg: str) -> str:
@@ -174,7 +174,7 @@ def main() -> int:
             # in a sandbox the pid namespace ended with bwrap
             subprocess.run([KILL, "-9", "-1"], user=uid, group=uid, extra_groups=[], check=False,
                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        fs.remove_unsafe(cfg["workspace"])
+        remove_unsafe(cfg["workspace"])
     return code if code >= 0 else 128 - code
 
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from assay import fs
 from assay.env.inside import source
+from assay.fs.writes import write_file
 
 __all__ = ["LLM_CLIENT_PY", "install_llm_client", "llm_config"]
 
@@ -40,5 +40,5 @@ def install_llm_client(ws: Path, port: int, model: str) -> None:
     is there; run `Sandbox.prepare()` afterwards to hand the files to the sandbox uid.
     """
     ws = Path(ws)
-    fs.write_file(ws, "system/llm_client.py", LLM_CLIENT_PY)
-    fs.write_file(ws, "system/config/llm.json", json.dumps(llm_config(port, model), indent=2) + "\n")
+    write_file(ws, "system/llm_client.py", LLM_CLIENT_PY)
+    write_file(ws, "system/config/llm.json", json.dumps(llm_config(port, model), indent=2) + "\n")

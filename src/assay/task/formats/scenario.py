@@ -15,8 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from assay.errors import InputError
 from assay.task.hashing import content_hash
 from assay.task.model import LEVELS, Engagement, FramingRule, ScenarioSpec, Task
-from assay.task.patterns import PatternError
 from assay.task.people import NpcSpec, load_npcs
+from assay.task.re2_translation import PatternError
 from assay.task.validation import UnfilledPlaceholder, fill_text, has_cjk, validate_task
 
 __all__ = ["Brief", "Variant", "render", "variant_tasks"]

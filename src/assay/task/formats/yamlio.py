@@ -26,8 +26,9 @@ from typing import Any, cast
 import yaml
 from yaml._yaml import CParser
 
-from assay import fs
 from assay.errors import InputError
+from assay.fs.paths import PathError
+from assay.fs.reads import read_regular
 from assay.task.formats.jsonio import MAX_INT_BITS, loads_json
 
 MAX_DEPTH = 64
@@ -177,10 +178,10 @@ MAX_TASK_FILE_BYTES = 256 * 1024 * 1024
 def read_text(path: Path) -> str:
     """A task file's text: a regular file (never a link, a FIFO or a device), UTF-8, bounded."""
     try:
-        return fs.read_regular(path, MAX_TASK_FILE_BYTES).decode("utf-8")
+        return read_regular(path, MAX_TASK_FILE_BYTES).decode("utf-8")
     except UnicodeDecodeError as e:
         raise InputError(path, None, f"not UTF-8 text (byte {e.start})") from None
-    except fs.PathError as e:
+    except PathError as e:
         raise InputError(path, None, str(e).removeprefix(f"{path}: ")) from None
     except OSError as e:
         raise InputError(path, None, f"cannot read: {e.strerror}") from None

@@ -1,0 +1,200 @@
+"""Reading files an agent could have planted: never following a link, never blocking.
+
+A careless read of a FIFO blocks forever and a careless `open()` follows a symlink out of
+the workspace. Every read here opens a regular file with `O_NOFOLLOW|O_NONBLOCK` relative to
+a folder opened the same way (`assay.fs.paths.open_dirs`): one file (`open_regular_at`,
+`read_regular`, `open_in_workspace`, `read_workspace_file`), what an entry is (`entry_kind`),
+a folder's names (`list_dir`) and the files of a tree within limits (`read_tree`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from assay.fs.paths import (
+    PathError,
+    literal_parts,
+    mode_kind,
+    open_dirs,
+    open_subdir,
+    resolved_parts,
+    workspace_root,
+)
+
+__all__ = ["LIST_MAX_DEPTH", "entry_kind", "list_dir", "open_in_workspace", "open_regular_at", "read_regular",
+           "read_tree", "read_workspace_file"]
+
+LIST_MAX_DEPTH = 64
+"""`list_files` and `read_tree` do not descend deeper than this below the folder asked for."""
+
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0)
+
+
+def open_regular_at(dir_fd: int | None, name: str | Path) -> tuple[int, os.stat_result]:
+    """An fd on the regular file `name` (relative to `dir_fd`, or a path when None): never
+    following a final symlink, never blocking on a FIFO or device. PathError otherwise."""
+    try:
+        fd = os.open(name, _FILE_FLAGS, dir_fd=dir_fd)
+    except OSError as e:
+        raise PathError(f"{name}: refused ({e.strerror}: a symlink, or not readable)") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise PathError(f"{name}: refused: not a regular file ({mode_kind(st.st_mode)})")
+    return fd, st
+
+
+def read_regular(path: str | Path, max_bytes: int | None = None) -> bytes:
+    """The bytes of a regular file opened with `open_regular_at` (PathError when it is a link,
+    a special file, or longer than `max_bytes`)."""
+    fd, st = open_regular_at(None, path)
+    try:
+        if max_bytes is not None and st.st_size > max_bytes:
+            raise PathError(f"{path}: refused: {st.st_size} bytes is over the limit of {max_bytes}")
+        with os.fdopen(os.dup(fd), "rb") as f:
+            data = f.read() if max_bytes is None else f.read(max_bytes + 1)
+        if max_bytes is not None and len(data) > max_bytes:
+            raise PathError(f"{path}: refused: over the limit of {max_bytes} bytes")
+        return data
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def open_in_workspace(workspace: Path, rel: str) -> Iterator[tuple[int, os.stat_result]]:
+    """An fd on an existing regular file at rel, opened without following symlinks."""
+    root, parts = resolved_parts(workspace, rel)
+    if not parts:
+        raise PathError(f"{rel!r} is the workspace root directory, not a file")
+    dfd = open_dirs(root, parts[:-1], rel)
+    try:
+        try:
+            fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
+                         dir_fd=dfd)
+        except FileNotFoundError:
+            raise PathError(f"{rel}: no such file") from None
+        except OSError as e:
+            raise PathError(f"{rel}: refused ({e.strerror})") from None
+    finally:
+        os.close(dfd)
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise PathError(f"{rel} is a directory, not a file (use list_files)")
+        if not stat.S_ISREG(st.st_mode):
+            raise PathError(f"{rel} is not a regular file")
+        yield fd, st
+    finally:
+        os.close(fd)
+
+
+def read_tree(workspace: Path, rel: str, *, max_file_bytes: int, max_files: int = 500, partial: bool = False,
+              skip: Callable[[str], bool] | None = None, max_depth: int = LIST_MAX_DEPTH) -> list[tuple[str, bytes]]:
+    """(path relative to the workspace, bytes) of the regular files under workspace/rel, sorted,
+    read without following any link (the folder itself included) and without opening special
+    files or multiply-linked ones. A file over `max_file_bytes` is left out, or with `partial`
+    read up to that size. `skip(name)` leaves folders out. [] when the folder is missing or is
+    not a plain one; at most `max_files` files, from at most `max_depth` levels below `rel`."""
+    root = workspace_root(workspace)
+    try:
+        parts = literal_parts(rel)
+        fd = open_dirs(root, parts, rel)
+    except PathError:
+        return []
+    out: list[tuple[str, bytes]] = []
+
+    def walk(dfd: int, prefix: str, depth: int = 0) -> None:
+        with os.scandir(dfd) as it:
+            entries = sorted(it, key=lambda e: e.name)
+        for e in entries:
+            if len(out) >= max_files:
+                return
+            path = f"{prefix}{e.name}"
+            st = e.stat(follow_symlinks=False)
+            if stat.S_ISDIR(st.st_mode):
+                if skip is not None and skip(e.name) or depth + 1 >= max_depth:
+                    continue
+                with open_subdir(dfd, e.name) as sub:
+                    if sub is not None:
+                        walk(sub, path + "/", depth + 1)
+            elif stat.S_ISREG(st.st_mode) and (partial or st.st_size <= max_file_bytes):
+                try:
+                    ffd, fst = open_regular_at(dfd, e.name)
+                except PathError:
+                    continue
+                try:
+                    if fst.st_nlink == 1:
+                        with os.fdopen(os.dup(ffd), "rb") as f:
+                            out.append((path, f.read(max_file_bytes)))
+                finally:
+                    os.close(ffd)
+
+    try:
+        walk(fd, "/".join(parts) + "/" if parts else "")
+    finally:
+        os.close(fd)
+    return out
+
+
+def list_dir(workspace: Path, rel: str) -> list[str]:
+    """Names in the folder workspace/rel (not following links); [] when it is not a plain folder."""
+    try:
+        fd = open_dirs(workspace_root(workspace), literal_parts(rel), rel)
+    except PathError:
+        return []
+    try:
+        return sorted(os.listdir(fd))
+    finally:
+        os.close(fd)
+
+
+def entry_kind(workspace: Path, rel: str) -> str | None:
+    """What workspace/rel is, looked at without following any link on the way: "file",
+    "dir", "link", "special" (FIFO, socket, device), or None when nothing is there.
+    PathError when a component on the way is not a plain directory (a link, a file)."""
+    parts = literal_parts(rel)
+    if not parts:
+        return "dir"
+    dfd = open_dirs(workspace_root(workspace), parts[:-1], rel)
+    try:
+        st = os.stat(parts[-1], dir_fd=dfd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    finally:
+        os.close(dfd)
+    if stat.S_ISLNK(st.st_mode):
+        return "link"
+    if stat.S_ISDIR(st.st_mode):
+        return "dir"
+    return "file" if stat.S_ISREG(st.st_mode) else "special"
+
+
+def read_workspace_file(workspace: Path, rel: str, max_bytes: int) -> bytes:
+    """The bytes of the regular file workspace/rel, opened without following any link (the
+    path is taken literally), without blocking on a FIFO, refused when over `max_bytes` or
+    when it is a hard link to a file the workspace's owner does not own."""
+    parts = literal_parts(rel)
+    if not parts:
+        raise PathError(f"{rel!r} is the workspace root directory, not a file")
+    root = workspace_root(workspace)
+    dfd = open_dirs(root, parts[:-1], rel)
+    try:
+        fd, st = open_regular_at(dfd, parts[-1])
+    finally:
+        os.close(dfd)
+    try:
+        if st.st_nlink > 1 and st.st_uid != os.stat(root).st_uid:
+            raise PathError(f"{rel}: refused: a hard link to a file the workspace's owner does not own")
+        if st.st_size > max_bytes:
+            raise PathError(f"{rel}: too large to read ({st.st_size} bytes; the limit is {max_bytes})")
+        with os.fdopen(os.dup(fd), "rb") as f:
+            data = f.read(max_bytes + 1)
+        if len(data) > max_bytes:
+            raise PathError(f"{rel}: too large to read (over the limit of {max_bytes} bytes)")
+        return data
+    finally:
+        os.close(fd)

@@ -1,0 +1,335 @@
+"""Finding (and removing) the passages of agent text addressed to its grader.
+
+A fence makes an order inside it data; it does not stop an obedient model from following it.
+So the audit also *finds* the passages an agent addresses to its grader (`PassageFinder`),
+in English and Chinese (and their commonest forms in German, French, Spanish, Italian and
+Portuguese; in the text and in its `skeleton`, past invisible characters, compatibility forms
+and lookalike letters), and has the run judged again without them: instructions to an
+evaluator, grader, judge or model; verdict-shaped JSON blocks (`{"met": true}`,
+`{"items": [...]}`, `{"scores": ..., "total": ...}`, OneMillion-Bench rows, HealthBench's
+`criteria_met`); claims that the rubric's items are met; orders to ignore the instructions;
+role and system-prompt markers; fake boundary markers. A rule whose pattern also matches the
+task's own text is not used for that task. Every pattern is a plain regular expression with
+bounded repetition, and every scan around a match is bounded, so finding and removing
+passages is linear in the text's length.
+
+The patterns are `assay.llm.passage_rules`'s; here they are applied, each match widened to the
+passage it belongs to (its sentence, header, line or bracketed block) within bounded scans,
+and found again in the text's `skeleton`.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from assay.llm.passage_rules import HSPACE, RULES, Rule
+
+__all__ = ["Passage", "PassageFinder", "skeleton", "strip_passages"]
+
+BACK_CHARS = 400  # how far back from a match its sentence may start
+LINE_CHARS = 2000  # how far forward a sentence or line may run
+PARAGRAPH_CHARS = 4000  # how far a header alone on its line carries (to the paragraph's end)
+JSON_BACK = 2000  # how far back the opening bracket of a verdict block is looked for
+JSON_CHARS = 20_000  # the longest verdict block followed to its closing bracket
+JSON_DEPTH = 6  # enclosing brackets tried, innermost first
+OPENED_CHARS = 20_000  # how far back the opening tag of a closing one is looked for
+
+
+@dataclass(frozen=True)
+class Passage:
+    """A stretch of agent text addressed to the grader: `text` is `source[start:end]`."""
+
+    start: int
+    end: int
+    kind: str  # the kinds found in it, comma-separated, each a key of PASSAGE_KINDS
+    text: str
+
+
+_SENTENCE_END = re.compile(r"[.!?](?=\s|$)|[。！？]|\n")
+_SENTENCE_BREAK = re.compile(r"[.!?](?=\s)|[。！？；;]")
+_PARAGRAPH_END = re.compile(rf"\n{HSPACE}*\n")
+_HEADER_TAIL = " \t:：-—–*_>)】）"
+_FENCE_LINE = re.compile(r"`{3,}[\w+-]*")
+_JSON_TOKEN = re.compile(r'"(?:[^"\\\n]|\\.){0,4000}"|[{}\[\]]')
+_PAIRS = {"}": "{", "]": "["}
+
+
+def _line_start(text: str, pos: int, floor: int = 0) -> int:
+    lo = max(floor, pos - BACK_CHARS)
+    i = text.rfind("\n", lo, pos)
+    return i + 1 if i >= 0 else lo
+
+
+def _line_end(text: str, pos: int) -> int:
+    hi = min(len(text), pos + LINE_CHARS)
+    i = text.find("\n", pos, hi)
+    return i if i >= 0 else hi
+
+
+def _sentence_start(text: str, pos: int, floor: int) -> int:
+    ls = _line_start(text, pos, floor)
+    start = ls
+    for brk in _SENTENCE_BREAK.finditer(text, ls, pos):
+        start = brk.end()
+    while start < pos and text[start] in " \t":
+        start += 1
+    return start
+
+
+def _sentence_end(text: str, pos: int) -> int:
+    m = _SENTENCE_END.search(text, pos, min(len(text), pos + LINE_CHARS))
+    if m is None:
+        return _line_end(text, pos)
+    return m.start() if m.group() == "\n" else m.end()
+
+
+def _header_end(text: str, pos: int) -> int:
+    """The end of a header's line, or of its paragraph when nothing but punctuation follows
+    the header on its line (what comes under a heading addressed to the grader is addressed
+    to the grader too)."""
+    le = _line_end(text, pos)
+    if text[pos:le].strip(_HEADER_TAIL):
+        return le
+    m = _PARAGRAPH_END.search(text, le, min(len(text), le + PARAGRAPH_CHARS))
+    return m.start() if m is not None else min(len(text), le + PARAGRAPH_CHARS)
+
+
+class _Budget:
+    """Characters the bracket matcher may still scan in one text (a few times its length), so
+    that many verdict-looking matches in brackets that never close stay linear."""
+
+    def __init__(self, text: str) -> None:
+        self.left = 4 * len(text) + JSON_CHARS
+
+
+def _closes(text: str, outer: int, budget: _Budget) -> dict[int, int]:
+    """One scan from the opening bracket at `outer`, strings skipped: where each bracket opened
+    in it closes (end, exclusive), up to the first bracket that does not pair."""
+    closes: dict[int, int] = {}
+    stack: list[tuple[str, int]] = []
+    end = min(len(text), outer + JSON_CHARS, outer + max(0, budget.left))
+    scanned = end
+    for m in _JSON_TOKEN.finditer(text, outer, end):
+        tok = m.group()
+        if tok in "{[":
+            stack.append((tok, m.start()))
+        elif tok in "}]":
+            if not stack or stack[-1][0] != _PAIRS[tok]:
+                scanned = m.end()
+                break
+            closes[stack.pop()[1]] = m.end()
+            if not stack:
+                scanned = m.end()
+                break
+    budget.left -= scanned - outer
+    return closes
+
+
+def _json_bounds(text: str, start: int, end: int, floor: int, budget: _Budget) -> tuple[int, int] | None:
+    """The outermost bracketed value (at most JSON_DEPTH levels out, not before `floor`)
+    holding text[start:end], widened to a code fence that holds nothing else."""
+    openers: list[int] = []
+    depth = 0
+    for i in range(start - 1, max(floor, start - JSON_BACK) - 1, -1):
+        c = text[i]
+        if c in "}]":
+            depth += 1
+        elif c in "{[":
+            if depth:
+                depth -= 1
+            else:
+                openers.append(i)
+                if len(openers) >= JSON_DEPTH:
+                    break
+    best: tuple[int, int] | None = None
+    while openers and best is None and budget.left > 0:
+        closes = _closes(text, openers[-1], budget)  # outermost first: inner ones close in the same scan
+        best = next(((o, closes[o]) for o in reversed(openers) if closes.get(o, -1) >= end), None)
+        openers.pop()
+    if best is None:
+        return None
+    s, e = best
+    ls = _line_start(text, s)
+    before = text[ls:s].strip()
+    le = _line_end(text, e)
+    after = text[e:le].strip()
+    if _FENCE_LINE.fullmatch(before) and after.startswith("```"):  # ```json {...} ``` on one line
+        return ls, e + text[e:le].index("```") + 3
+    if not before and not after and ls > 0 and le < len(text):
+        prev_ls = _line_start(text, ls - 1)
+        next_le = _line_end(text, le + 1)
+        if _FENCE_LINE.fullmatch(text[prev_ls:ls - 1].strip()) and text[le + 1:next_le].strip() == "```":
+            return prev_ls, next_le
+    return s, e
+
+
+def _disabled(rule: Rule, context: str) -> bool:
+    return bool(context) and rule.rx.search(context) is not None
+
+
+class PassageFinder:
+    """Finds (and removes) the passages of agent text addressed to the grader.
+
+    `context` is the task's own text (prompt, briefs, rubric): a rule whose pattern matches it
+    is not applied, since repeating what the task itself says is not an attack."""
+
+    def __init__(self, context: str = "") -> None:
+        self.rules = [r for r in RULES if not _disabled(r, context)]
+
+    def find(self, text: str) -> list[Passage]:
+        """The passages of `text`, in order, overlapping ones merged: found in the text as it
+        is, and in its `skeleton` (what a model reads past invisible characters, compatibility
+        forms and lookalike letters), each mapped back to the text's own characters."""
+        if not text:
+            return []
+        found = self._find(text)
+        if text.isascii():
+            return found
+        skel, origin = skeleton(text)
+        if skel == text:
+            return found
+        spans = [(p.start, p.end, p.kind) for p in found]
+        for p in self._find(skel):
+            spans.extend((origin[p.start], origin[p.end - 1] + 1, kind) for kind in p.kind.split(","))
+        return _merge(text, spans)
+
+    def _find(self, text: str) -> list[Passage]:
+        spans: list[tuple[int, int, str]] = []
+        blocks: list[tuple[int, int]] = []
+        budget = _Budget(text)
+        hits = sorted((m.start(), m.end(), r.kind) for r in self.rules if r.extent == "json"
+                      for m in r.rx.finditer(text))
+        for s, e, kind in hits:
+            floor = blocks[-1][1] if blocks else 0
+            if s < floor:
+                continue  # inside a block already found
+            bounds = _json_bounds(text, s, e, floor, budget) or (_line_start(text, s, floor), _line_end(text, e))
+            blocks.append(bounds)
+            spans.append((*bounds, kind))
+        for rule in self.rules:
+            if rule.extent == "json":
+                continue
+            done = 0  # this rule's last span ends here: a match before it is inside that span
+            for m in rule.rx.finditer(text):
+                if m.start() < done or _inside(blocks, m.start()):
+                    continue
+                if rule.unopened and _opened(text, m):
+                    continue  # XML the answer opened itself, e.g. <response>...</response>
+                s, e = self._span(text, m, rule, done)
+                done = e
+                if rule.needs is None or rule.needs.search(text, s, e):
+                    spans.append((s, e, rule.kind))
+        return _merge(text, spans)
+
+    @staticmethod
+    def _span(text: str, m: re.Match[str], rule: Rule, floor: int) -> tuple[int, int]:
+        if rule.extent == "line":
+            return _line_start(text, m.start(), floor), _header_end(text, m.end())
+        if rule.extent == "header":
+            # A header that starts its line owns the line (or, alone there, its paragraph); one
+            # in the middle of a line, after the answer's own words, owns its sentence.
+            s = _sentence_start(text, m.start(), floor)
+            if s > _line_start(text, s, floor) and text[_line_start(text, s, floor):s].strip():
+                return s, max(m.end(), _sentence_end(text, m.end()))
+            return s, _header_end(text, m.end())
+        return _sentence_start(text, m.start(), floor), max(m.end(), _sentence_end(text, m.end()))
+
+    def strip(self, text: str) -> str:
+        """`text` without its passages (everything else as it was)."""
+        return strip_passages(text, self.find(text))
+
+
+_LOOKALIKES = str.maketrans({
+    # Cyrillic and Greek letters drawn like Latin ones ("grаder" with a Cyrillic а)
+    "а": "a", "е": "e", "о": "o", "р": "p", "с": "c", "у": "y", "х": "x", "і": "i", "ј": "j", "ѕ": "s", "ԁ": "d",
+    "ɡ": "g", "һ": "h", "ӏ": "l", "ԛ": "q", "ԝ": "w", "А": "A", "В": "B", "Е": "E", "К": "K", "М": "M", "Н": "H",
+    "О": "O", "Р": "P", "С": "C", "Т": "T", "Х": "X", "І": "I", "Ј": "J", "Ѕ": "S", "ο": "o", "ν": "v", "ρ": "p",
+    "ι": "i", "α": "a", "Α": "A", "Β": "B", "Ε": "E", "Ζ": "Z", "Η": "H", "Ι": "I", "Κ": "K", "Μ": "M", "Ν": "N",
+    "Ο": "O", "Ρ": "P", "Τ": "T", "Υ": "Y", "Χ": "X",
+})
+
+
+def skeleton(text: str) -> tuple[str, list[int]]:
+    """`text` as a model reads it, for finding passages, and for each of its characters the
+    index of the character of `text` it came from. Invisible format characters (zero-width
+    spaces and joiners, soft hyphens, bidi controls: Unicode category Cf) and combining marks
+    are dropped; Unicode tag characters (U+E0020..U+E007E, invisible on screen, read by models
+    as the ASCII they shadow) become that ASCII; compatibility forms (full-width letters,
+    mathematical bold) become their plain letters (NFKC, character by character); Cyrillic and
+    Greek lookalikes become Latin. ASCII is kept as it is."""
+    if text.isascii():
+        return text, list(range(len(text)))
+    out: list[str] = []
+    origin: list[int] = []
+    for i, ch in enumerate(text):
+        if ch < "\x80":
+            out.append(ch)
+            origin.append(i)
+            continue
+        cp = ord(ch)
+        if 0xE0020 <= cp <= 0xE007E:
+            plain = chr(cp - 0xE0000)
+        else:
+            cat = unicodedata.category(ch)
+            if cat == "Cf" or cat == "Mn":
+                continue
+            plain = unicodedata.normalize("NFKC", ch).translate(_LOOKALIKES)
+        for c in plain:
+            if unicodedata.category(c) not in ("Cf", "Mn"):
+                out.append(c)
+                origin.append(i)
+    return "".join(out), origin
+
+
+def _opened(text: str, m: re.Match[str]) -> bool:
+    """Whether the closing tag `m` matched was opened in the OPENED_CHARS before it."""
+    tag = m.group("tag").lower()
+    window = text[max(0, m.start() - OPENED_CHARS):m.start()].lower()
+    return f"<{tag}>" in window or f"<{tag} " in window
+
+
+def _inside(blocks: list[tuple[int, int]], pos: int) -> bool:
+    """Whether `pos` falls in one of the sorted, disjoint `blocks` (binary search)."""
+    lo, hi = 0, len(blocks)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if blocks[mid][1] <= pos:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo < len(blocks) and blocks[lo][0] <= pos
+
+
+def _merge(text: str, spans: list[tuple[int, int, str]]) -> list[Passage]:
+    out: list[tuple[int, int, list[str]]] = []
+    for s, e, kind in sorted(spans):
+        if out and s <= out[-1][1]:
+            ps, pe, kinds = out[-1]
+            out[-1] = (ps, max(pe, e), kinds if kind in kinds else [*kinds, kind])
+        else:
+            out.append((s, e, [kind]))
+    return [Passage(s, e, ",".join(kinds), text[s:e]) for s, e, kinds in out if e > s]
+
+
+def strip_passages(text: str, passages: Sequence[Passage]) -> str:
+    """`text` with each passage cut out: the characters of every passage go, with the
+    spacing that followed it, and the line break too when the passage filled its lines;
+    everything else is left exactly as it was."""
+    parts: list[str] = []
+    pos = 0
+    for p in sorted(passages, key=lambda p: p.start):
+        if p.start < pos:
+            continue
+        end = p.end
+        while end < len(text) and text[end] in " \t":
+            end += 1
+        whole_lines = (p.start == 0 or text[p.start - 1] == "\n") and (end == len(text) or text[end] == "\n")
+        if whole_lines and end < len(text):
+            end += 1
+        parts.append(text[pos:p.start])
+        pos = end
+    parts.append(text[pos:])
+    return "".join(parts)
