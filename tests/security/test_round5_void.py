@@ -200,3 +200,71 @@ def test_control_an_answer_within_the_judge_context_is_judged(tmp_path: Path) ->
     runs = {x["agent"].split("/")[-1].removesuffix(".jsonl"): x for x in report(cwd)["runs"]}
     assert (runs["right"]["status"], runs["right"]["score"]) == ("done", 1.0)
     assert (runs["wrong"]["status"], runs["wrong"]["score"]) == ("done", 0.0)
+
+
+# --------------------------------------------------------------------------- the company LLM gateway while graded
+
+LLM_CASE = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "fdegym" / "llm-case"
+TPM = 30_000
+"""The upstream's tokens per minute (OpenAI's tier-1 limit for several models): past it, HTTP 429."""
+
+
+class RateLimited:
+    """An OpenAI-compatible upstream with a tokens-per-minute limit, as providers have."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.spent: list[tuple[float, int]] = []
+        self.limited = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, body: dict[str, Any]) -> Any:
+        import time
+
+        tokens = len(json.dumps(body.get("messages", []))) // 4 + int(body.get("max_tokens") or 0)
+        now = time.monotonic()
+        with self._lock:
+            self.spent = [(t, n) for t, n in self.spent if now - t < 60]
+            if sum(n for _, n in self.spent) + tokens > TPM:
+                self.limited += 1
+                return fault(429, {"error": {"message": f"Rate limit reached for requests: Limit {TPM} TPM",
+                                             "type": "tokens", "code": "rate_limit_exceeded"}},
+                             headers={"retry-after": "1"})
+            self.spent.append((now, tokens))
+        return reply("label-from-fake")
+
+
+BURST_APP = '''import llm_client
+
+BIG = "Describe this item in one word. " + "context " * 6000  # ~50,000 characters, under the gateway's cap
+
+
+def quote(item):
+    labels = []
+    for _ in range(2):
+        try:
+            labels.append(llm_client.complete(BIG + item["name"]))
+        except Exception as e:  # noqa: BLE001
+            labels.append(repr(e)[:40])
+    return {"item": item["name"], "price": -1, "label": labels[0]}
+'''
+
+
+@pytest.mark.xfail(strict=True, reason="round 5: scenario/lifecycle.py::DeliveredCopy.grade_case treats any 502 the "
+                   "prod gateway answered with 'model provider error' (env/net/gateway.py::_post: a 429 after its "
+                   "retries) as the harness's trouble: the grade is retried, then GraderError, so a delivered "
+                   "system that bursts past the provider's rate limit makes its own failing run void")
+def test_a_delivered_system_that_trips_the_providers_rate_limit_is_scored(tmp_path: Path) -> None:
+    cwd = _cwd(tmp_path)
+    upstream = RateLimited()
+    burst = _script(tmp_path / "burst.jsonl", [
+        {"tool": "write_file", "args": {"path": "system/app.py", "content": BURST_APP}}, {"say": "done"}])
+    with FakeOpenAIServer(handler=upstream) as srv:
+        model_alias(cwd, "gw", "openai", srv.url)
+        r = assay("run", str(LLM_CASE), "--agent", burst, "--gateway-model", "gw", "-q", cwd=cwd)
+    run = report(cwd)["runs"][0]
+    assert upstream.limited > 0  # the burst did pass the provider's limit
+    assert run["status"] == "done", (run["status"], run["end_reason"], (run.get("void_reason") or "")[:300])
+    assert run["grade"]["kpi"] == 0
+    assert r.returncode == 0
