@@ -168,3 +168,38 @@ def test_control_import_inspect_deep_nesting_is_refused_cleanly(tmp_path: Path) 
     path.write_text(text)
     p, _ = _cli("import", "inspect", str(path), cwd=tmp_path)
     assert p.returncode == 2 and "Traceback" not in p.stderr and "deep.json" in p.stderr, p.stderr[-600:]
+
+
+# --------------------------------------------------------------------------- placeholders in people.json
+
+TINY_CASE = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "fdegym" / "tiny-case"
+
+
+@pytest.mark.xfail(strict=True, reason="round 5: task/people.py::fill_placeholders (validation.fill_text) fills "
+                   "{{name}} with the variant's parameter as often as the text names it: a 2 MiB parameter named "
+                   "6,000 times in npcs.json (50 KB) is a 12 GB string: MemoryError traceback from `assay validate`")
+def test_a_placeholder_repeated_in_people_json_is_refused(tmp_path: Path) -> None:
+    import shutil
+
+    case = tmp_path / "suite" / "bomb-case"
+    shutil.copytree(TINY_CASE, case)
+    v = json.loads((case / "variants.json").read_text())
+    v["variants"] = [v["variants"][0]]
+    v["variants"][0]["params"]["big"] = "x" * (2 * 1024 * 1024)
+    (case / "variants.json").write_text(json.dumps(v))
+    n = json.loads((case / "npcs.json").read_text())
+    n["npcs"][0]["role"] = "{{big}} " * 6000
+    (case / "npcs.json").write_text(json.dumps(n))
+    p, took = _cli("validate", str(tmp_path / "suite"), cwd=tmp_path)
+    assert "Traceback" not in p.stderr and "MemoryError" not in p.stderr, p.stderr[-600:]
+    assert p.returncode == 2 and "npcs.json" in p.stderr, p.stderr[-600:]
+    assert took < 30
+
+
+def test_control_placeholders_of_ordinary_size_are_filled(tmp_path: Path) -> None:
+    """Control: the fixture case, with its placeholders, validates."""
+    import shutil
+
+    shutil.copytree(TINY_CASE, tmp_path / "suite" / "tiny-case")
+    p, _ = _cli("validate", str(tmp_path / "suite"), cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-600:]
