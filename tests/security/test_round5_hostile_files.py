@@ -203,3 +203,32 @@ def test_control_placeholders_of_ordinary_size_are_filled(tmp_path: Path) -> Non
     shutil.copytree(TINY_CASE, tmp_path / "suite" / "tiny-case")
     p, _ = _cli("validate", str(tmp_path / "suite"), cwd=tmp_path)
     assert p.returncode == 0, p.stderr[-600:]
+
+
+# --------------------------------------------------------------------------- numbers near the float limit
+
+
+@pytest.mark.xfail(strict=True, reason="round 5: a task's value.amount of 1.7e308 is finite, so validation takes it; "
+                   "two passed runs sum past a float (report/build.py: the value block) and report/export.py::write_json "
+                   "(json.dumps, NaN allowed) writes Infinity, which is not JSON (strict readers refuse the file)")
+def test_task_values_near_the_float_limit_keep_the_report_json_valid(tmp_path: Path) -> None:
+    from tests.helpers import answer_task, assay
+
+    os.chmod(tmp_path, 0o711)
+    cwd = tmp_path / "w"
+    cwd.mkdir()
+    os.chmod(cwd, 0o711)
+    for i in (1, 2):
+        answer_task(tmp_path / "suite" / f"t{i}", value={"amount": 1.7e308, "currency": "USD"})
+    v = assay("validate", str(tmp_path / "suite"), cwd=cwd)
+    if v.returncode == 2:  # refused up front, naming the field: as good
+        assert "value" in v.stderr and "Traceback" not in v.stderr
+        return
+    r = assay("run", str(tmp_path / "suite"), "--agent", "reference", "-q", cwd=cwd)
+    assert r.returncode == 0, r.stderr[-800:]
+    assert assay("report", "--json", "r.json", cwd=cwd).returncode == 0
+
+    def strict(name: str) -> None:
+        raise ValueError(f"{name} is not JSON")
+
+    json.loads((cwd / "r.json").read_text(), parse_constant=strict)
