@@ -1,0 +1,191 @@
+"""Round 5 red team, class 6: the web app's availability for everyone. Written without reading
+the other tests in tests/security/.
+
+The attack: a run whose transcript is big (an agent wrote a few large files with write_file:
+each call's arguments are up to 8 MiB, and a person's play action up to 1 MiB) is viewed by a
+handful of visitors at once. Nobody needs to sign in to view a run on a local server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from assay.env.sandbox import bwrap_available
+from tests.helpers import assay, served, write_task
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not bwrap_available(), reason="bubblewrap is not installed")]
+
+HEALTH_S = 5.0
+"""What the web app's own availability defence promises a /healthz under attack."""
+PAGE_S = 2.0
+"""What it promises a page while a session's worker is busy (docs/SECURITY.md part 14)."""
+
+
+def _big_run(tmp_path: Path) -> tuple[Path, str]:
+    """A store with one run whose transcript holds 6 write_file calls of 6 MiB of markup-heavy text."""
+    os.chmod(tmp_path, 0o711)
+    cwd = tmp_path / "w"
+    cwd.mkdir()
+    os.chmod(cwd, 0o711)
+    write_task(tmp_path / "suite" / "t1", {
+        "title": "write", "domain": "test", "execution": "multi-step-with-tools",
+        "prompt": "Write 42 into answer.txt.",
+        "contract": [{"path": "answer.txt", "predicate": "regex", "pattern": "^42"}],
+    }, {"workspace/README.md": "hi\n"})
+    big = "<b>x</b>&" * (6 * 1024 * 1024 // 9)
+    lines = [{"tool": "write_file", "args": {"path": f"f{i}.html", "content": big}} for i in range(6)]
+    lines += [{"tool": "write_file", "args": {"path": "answer.txt", "content": "42\n"}}, {"say": "done"}]
+    script = tmp_path / "big.jsonl"
+    script.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    r = assay("run", str(tmp_path / "suite"), "--agent", f"script:{script}", "-q", cwd=cwd)
+    assert r.returncode == 0, r.stdout[-1000:] + r.stderr[-1000:]
+    rid = json.loads(assay("runs", "--json", cwd=cwd).stdout)["runs"][0]["run_id"]
+    return cwd, rid
+
+
+def _viewers(base: str, path: str, n: int, until: float, pause: float = 0.0) -> list[threading.Thread]:
+    def view() -> None:
+        while time.monotonic() < until:
+            try:
+                with urllib.request.urlopen(base + path, timeout=120) as r:
+                    while r.read(1 << 20):
+                        pass
+            except OSError:
+                time.sleep(0.5)
+            time.sleep(pause)  # the app refuses more than 50 requests a second from one address
+
+    threads = [threading.Thread(target=view, daemon=True) for _ in range(n)]
+    for t in threads:
+        t.start()
+    return threads
+
+
+def _rss_mb(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return int(next(ln for ln in f if ln.startswith("VmRSS")).split()[1]) // 1024
+    except (OSError, StopIteration):
+        return 0
+
+
+@pytest.mark.xfail(strict=True, reason="round 5: web/app.py::run_page renders every event of a run whole "
+                   "(run_view: store.events -> e.wire(), no cap on what a page shows); a 36 MiB transcript is a "
+                   "~200 MB page built in a worker thread holding the GIL, and 8 visitors viewing it starve "
+                   "every other request: /healthz past 5 s, the server's memory in gigabytes")
+def test_viewers_of_a_big_run_do_not_make_the_app_unavailable(tmp_path: Path) -> None:
+    cwd, rid = _big_run(tmp_path)
+    with served(cwd) as (base, _port, proc):
+        t0 = time.monotonic()
+        with urllib.request.urlopen(f"{base}/runs/{rid}", timeout=120) as r:
+            size = len(r.read())
+        alone = time.monotonic() - t0
+        until = time.monotonic() + 30
+        viewers = _viewers(base, f"/runs/{rid}", 8, until)
+        worst, rss = 0.0, 0
+        time.sleep(1.0)
+        while time.monotonic() < until:
+            t = time.monotonic()
+            try:
+                urllib.request.urlopen(f"{base}/healthz", timeout=20).read()
+            except OSError:
+                pass
+            worst = max(worst, time.monotonic() - t)
+            rss = max(rss, _rss_mb(proc.pid))
+            time.sleep(0.2)
+        for v in viewers:
+            v.join(timeout=0.1)
+    assert worst < HEALTH_S, (f"/healthz took up to {worst:.1f} s; one view of the run alone: {alone:.1f} s, "
+                              f"{size / 1e6:.0f} MB; server RSS up to {rss} MB")
+
+
+@pytest.mark.xfail(strict=True, reason="round 5: SIGTERM while big run pages render: web/ops.py's shutdown cannot "
+                   "cut a sync route's rendering short (a threadpool thread), so the server stops only when they end")
+def test_sigterm_stops_the_app_within_a_few_seconds_while_big_pages_render(tmp_path: Path) -> None:
+    cwd, rid = _big_run(tmp_path)
+    with served(cwd) as (base, _port, proc):
+        until = time.monotonic() + 60
+        _viewers(base, f"/runs/{rid}", 6, until)
+        time.sleep(4.0)
+        t = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except Exception:  # noqa: BLE001
+            pass
+        took = time.monotonic() - t
+    assert took < 5.0, f"stopped {took:.1f} s after SIGTERM"
+
+
+def test_control_viewers_of_ordinary_runs_leave_the_app_available(tmp_path: Path) -> None:
+    """Control: eight visitors on the campaign page and the report API leave /healthz fast."""
+    cwd, _rid = _big_run(tmp_path)
+    with served(cwd) as (base, _port, _proc):
+        until = time.monotonic() + 15
+        _viewers(base, "/campaigns/default", 4, until, pause=0.5)
+        _viewers(base, "/api/report", 4, until, pause=0.5)
+        worst = 0.0
+        while time.monotonic() < until:
+            t = time.monotonic()
+            urllib.request.urlopen(f"{base}/healthz", timeout=20).read()
+            worst = max(worst, time.monotonic() - t)
+            time.sleep(0.2)
+    assert worst < HEALTH_S, worst
+
+
+# --------------------------------------------------------------------------- a play session's own transcript
+
+
+def _post(base: str, path: str, body: dict) -> dict:
+    req = urllib.request.Request(base + path, data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=120) as r:
+        return json.loads(r.read())
+
+
+def test_control_polling_a_big_play_session_leaves_the_app_answering(tmp_path: Path) -> None:
+    """Control (holds): a visitor's own session of 60 write_file actions of 1 MiB (a ~115 MB page
+    copy in the server) polled with ?since=0: /healthz asked while a poll is answered comes back
+    within 2 s. (Ad hoc, six such pollers at once held /healthz up to 5.8 s once: a stress point,
+    not kept as a test.)"""
+    from tests.helpers import answer_task
+
+    os.chmod(tmp_path, 0o711)
+    cwd = tmp_path / "w"
+    cwd.mkdir()
+    os.chmod(cwd, 0o711)
+    answer_task(tmp_path / "suite" / "t1")
+    with served(cwd, "--suite", str(tmp_path / "suite")) as (base, _port, _proc):
+        sid = _post(base, "/api/play", {"task_id": "t1", "name": "mallory"})["session"]
+        deadline = time.monotonic() + 60
+        while json.loads(urllib.request.urlopen(f"{base}/api/play/{sid}?since=999999", timeout=30).read())[
+                "state"] != "running":
+            assert time.monotonic() < deadline
+            time.sleep(0.5)
+        content = '"\\' * 240_000  # 480,000 characters; twice that once written as JSON
+        for _ in range(60):
+            out = _post(base, f"/api/play/{sid}/action", {"tool": "write_file",
+                                                         "args": {"path": "f.txt", "content": content}})
+            assert out["output"].startswith("wrote"), out
+            time.sleep(0.03)  # under the app's 50 requests a second per address
+        # One visitor's poll of its own page at a time; /healthz asked while the poll is being answered.
+        worst, one = 0.0, 0.0
+        for _ in range(5):
+            t0 = time.monotonic()
+            poll = threading.Thread(target=lambda: urllib.request.urlopen(f"{base}/api/play/{sid}?since=0",
+                                                                          timeout=120).read(), daemon=True)
+            poll.start()
+            time.sleep(0.5)
+            t = time.monotonic()
+            urllib.request.urlopen(f"{base}/healthz", timeout=60).read()
+            worst = max(worst, time.monotonic() - t)
+            poll.join(timeout=120)
+            one = max(one, time.monotonic() - t0)
+            time.sleep(0.5)
+    assert worst < PAGE_S, f"/healthz took up to {worst:.1f} s while one poll of the session ({one:.1f} s) was answered"
