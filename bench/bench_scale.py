@@ -93,7 +93,7 @@ async def in_process(args: argparse.Namespace, root: Path, agent: str) -> dict[s
     from assay.campaign.runner import RunContext
     from assay.campaign.scheduler import run_campaign
     from assay.campaign.service import prepare_campaign
-    from assay.report.build import build_report
+    from assay.report.build import stored_report
 
     suite = write_suite(root, args.tasks)
     os.chdir(root)
@@ -143,7 +143,7 @@ async def in_process(args: argparse.Namespace, root: Path, agent: str) -> dict[s
     }
     if not args.no_report:
         c1, t1 = time.process_time(), time.perf_counter()
-        report = build_report(prepared.options.campaign, prepared.store.runs(prepared.options.campaign))
+        report = stored_report(prepared.store, prepared.options.campaign, details=True, tasks=True)
         out.update(report_cpu_s=round(time.process_time() - c1, 2), report_wall_s=round(time.perf_counter() - t1, 2),
                    report_runs=len(report["runs"]), peak_rss_with_report_mb=_rss_mb())
     prepared.store.close()

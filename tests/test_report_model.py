@@ -52,7 +52,7 @@ def test_assay_report_json_validates_against_the_schema_and_the_models(golden_st
 def test_the_html_reports_rows_and_skipped_files_validate(golden_store: Path) -> None:
     """The HTML's runs table rows (`details="table"`) and `skipped` rows fit the models too."""
     with Store(f"sqlite:///{golden_store / 'assay.db'}") as st:
-        rep, _ids = stored_report(st, "c", details="table",
+        rep = stored_report(st, "c", details="table",
                                   skipped=[{"file": "t.yaml", "field": "prompt", "reason": "missing", "line": 3,
                                             "column": None}])
     assert rep["runs"] and not [e.message for e in _validator().iter_errors(rep)]
@@ -61,7 +61,7 @@ def test_the_html_reports_rows_and_skipped_files_validate(golden_store: Path) ->
 
 def test_a_key_the_models_do_not_name_is_refused(golden_store: Path) -> None:
     with Store(f"sqlite:///{golden_store / 'assay.db'}") as st:
-        rep, _ids = stored_report(st, "c")
+        rep = stored_report(st, "c")
     rep["agents"][0]["rubric"]["surprise"] = 1.0
     with pytest.raises(ValidationError, match="surprise"):
         Report.model_validate(rep)

@@ -375,9 +375,10 @@ def report(
     from assay.report.model import summary_model
     from assay.report.table import leaderboard, runs_table
 
-    listing = runs or any(v is not None for v in (json_out, csv_out, md_out, html))  # outputs that list runs
+    # Outputs that list runs, and the failure-mode judge, which reads the runs a report covers.
+    listing = runs or failure_judge is not None or any(v is not None for v in (json_out, csv_out, md_out, html))
     for name in targets:
-        rep, covered = stored_report(st, name, agents=agents or None, kind=kind, labels=human_labels,
+        rep = stored_report(st, name, agents=agents or None, kind=kind, labels=human_labels,
                                      shared_tasks=shared_tasks, details="table" if listing else False,
                                      tasks=json_out is not None)
         if agents and name is not None and not agents & set(campaign_agents(st, name)):
@@ -387,7 +388,7 @@ def report(
         if failure_judge is not None:
             from assay.campaign.failures import failure_modes as classify_failures
 
-            ids = set(covered)
+            ids = {r["run_id"] for r in rep["runs"]}
             records = [r for r in st.runs(name) if r.run_id in ids]  # the judge reads whole records
             try:
                 rep["failure_modes"] = asyncio.run(classify_failures(failure_judge, st, records))

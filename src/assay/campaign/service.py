@@ -266,10 +266,10 @@ async def run_prepared(prepared: PreparedCampaign, *, console: Console | None = 
         if prepared.judge is not None:
             await prepared.judge.aclose()
     campaign = prepared.options.campaign
-    report, _ids = stored_report(store, campaign, keys=keys, skipped=prepared.skipped, details=bool(details),
+    report = stored_report(store, campaign, keys=keys, skipped=prepared.skipped, details=bool(details),
                                  tasks=bool(details))
     if details is None and any(a["void"] for a in report["agents"]):
-        report, _ids = stored_report(store, campaign, keys=keys, skipped=prepared.skipped, details=True, tasks=True)
+        report = stored_report(store, campaign, keys=keys, skipped=prepared.skipped, details=True, tasks=True)
     if evidence is not None:
         report["sequential"] = evidence.model_dump(mode="json")
         report["adaptive"] = Adaptive.of(evidence).model_dump(mode="json")

@@ -113,7 +113,7 @@ def build_report(campaign: str | None, runs: Iterable[RunRecord],
     with Store("sqlite://") as st:
         st.save_runs([(r, []) for r in runs])
         report = stored_report(st, None, labels=labels, skipped=skipped, shared_tasks=shared_tasks,
-                               details=details, tasks=details is True if tasks is None else tasks)[0]
+                               details=details, tasks=details is True if tasks is None else tasks)
     report["campaign"] = campaign  # the runs given, whatever campaigns their keys name
     return report
 
@@ -122,13 +122,13 @@ def stored_report(store: Store, campaign: str | None, *, agents: Collection[str]
                   kind: str | None = None, labels: list[dict[str, Any]] | None = None, shared_tasks: bool = False,
                   details: bool | Literal["table"] = False, tasks: bool = False,
                   keys: Collection[str] | None = None,
-                  skipped: list[dict[str, Any]] | None = None) -> tuple[dict[str, Any], list[str]]:
+                  skipped: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The report of `campaign`'s current runs in the store (every campaign's: None; of
     `agents` and of primary kind `kind` only, when given; of these run key digests only,
     `keys`), computed by the store (`ReportQuery`). `details`: the per-run rows, whole (True:
     each record read, one at a time) or as the HTML runs table shows them ("table"); `tasks`:
-    the per-task rows. Second: the ids of the runs it covers, in report order (after
-    `--shared-tasks`, the ones it keeps; broken runs among them)."""
+    the per-task rows. The runs it lists (either form) are the ones it covers, in report
+    order: after `--shared-tasks`, the ones it keeps; broken runs among them."""
     with _query(store, campaign, agents, kind, keys) as q:
         broken = _broken(q.broken())
         q.leave_out(broken)
@@ -138,13 +138,14 @@ def stored_report(store: Store, campaign: str | None, *, agents: Collection[str]
         data = ReportData(q)
         labelled = labelled_runs(q, labels) if labels else None
         summaries = agent_summaries(data, labelled, labels)
-        void_outliers(summaries, q.task_voids())
+        void_outliers(summaries, q.task_kinds())
         fronts, points = pareto_fronts(data.groups)
         deltas = search_deltas(q, data.groups)
         baseline = human_baseline(q, data.agents)
         warnings = mixing_warnings(q.mixed_hashes(), q.versions())
         task_rows = _task_rows(q.task_rows()) if tasks else []
-        ids = q.run_ids()  # the listing keeps the broken runs: they are listed, not counted
+        # The listing keeps the broken runs: they are listed, not counted.
+        ids = q.run_ids() if details is True else []
         rows: list[dict[str, Any]] = [table_row(r) for r in q.table_rows()] if details == "table" else []
     if details is True:
         rows = [run_row(r) for r in _stream(store, ids)]
@@ -167,7 +168,7 @@ def stored_report(store: Store, campaign: str | None, *, agents: Collection[str]
         "broken_tasks": [{"task_id": t, "task_hash": h, "reason": why} for (t, h), why in sorted(broken.items())],
         "warnings": warnings + task_set_warnings(sets, shared_tasks) + fault_warnings(summaries, broken),
     }
-    return report, ids
+    return report
 
 
 @contextmanager
@@ -202,7 +203,9 @@ def _finished(rows: Iterable[Any]) -> dict[str, dict[str, set[str]]]:
     """Per agent (sorted), per kind it ran (void runs count), the tasks it finished (a done
     run). `rows`: `ReportQuery.task_kinds`."""
     out: dict[str, dict[str, set[str]]] = defaultdict(dict)
-    for agent, kind, task, finished, _covered, _block in rows:
+    for agent, kind, task, finished, _covered, _block, _runs, _void in rows:
+        if kind is None:
+            continue
         done = out[agent].setdefault(kind, set())
         if finished:
             done.add(task)
@@ -225,11 +228,26 @@ def fault_warnings(summaries: Mapping[str, dict[str, Any]], broken: Mapping[tupl
 def void_outliers(summaries: Mapping[str, dict[str, Any]], rows: Iterable[Any]) -> None:
     """Set each agent's `void_outlier`: is its void rate out of line with the other agents' on
     the same tasks (`metrics.void_outlier`)? None when no other agent ran its tasks. `rows`:
-    per agent, its runs and void runs on the tasks another agent ran too, and the other
-    agents' there (`ReportQuery.task_voids`)."""
-    for agent, runs, void, others_runs, others_void in rows:
-        summaries[agent]["void_outlier"] = (metrics.void_outlier(int(void), int(runs), int(others_void),
-                                                                 int(others_runs)) if others_runs else None)
+    runs and void runs per agent and task (and kind and block: `ReportQuery.task_kinds`)."""
+    per_task: dict[str, dict[str, list[int]]] = defaultdict(dict)
+    for agent, _kind, task, _finished, _covered, _block, runs, void in rows:
+        acc = per_task[task].setdefault(agent, [0, 0])
+        acc[0] += int(runs)
+        acc[1] += int(void)
+    sums: dict[str, list[int]] = {}
+    for agents in per_task.values():
+        if len(agents) < 2:
+            continue
+        runs_all, void_all = sum(a[0] for a in agents.values()), sum(a[1] for a in agents.values())
+        for agent, (runs, void) in agents.items():
+            acc = sums.setdefault(agent, [0, 0, 0, 0])
+            acc[0] += runs
+            acc[1] += void
+            acc[2] += runs_all - runs
+            acc[3] += void_all - void
+    for agent, (runs, void, others_runs, others_void) in sums.items():
+        summaries[agent]["void_outlier"] = (metrics.void_outlier(void, runs, others_void, others_runs)
+                                            if others_runs else None)
 
 
 def search_deltas(q: ReportQuery, groups: Iterable[Group]) -> dict[str, dict[str, dict[str, Any]]]:

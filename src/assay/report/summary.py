@@ -115,8 +115,8 @@ class ReportData:
         for agent, block, n, c, tasks in q.pass_pairs():
             self.pairs[(agent, block)][(int(n), int(c))] += int(tasks)
         self.block_tasks: dict[tuple[str, str], list[str]] = defaultdict(list)
-        for agent, _kind, task, _finished, covered, block in q.task_kinds():
-            if block and covered:
+        for agent, kind, task, _finished, covered, block, _runs, _void in q.task_kinds():
+            if kind is not None and block and covered:
                 self.block_tasks[(agent, block)].append(task)
         self.scores = _block_scores(q)
         self.costs: dict[tuple[str, str], tuple[list[float], list[int]]] = defaultdict(lambda: ([], []))
@@ -191,16 +191,20 @@ def _task_values(q: ReportQuery) -> dict[str, dict[str, dict[str, float]]]:
     counts once as available, and as earned times the share of its scored runs that passed.
     A task whose value changed between its runs counts the value of its first run in report
     order (`ReportQuery.first_values`)."""
-    per_task = {(a, t): rest for a, t, *rest in q.task_values()}
-    changed = {k for k, (_n, _c, cmin, cmax, amin, amax) in per_task.items() if cmin != cmax or amin != amax}
-    first = {(a, t): (cur, amount) for a, t, cur, amount in q.first_values(changed)}
     sums: dict[str, dict[str, list[float]]] = defaultdict(dict)
-    for (agent, task), (n, c, currency, _cmax, amount, _amax) in per_task.items():
-        if (agent, task) in first:
-            currency, amount = first[(agent, task)]
+    changed: dict[tuple[str, str], tuple[int, int]] = {}
+    for agent, task, currency, available, earned, n, c in q.value_sums():
+        if task is not None:
+            changed[(agent, task)] = (int(n), int(c))
+            continue
+        acc = sums[agent].setdefault(str(currency), [0.0, 0.0])
+        acc[0] += float(earned)
+        acc[1] += float(available)
+    for agent, task, currency, amount in q.first_values(changed):
+        n, c = changed[(agent, task)]
         acc = sums[agent].setdefault(str(currency), [0.0, 0.0])
         acc[1] += float(amount)
-        acc[0] += float(amount) * int(c) / int(n)
+        acc[0] += float(amount) * c / n
     return {a: {cur: {"earned": e, "available": av} for cur, (e, av) in sorted(s.items())} for a, s in sums.items()}
 
 

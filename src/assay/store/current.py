@@ -175,7 +175,7 @@ READ = (*REPORT_COLUMNS, "kinds", "void_reason", "started_at", "search_mode", "s
 `ReportRun.from_current`), in this order: `REPORT_COLUMNS` first."""
 
 
-def _text(col: Any, backend: str) -> Any:
+def code_point_order(col: Any, backend: str) -> Any:
     """A text column ordered as Python orders `str` (by code point): SQLite's binary collation
     does; PostgreSQL's "C" collation does (bytes of UTF-8, in code point order)."""
     return col.collate("C") if backend == "postgresql" else col
@@ -185,6 +185,6 @@ def report_order(backend: str) -> list[Any]:
     """`Store.runs`' order of the current runs: task, agent, level (none first), epoch,
     campaign, key digest."""
     c = current_t.c
-    return [_text(c.task_id, backend), _text(c.agent, backend), c.level.is_not(None),
-            _text(func.coalesce(c.level, ""), backend), c.epoch, _text(c.campaign, backend),
-            _text(c.key_digest, backend)]
+    return [code_point_order(c.task_id, backend), code_point_order(c.agent, backend), c.level.is_not(None),
+            code_point_order(func.coalesce(c.level, ""), backend), c.epoch, code_point_order(c.campaign, backend),
+            code_point_order(c.key_digest, backend)]

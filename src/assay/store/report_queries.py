@@ -45,7 +45,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.sql import ColumnElement, Select
 
-from assay.store.current import READ, report_order
+from assay.store.current import READ, code_point_order, report_order
 from assay.store.models import current_t, grades_t
 
 __all__ = ["BLOCKS", "Group", "ReportQuery", "TaskGroup", "judges_of"]
@@ -161,6 +161,7 @@ class ReportQuery:
         self._tables: list[Table] = []
         self._meta = MetaData()
         self._task_groups: Table | None = None
+        self._task_kinds: list[Any] | None = None
 
     def __enter__(self) -> ReportQuery:
         return self
@@ -190,6 +191,7 @@ class ReportQuery:
 
     def _changed(self) -> None:
         """The selection changed: the per-task groups of the old one are dropped."""
+        self._task_kinds = None
         if self._task_groups is not None:
             self._task_groups.drop(self.conn, checkfirst=True)
             self._tables.remove(self._task_groups)
@@ -239,10 +241,6 @@ class ReportQuery:
 
     def _all(self, stmt: Any) -> list[Any]:
         return list(self.conn.execute(stmt).all())
-
-    def _text(self, col: Any) -> Any:
-        """A text column ordered as Python orders str (by code point) on both backends."""
-        return col.collate("C") if self.backend == "postgresql" else col
 
     # ------------------------------------------------------------------ expressions
 
@@ -325,14 +323,20 @@ class ReportQuery:
         return t
 
     def task_kinds(self) -> list[Any]:
-        """(agent, kind, task, finished (some run done), covered (some run scored), block) per
-        agent, kind, task and block of the runs with a kind: the tasks each agent finished per
-        kind (task sets) and each block covers (its `tasks`)."""
-        t = self._tasks().c
-        stmt = (select(t.agent, t.kind, t.task_id, func.max(t.done), func.max(t.scored), t.block)
-                .where(t.kind.is_not(None)).group_by(t.agent, t.kind, t.task_id, t.block)
-                .order_by(self._text(t.agent), t.kind, t.block, self._text(t.task_id)))
-        return self._all(stmt)
+        """(agent, kind, task, finished (some run done), covered (some run scored), block, runs,
+        void runs) per agent, kind, task and block: the tasks each agent finished per kind (task
+        sets), each block covers (its `tasks`), and each agent's void runs on the tasks other
+        agents ran too (`build.void_outliers`). Runs without a kind have kind None. Read once
+        per selection."""
+        if self._task_kinds is None:
+            t = self._tasks().c
+            stmt = (select(t.agent, t.kind, t.task_id, func.max(t.done), func.max(t.scored), t.block,
+                           _isum(t.runs), _isum(t.void))
+                    .group_by(t.agent, t.kind, t.task_id, t.block)
+                    .order_by(code_point_order(t.agent, self.backend), t.kind, t.block,
+                              code_point_order(t.task_id, self.backend)))
+            self._task_kinds = self._all(stmt)
+        return self._task_kinds
 
     def pass_pairs(self) -> list[Any]:
         """(agent, block or None for the agent's every scored run, epochs n, passes c, tasks
@@ -349,28 +353,25 @@ class ReportQuery:
                                     func.count()).group_by(per.c.agent, per.c.block, per.c.n, per.c.c))
         return out
 
-    def task_voids(self) -> list[Any]:
-        """Per agent over the tasks another agent ran too: its runs and void runs there, and
-        the other agents' (`metrics.void_outlier`'s input)."""
+    def _valued_tasks(self) -> Any:
+        """Per (agent, task) with valued runs in the rubric block: valued runs n, their passes c,
+        currency and amount min and max (a task's value is one where min and max agree)."""
         t = self._tasks().c
-        own = (select(t.agent, t.task_id, func.sum(t.runs).label("runs"), func.sum(t.void).label("void"))
-               .group_by(t.agent, t.task_id).subquery())
-        per_task = (select(own.c.task_id, func.count().label("agents"), func.sum(own.c.runs).label("runs"),
-                           func.sum(own.c.void).label("void")).group_by(own.c.task_id).subquery())
-        stmt = (select(own.c.agent, _isum(own.c.runs), _isum(own.c.void), _isum(per_task.c.runs - own.c.runs),
-                       _isum(per_task.c.void - own.c.void))
-                .join_from(own, per_task, own.c.task_id == per_task.c.task_id)
-                .where(per_task.c.agents > 1).group_by(own.c.agent))
-        return self._all(stmt)
+        return (select(t.agent, t.task_id, _isum(t.valued).label("n"), _isum(t.valued_passes).label("c"),
+                       func.min(t.currency_min).label("cmin"), func.max(t.currency_max).label("cmax"),
+                       func.min(t.amount_min).label("amin"), func.max(t.amount_max).label("amax"))
+                .where(t.valued > 0).group_by(t.agent, t.task_id).subquery())
 
-    def task_values(self) -> list[Any]:
-        """(agent, task, valued runs, their passes, currency min and max, amount min and max)
-        of the tasks with valued runs in the rubric block (their value: one where min and max
-        agree, else `first_values`)."""
-        t = self._tasks().c
-        return self._all(select(t.agent, t.task_id, _isum(t.valued), _isum(t.valued_passes), func.min(t.currency_min),
-                                func.max(t.currency_max), func.min(t.amount_min), func.max(t.amount_max))
-                         .where(t.valued > 0).group_by(t.agent, t.task_id))
+    def value_sums(self) -> list[Any]:
+        """(agent, task, currency, value available, value earned, valued runs, their passes):
+        task None for the sums, per agent and currency, over the tasks whose value is the same
+        in every valued run (each task's value counts once as available, and as earned times
+        the share of its valued runs that passed); a row of its own for each task whose value
+        changed between its valued runs (rare; its value: `first_values`)."""
+        v = self._valued_tasks().c
+        task = case((and_(v.cmin == v.cmax, v.amin == v.amax), None), else_=v.task_id)
+        return self._all(select(v.agent, task, v.cmin, _sum(v.amin), _sum(v.amin * v.c / v.n), _isum(v.n),
+                                _isum(v.c)).group_by(v.agent, task, v.cmin))
 
     def task_rows(self) -> list[Any]:
         """Per (agent, task, level, options) of the scored runs: epochs, passes, averaged score
@@ -457,7 +458,8 @@ class ReportQuery:
         pairs = (self._select(_c.task_id, _c.task_hash).where(_c.task_id.in_(select(several.c.task_id)))
                  .distinct().subquery())
         return self._all(select(pairs.c.task_id, pairs.c.task_hash)
-                         .order_by(self._text(pairs.c.task_id), self._text(pairs.c.task_hash)))
+                         .order_by(code_point_order(pairs.c.task_id, self.backend),
+                                   code_point_order(pairs.c.task_hash, self.backend)))
 
     def versions(self) -> list[str]:
         """The harness versions of the runs, sorted."""

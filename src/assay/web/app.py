@@ -219,7 +219,7 @@ def create_app(store_url: str, suites: list[Path] | None = None, *, token: str |
         blocks = []
         labels = expert_labels()
         for name in names:
-            rep, _ids = stored_report(store, name, labels=labels, details=whole, tasks=whole)
+            rep = stored_report(store, name, labels=labels, details=whole, tasks=whole)
             blocks.append({"name": name, "report": rep,
                            "kinds": [k for k in KINDS if any(k in a for a in rep["agents"])]})
         return blocks
@@ -401,7 +401,7 @@ def create_app(store_url: str, suites: list[Path] | None = None, *, token: str |
         if campaign is not None and campaign not in store.campaigns():
             raise HTTPException(404, f"no campaign named {campaign!r}")
         return JSONResponse(_json_safe(stored_report(store, campaign, labels=expert_labels(), details=True,
-                                                     tasks=True)[0]))
+                                                     tasks=True)))
 
     @app.get("/api/runs/{run_id}")
     def api_run(run_id: str) -> JSONResponse:
