@@ -62,6 +62,22 @@ def test_noise_flags_the_flaky_task_and_shows_the_deterministic_floor(tmp_path: 
     assert bad.returncode == 2 and "--threshold" in bad.stderr
 
 
+def test_noise_reads_each_run_pass_by_its_kind_rule(tmp_path: Path) -> None:
+    """A scenario passes when solved (S >= 0.8 and no incident), not at the rubric's 0.7 line:
+    S of 0.75 and 0.85 in turn (both over 0.7) is a task that flips, as its runs were graded."""
+    st = Store(f"sqlite:///{tmp_path / '.assay' / 'assay.db'}")
+    for epoch in (1, 2, 3, 4):
+        s = 0.75 if epoch % 2 else 0.85  # `_rec`'s S is this less its contact cost of 0.1
+        rec = _rec("default", "m", "s1", "scenario", s + 0.1, epoch=epoch)
+        st.save_run(rec.model_copy(update={"passed": s >= metrics.SOLVED_THRESHOLD}), [])
+    st.close()
+    out = tmp_path / "noise.json"
+    r = assay("noise", "--json", str(out), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    (m,) = Noise.model_validate(json.loads(out.read_text())).agents
+    assert m.flaky_tasks == 1 and [(t.task_id, t.passes, t.flakiness) for t in m.flagged] == [("s1", 2, 0.5)]
+
+
 def test_noise_runs_a_suite_with_the_reference_floor_and_resumes(tmp_path: Path) -> None:
     """`assay noise SUITE --agent A --epochs K` runs A and the reference policy K times, then
     measures both; the same command again runs nothing and measures the same."""

@@ -131,13 +131,13 @@ class _State:
             by_kind: dict[str, list[float]] = defaultdict(list)
             for k in keys:
                 if k in side:
-                    score, kind = side[k]
-                    by_kind[kind].append(_scaled(score, kind))
+                    run = side[k]
+                    by_kind[run.kind].append(_scaled(run.score, run.kind))
             for kind, xs in by_kind.items():
                 self.cs.setdefault((agent, kind), sequential.ConfidenceSequence(self.alpha)).add(xs)
         if self.paired is not None:
             a, b = (sides.get(x, {}) for x in self.agents)
-            self.paired.add([_scaled(b[k][0], b[k][1]) - _scaled(a[k][0], a[k][1]) for k in keys
+            self.paired.add([_scaled(b[k].score, b[k].kind) - _scaled(a[k].score, a[k].kind) for k in keys
                              if k in a and k in b])
 
     def intervals(self) -> list[EvidenceInterval]:
@@ -350,7 +350,7 @@ def plan_power(prepared: PreparedCampaign, estimates: Sequence[tuple[str, int, f
     url = prepared.store_url
     if not url.startswith("sqlite:///") or _exists(url):
         sides = [finished(prepared.store, prepared.options.campaign, a) for a in agents]
-        diffs = [_scaled(sides[1][k][0], sides[1][k][1]) - _scaled(sides[0][k][0], sides[0][k][1])
+        diffs = [_scaled(sides[1][k].score, sides[1][k].kind) - _scaled(sides[0][k].score, sides[0][k].kind)
                  for k in set(sides[0]) & set(sides[1])]
         if len(diffs) >= 2:
             m = sequential.Moments()

@@ -13,7 +13,7 @@ scenario's S floored at -1), read from the store's current runs. Per kind (the t
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import select
 
@@ -25,8 +25,16 @@ __all__ = ["SCHEMA", "agents", "compare_sides", "finished", "paired_stats"]
 
 SCHEMA = "assay.compare/1"
 Key = tuple[str, str | None, int]
-Side = dict[Key, tuple[float, str]]
-"""One agent's finished runs: key -> (score as the report averages it, the run's kind)."""
+class Finished(NamedTuple):
+    """One finished run as a comparison reads it."""
+
+    score: float  # as the report averages it
+    kind: str  # the run's primary kind
+    passed: bool  # by its kind's own rule, as graded (a scenario's solved, a rubric's 0.7 line)
+
+
+Side = dict[Key, Finished]
+"""One agent's finished runs by key."""
 
 
 def _order(k: Key) -> tuple[str, str, int]:
@@ -49,17 +57,18 @@ def finished(store: Store, campaign: str, agent: str) -> Side:
     runs (`assay.store.current`): no record is read. When one campaign ran a key under several
     options, the run started last (the later in report order of those started together)."""
     c = current_t.c
-    stmt = (select(c.task_id, c.level, c.epoch, c.averaged, c.kind, c.started_at)
+    stmt = (select(c.task_id, c.level, c.epoch, c.averaged, c.kind, c.passed, c.started_at)
             .where(c.campaign == campaign, c.agent == agent, c.status == "done", c.score.is_not(None))
             .order_by(*current.report_order(store.engine.dialect.name)))
     out: Side = {}
     started: dict[Key, float] = {}
     with store.engine.connect() as conn:
-        for task_id, level, epoch, averaged, kind, started_at in conn.execute(stmt):
+        for task_id, level, epoch, averaged, kind, passed, started_at in conn.execute(stmt):
             k = (task_id, level, epoch)
             at = started_at or 0.0
             if k not in out or at >= started[k]:
-                out[k] = (averaged, kind or "contract")  # no kinds: `record.primary_kind`'s default
+                # No kinds: `record.primary_kind`'s default.
+                out[k] = Finished(averaged, kind or "contract", bool(passed))
                 started[k] = at
     return out
 
@@ -92,9 +101,9 @@ def compare_sides(a: str, b: str, side_a: Side, side_b: Side, *, campaign: str |
     by_kind: dict[str, list[tuple[float, float]]] = defaultdict(list)
     pairs: list[tuple[float, float]] = []
     for k in shared:
-        (sa, kind), (sb, _kind_b) = side_a[k], side_b[k]
+        sa, sb = side_a[k].score, side_b[k].score
         pairs.append((sa, sb))
-        by_kind[kind].append((sa, sb))
+        by_kind[side_a[k].kind].append((sa, sb))
     return {
         "schema": SCHEMA, "a": a, "b": b, "campaign": campaign, "against_campaign": against,
         "kinds": {kind: paired_stats(ps) for kind, ps in sorted(by_kind.items())},

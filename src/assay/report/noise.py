@@ -22,28 +22,26 @@ DEFAULT_THRESHOLD = 0.2
 
 def noise(store: Store, campaign: str, agents: Sequence[str], threshold: float = DEFAULT_THRESHOLD) -> Noise:
     """The `Noise` of `agents` in `campaign` (their finished current runs and every stored attempt)."""
-    attempts: dict[str, int] = defaultdict(int)
-    void: dict[str, int] = defaultdict(int)
-    for rec in store.all_attempts(campaign):
-        attempts[rec.key.agent] += 1
-        void[rec.key.agent] += rec.status == "void"
+    counts = store.attempt_counts(campaign)
     out = []
     for agent in agents:
         side = finished(store, campaign, agent)
         scores: dict[tuple[str, str | None], dict[int, float]] = defaultdict(dict)
-        for (task_id, level, epoch), (score, _kind) in side.items():
-            scores[(task_id, level)][epoch] = score
+        passes: dict[tuple[str, str | None], dict[int, bool]] = defaultdict(dict)
+        for (task_id, level, epoch), run in side.items():
+            scores[(task_id, level)][epoch] = run.score
+            passes[(task_id, level)][epoch] = run.passed  # by the run's kind's own rule, as graded
         means, between, within = metrics.epoch_noise(scores.values())
         flips = []
-        for (task_id, level), by in sorted(scores.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
-            outcomes = [metrics.passed(by[e]) for e in sorted(by)]
+        for (task_id, level), by in sorted(passes.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
+            outcomes = [by[e] for e in sorted(by)]
             f = metrics.flakiness(outcomes)
             if f > 0:
                 flips.append(NoiseTask(task_id=task_id, level=level, epochs=len(outcomes), passes=sum(outcomes),
                                        flakiness=f))
-        n = attempts.get(agent, 0)
+        n, void = counts.get(agent, (0, 0))
         out.append(NoiseAgent(agent=agent, runs=len(side), epochs=len({k[2] for k in side}), attempts=n,
-                              void_rate=void[agent] / n if n else None, epoch_means=means,
+                              void_rate=void / n if n else None, epoch_means=means,
                               between_epoch_var=between, within_task_var=within, flaky_tasks=len(flips),
                               flagged=[t for t in flips if t.flakiness > threshold]))
     return Noise(campaign=campaign, threshold=threshold, agents=out)

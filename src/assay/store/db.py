@@ -45,6 +45,7 @@ from sqlalchemy import (
     Engine,
     and_,
     bindparam,
+    case,
     create_engine,
     event,
     exc,
@@ -818,6 +819,14 @@ class Store:
                 .group_by(runs_t.c.key_digest)
             )
             return {d: int(a) for d, a in rows}
+
+    def attempt_counts(self, campaign: str) -> dict[str, tuple[int, int]]:
+        """Per agent of the campaign: (stored attempts, void ones), every attempt counted."""
+        void = func.sum(case((runs_t.c.status == "void", 1), else_=0))
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(runs_t.c.agent, func.count(), void)
+                                .where(runs_t.c.campaign == campaign).group_by(runs_t.c.agent))
+            return {agent: (int(n), int(v or 0)) for agent, n, v in rows}
 
     def campaign_cost(self, campaign: str) -> float:
         """USD spent on the campaign's stored attempts, agents and judges (unknown prices count 0)."""
