@@ -38,8 +38,8 @@ sys.path.insert(0, str(REPO / "src"))
 
 from assay.record import Grade, RubricGrade, RunKey, RunRecord, UsageCost  # noqa: E402
 from assay.store import Store, current  # noqa: E402
-from assay.store.db import SaveOutcome  # noqa: E402
 from assay.store.models import grades_t, runs_t  # noqa: E402
+from assay.store.saves import SaveOutcome  # noqa: E402
 
 
 def _rows(r: RunRecord) -> tuple[dict[str, object], dict[str, object], dict[str, object]]:

@@ -191,8 +191,8 @@ def test_migrations_0008_and_0009_down_and_up(store_url: str) -> None:
     from sqlalchemy import inspect
 
     from assay.store import open_store
-    from assay.store.db import SaveOutcome
     from assay.store.migrations.summaries_0007 import summaries_t, summary_row
+    from assay.store.saves import SaveOutcome
 
     runs = [*varied("c"), *same_task_other_keys("c")]
     with open_store(store_url) as st:
@@ -292,8 +292,9 @@ def test_runs_stored_before_the_current_runs_report_the_same(store_url: str) -> 
     from sqlalchemy import create_engine
 
     from assay.store import open_store
-    from assay.store.db import MIGRATIONS_DIR, SaveOutcome
     from assay.store.models import campaigns_t, runs_t
+    from assay.store.opening import MIGRATIONS_DIR
+    from assay.store.saves import SaveOutcome
 
     if store_url.startswith("sqlite:///"):
         Path(store_url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)

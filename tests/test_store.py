@@ -19,8 +19,8 @@ from assay.config import store_url as default_store_url
 from assay.errors import InputError
 from assay.record import Event, Grade, RunKey, RunRecord, event_from_wire
 from assay.store import Store, open_store
-from assay.store.db import head_revision
 from assay.store.models import metadata
+from assay.store.opening import head_revision
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -275,7 +275,7 @@ def test_head_revision_read_from_the_files_is_alembics_head() -> None:
     from alembic.config import Config
     from alembic.script import ScriptDirectory
 
-    from assay.store.db import MIGRATIONS_DIR, head_revision
+    from assay.store.opening import MIGRATIONS_DIR, head_revision
 
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))

@@ -139,7 +139,7 @@ def test_a_store_of_the_previous_schema_is_migrated_with_its_runs(store_url: str
     from alembic.config import Config
     from sqlalchemy import create_engine, inspect, text
 
-    from assay.store.db import MIGRATIONS_DIR, head_revision
+    from assay.store.opening import MIGRATIONS_DIR, head_revision
 
     if store_url.startswith("sqlite:///"):
         Path(store_url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)

@@ -29,7 +29,7 @@ def test_a_store_of_schema_0003_is_migrated_to_0004_with_its_accounts(store_url:
     from alembic import command
     from alembic.config import Config
 
-    from assay.store.db import MIGRATIONS_DIR, head_revision
+    from assay.store.opening import MIGRATIONS_DIR, head_revision
 
     if store_url.startswith("sqlite:///"):
         Path(store_url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)

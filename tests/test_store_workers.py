@@ -29,7 +29,7 @@ from assay.campaign.plan import Plan, build_plan
 from assay.campaign.runner import RunContext
 from assay.campaign.scheduler import CampaignResult, run_campaign
 from assay.store import Store, open_store
-from assay.store.db import SaveOutcome
+from assay.store.saves import SaveOutcome
 from assay.task.discover import discover
 from tests.fakes import reply
 from tests.fakes.agents import FakeFactory
@@ -175,7 +175,7 @@ def test_a_deadlock_the_database_breaks_is_retried(pg_url: str, caplog: pytest.L
     for d in (b, a):
         assert store.claim("c", d, "old", 0.0) == 1
     other = create_engine(pg_url)
-    caplog.set_level(logging.WARNING, logger="assay.store.db")
+    caplog.set_level(logging.WARNING, logger="assay.store.transactions")
     before = _deadlocks(pg_url)
     won: dict[str, int] = {}
     try:

@@ -682,7 +682,7 @@ def show(
     except InputError as e:
         _fail(e)
     if rec is None:
-        from assay.store.db import MIN_PREFIX
+        from assay.store.reads import MIN_PREFIX
 
         short = (f" (an id prefix needs at least {MIN_PREFIX} characters; `assay runs` lists the ids)"
                  if len(run_id) < MIN_PREFIX else " (`assay runs` lists the ids)")

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from assay.record import Event, RunRecord
 from assay.store import Store
-from assay.store.db import SAVE_BATCH, SaveOutcome
+from assay.store.saves import SAVE_BATCH, SaveOutcome
 
 
 class RunSaver:

@@ -54,7 +54,7 @@ from assay.campaign.runner import RunContext, execute_run
 from assay.config import settings
 from assay.errors import InputError
 from assay.record import RunRecord
-from assay.store.db import db_reason
+from assay.store.transactions import db_reason
 from assay.store.watch import Watch
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """Alembic environment for the assay store.
 
-The store runs migrations programmatically (see ``assay.store.db.migrate``) and hands over
+The store runs migrations programmatically (see ``assay.store.opening.Opening.migrate``) and hands over
 its open connection through ``config.attributes["connection"]``; when that is absent (e.g. a
 hand-made alembic config) a URL from ``sqlalchemy.url`` is used instead.
 """

@@ -1,0 +1,175 @@
+"""Reading a store: campaigns, finished keys, attempts, whole runs, a run's events and grade items.
+
+What resume (`finished_digests`, `done_run`, `attempts`), `assay show` (`get_run` by id or a
+unique prefix of at least MIN_PREFIX characters, `events`), the web app and the reports that
+list whole runs (`runs`, `all_attempts`, `grade_items`) read. Reports aggregate the current
+runs instead (`assay.store.current`, `assay.report.runs`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sqlalchemy import Connection, case, func, select
+
+from assay.errors import InputError
+from assay.record import Event, RunRecord, event_from_wire
+from assay.store.finished import finished
+from assay.store.models import REPORT_COLUMNS, campaigns_t, events_t, runs_t
+from assay.store.saves import FINAL_MESSAGE_REF
+from assay.store.transactions import StoreBase
+
+__all__ = ["MIN_PREFIX", "Reads"]
+
+MIN_PREFIX = 6
+
+
+def _sort_key(r: RunRecord) -> tuple[Any, ...]:
+    """Every attempt's order: task, agent, level (none first), epoch, campaign, attempt."""
+    k = r.key
+    return (k.task_id, k.agent, k.level is not None, k.level or "", k.epoch, k.campaign, r.attempt)
+
+
+class Reads(StoreBase):
+    """A store's reads (a part of `Store`)."""
+
+    def campaigns(self) -> list[str]:
+        """Campaign names in creation order."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(campaigns_t.c.name).order_by(campaigns_t.c.created_at, campaigns_t.c.id)
+            )
+            return [r[0] for r in rows]
+
+    def finished_digests(self, campaign: str, *, retry_void: bool = False) -> set[str]:
+        """Key digests of the campaign that are finished: a ``done`` or ``broken`` run, or a
+        key void too often and stored as failed (not with `retry_void`: those run again)."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(runs_t.c.key_digest)
+                .where(runs_t.c.campaign == campaign, finished(retry_void))
+                .distinct()
+            )
+            return {r[0] for r in rows}
+
+    def done_run(self, campaign: str, digest: str) -> RunRecord | None:
+        """The finished (``done`` or ``broken``) attempt of one run key, if it has one (the latest when several)."""
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                select(runs_t.c.record)
+                .where(runs_t.c.campaign == campaign, runs_t.c.key_digest == digest, finished())
+                .order_by(runs_t.c.attempt.desc(), runs_t.c.created_at.desc())
+                .limit(1)
+            ).first()
+        return RunRecord.model_validate_json(row[0]) if row is not None else None
+
+    def attempts(self, campaign: str) -> dict[str, int]:
+        """Highest stored attempt number per key digest of the campaign."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(runs_t.c.key_digest, func.max(runs_t.c.attempt))
+                .where(runs_t.c.campaign == campaign)
+                .group_by(runs_t.c.key_digest)
+            )
+            return {d: int(a) for d, a in rows}
+
+    def attempt_counts(self, campaign: str) -> dict[str, tuple[int, int]]:
+        """Per agent of the campaign: (stored attempts, void ones), every attempt counted."""
+        void = func.sum(case((runs_t.c.status == "void", 1), else_=0))
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(runs_t.c.agent, func.count(), void)
+                                .where(runs_t.c.campaign == campaign).group_by(runs_t.c.agent))
+            return {agent: (int(n), int(v or 0)) for agent, n, v in rows}
+
+    def campaign_cost(self, campaign: str) -> float:
+        """USD spent on the campaign's stored attempts, agents and judges (unknown prices count 0)."""
+        total = 0.0
+        for rec in self.all_attempts(campaign):
+            total += (rec.usage.cost_usd or 0.0) + (rec.judge_usage.cost_usd or 0.0)
+        return total
+
+    def all_attempts(self, campaign: str | None = None) -> list[RunRecord]:
+        """Every stored attempt, ordered by task_id, agent, level, epoch, then attempt."""
+        stmt = select(runs_t.c.record)
+        if campaign is not None:
+            stmt = stmt.where(runs_t.c.campaign == campaign)
+        with self.engine.connect() as conn:
+            records = [RunRecord.model_validate_json(r[0]) for r in conn.execute(stmt)]
+        records.sort(key=_sort_key)
+        return records
+
+    def runs(self, campaign: str | None = None) -> list[RunRecord]:
+        """The latest attempt per key digest, ordered by task_id, agent, level, epoch (then
+        campaign and key digest: `_report_order`).
+
+        "Latest" is the highest attempt number (then the most recently saved), so a void
+        attempt that was re-run is replaced by its re-run.
+        """
+        stmt = select(
+            runs_t.c.key_digest, runs_t.c.attempt, runs_t.c.created_at, runs_t.c.run_id, runs_t.c.record
+        )
+        if campaign is not None:
+            stmt = stmt.where(runs_t.c.campaign == campaign)
+        latest: dict[str, tuple[tuple[int, float, str], str]] = {}
+        with self.engine.connect() as conn:
+            for digest, attempt, created, run_id, raw in conn.execute(stmt):
+                rank = (attempt, created, run_id)
+                cur = latest.get(digest)
+                if cur is None or rank > cur[0]:
+                    latest[digest] = (rank, raw)
+        records = [(RunRecord.model_validate_json(raw), digest) for digest, (_rank, raw) in latest.items()]
+        records.sort(key=lambda rd: (*_sort_key(rd[0])[:-1], rd[1]))  # `_report_order`
+        return [r for r, _digest in records]
+
+    # The columns a report reads of each run (`models.REPORT_COLUMNS`).
+    REPORT_COLUMNS = REPORT_COLUMNS
+
+    def _resolve(self, conn: Connection, run_id: str) -> str | None:
+        exact = conn.execute(select(runs_t.c.run_id).where(runs_t.c.run_id == run_id)).first()
+        if exact is not None:
+            return run_id
+        if len(run_id) < MIN_PREFIX:
+            return None
+        found = [
+            r[0]
+            for r in conn.execute(
+                select(runs_t.c.run_id).where(runs_t.c.run_id.startswith(run_id, autoescape=True)).limit(11)
+            )
+        ]
+        if len(found) > 1:
+            shown = ", ".join(found[:10]) + (", ..." if len(found) > 10 else "")
+            raise InputError(None, "RUN_ID", f"run id prefix {run_id!r} is ambiguous: {shown}")
+        return found[0] if found else None
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        """A run by id, or by a unique prefix of at least 6 characters.
+
+        ``None`` when nothing matches; ``ValueError`` when the prefix matches several runs.
+        """
+        with self.engine.connect() as conn:
+            rid = self._resolve(conn, run_id)
+            if rid is None:
+                return None
+            raw = conn.execute(select(runs_t.c.record).where(runs_t.c.run_id == rid)).scalar_one()
+        return RunRecord.model_validate_json(raw)
+
+    def events(self, run_id: str) -> list[Event]:
+        """The run's events in ``seq`` order (a unique id prefix is accepted too)."""
+        with self.engine.connect() as conn:
+            rid = self._resolve(conn, run_id)
+            if rid is None:
+                return []
+            rows = [(s, t, k, json.loads(d)) for s, t, k, d in conn.execute(
+                select(events_t.c.seq, events_t.c.t, events_t.c.kind, events_t.c.data)
+                .where(events_t.c.run_id == rid)
+                .order_by(events_t.c.seq)
+            )]
+            final: str | None = None
+            if any(FINAL_MESSAGE_REF in d for _s, _t, _k, d in rows):
+                record = conn.execute(select(runs_t.c.record).where(runs_t.c.run_id == rid)).scalar_one()
+                final = str(json.loads(record).get("final_message") or "")
+        for _s, _t, _k, d in rows:
+            if d.pop(FINAL_MESSAGE_REF, None) is not None:
+                d["content"] = final
+        return [event_from_wire(s, t, k, d) for s, t, k, d in rows]
