@@ -251,8 +251,29 @@ def test_postgresql_store_gives_the_same_report(pg_url: str) -> None:
         assert _same(whole, old) == []
         light = stored_report(st, "c")
         assert _same(light, {**old, "runs": [], "tasks": []}) == []
+        n, unknown, usd = _costs_of_records(st, "c")
+        got = st.attempt_costs("c")
+        assert (got.attempts, got.unknown) == (n, unknown) and got.usd == pytest.approx(usd, rel=1e-12)
     finally:
         st.close()
+
+
+def _costs_of_records(st: Store, campaign: str) -> tuple[int, int, float]:
+    runs = st.all_attempts(campaign)
+    return (len(runs), sum(r.usage.cost_usd is None for r in runs),
+            sum((r.usage.cost_usd or 0.0) + (r.judge_usage.cost_usd or 0.0) for r in runs))
+
+
+@pytest.mark.parametrize("campaign", ["c", "other", "none"])
+def test_attempt_costs_are_the_records_sums(store: Store, campaign: str) -> None:
+    """What a campaign's attempts cost (`assay compare`'s cost per run, the spend a resumed
+    campaign starts from) is summed by the store: current rows' columns plus the records of
+    the void attempts they replaced, as the records themselves sum, unknown prices counted."""
+    n, unknown, usd = _costs_of_records(store, campaign)
+    got = store.attempt_costs(campaign)
+    assert (got.attempts, got.unknown) == (n, unknown) and got.usd == pytest.approx(usd, rel=1e-12)
+    if campaign == "c":
+        assert n > len(store.runs("c")) and unknown > 0  # a replaced void attempt and unknown prices are in
 
 
 @pytest.mark.parametrize("shared", [False, True])

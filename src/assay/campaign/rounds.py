@@ -315,11 +315,11 @@ def compare_evidence(store: Store, campaign: str, against: str | None, a: str, b
 
 
 def _cost_per_run(store: Store, campaign: str) -> float | None:
-    runs = store.all_attempts(campaign)
-    costs = [r.usage.cost_usd for r in runs]
-    if not runs or any(c is None for c in costs):
+    """USD per stored attempt, agent and judge (None: none stored, or a price unknown)."""
+    costs = store.attempt_costs(campaign)
+    if not costs.attempts or costs.unknown:
         return None
-    return sum((r.usage.cost_usd or 0.0) + (r.judge_usage.cost_usd or 0.0) for r in runs) / len(runs)
+    return costs.usd / costs.attempts
 
 
 def power_of(n: int, sd: float | None, alpha: float, detect: float | None, usd_per_run: float | None) -> Power:

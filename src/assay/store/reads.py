@@ -2,25 +2,26 @@
 
 What resume (`finished_digests`, `done_run`, `attempts`), `assay show` (`get_run` by id or a
 unique prefix of at least MIN_PREFIX characters, `events`), the web app and the reports that
-list whole runs (`runs`, `all_attempts`, `grade_items`) read. Reports aggregate the current
-runs instead (`assay.store.current`, `assay.report.runs`).
+list whole runs (`runs`, `all_attempts`) read, and what a campaign's attempts cost, summed by
+the database (`attempt_costs`). Reports aggregate the current runs instead
+(`assay.store.report_queries`).
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, NamedTuple
 
-from sqlalchemy import Connection, case, func, select
+from sqlalchemy import Connection, case, func, literal, select
 
 from assay.errors import InputError
 from assay.record import Event, RunRecord, event_from_wire
 from assay.store.finished import finished
-from assay.store.models import REPORT_COLUMNS, campaigns_t, events_t, runs_t
+from assay.store.models import REPORT_COLUMNS, campaigns_t, current_t, events_t, runs_t
 from assay.store.saves import FINAL_MESSAGE_REF
 from assay.store.transactions import StoreBase
 
-__all__ = ["MIN_PREFIX", "Reads"]
+__all__ = ["MIN_PREFIX", "AttemptCosts", "Reads"]
 
 MIN_PREFIX = 6
 
@@ -30,6 +31,13 @@ def _sort_key(r: RunRecord) -> tuple[Any, ...]:
     k = r.key
     return (k.task_id, k.agent, k.level is not None, k.level or "", k.epoch, k.campaign, r.attempt)
 
+
+class AttemptCosts(NamedTuple):
+    """What a campaign's stored attempts (void ones too: they were paid for) cost."""
+
+    attempts: int
+    unknown: int  # attempts whose agent cost is unknown (no price)
+    usd: float  # agents and judges, unknown prices counted 0
 
 class Reads(StoreBase):
     """A store's reads (a part of `Store`)."""
@@ -82,12 +90,29 @@ class Reads(StoreBase):
                                 .where(runs_t.c.campaign == campaign).group_by(runs_t.c.agent))
             return {agent: (int(n), int(v or 0)) for agent, n, v in rows}
 
+    def attempt_costs(self, campaign: str) -> AttemptCosts:
+        """What the campaign's stored attempts cost (`AttemptCosts`): the current attempts'
+        costs summed from their columns (`current_runs`), the records of the attempts they
+        replaced (void ones re-run: few) read one by one."""
+        c = current_t.c
+        totals = select(func.count(), func.sum(case((c.cost_usd.is_(None), 1), else_=0)),
+                        func.sum(func.coalesce(c.cost_usd, 0.0) + func.coalesce(c.judge_cost_usd, 0.0))
+                        ).where(c.campaign == campaign)
+        current = select(literal(1)).where(c.run_id == runs_t.c.run_id).exists()
+        replaced = select(runs_t.c.record).where(runs_t.c.campaign == campaign, ~current)
+        with self.engine.connect() as conn:
+            n, unknown, usd = conn.execute(totals).one()
+            n, unknown, usd = int(n), int(unknown or 0), float(usd or 0.0)
+            for (text,) in conn.execute(replaced):
+                rec = RunRecord.model_validate_json(text)
+                n += 1
+                unknown += rec.usage.cost_usd is None
+                usd += (rec.usage.cost_usd or 0.0) + (rec.judge_usage.cost_usd or 0.0)
+        return AttemptCosts(attempts=n, unknown=unknown, usd=usd)
+
     def campaign_cost(self, campaign: str) -> float:
         """USD spent on the campaign's stored attempts, agents and judges (unknown prices count 0)."""
-        total = 0.0
-        for rec in self.all_attempts(campaign):
-            total += (rec.usage.cost_usd or 0.0) + (rec.judge_usage.cost_usd or 0.0)
-        return total
+        return self.attempt_costs(campaign).usd
 
     def all_attempts(self, campaign: str | None = None) -> list[RunRecord]:
         """Every stored attempt, ordered by task_id, agent, level, epoch, then attempt."""
