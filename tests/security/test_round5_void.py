@@ -87,11 +87,6 @@ def _means(rep: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-@pytest.mark.xfail(strict=True, reason="round 5: campaign/health.py::TaskHealth.broken_reason asks the noop probe "
-                   "only when a run faults and matches faults by base part ('checks'): a task without a reference "
-                   "whose checks crash on an untouched workspace (FileNotFoundError) turns the attacker's crash "
-                   "(JSONDecodeError on what it wrote) into a broken task, left out of every agent's numbers, so "
-                   "the attacker's mean rises to the solver's")
 def test_crashing_the_checks_does_not_remove_a_failed_task(tmp_path: Path) -> None:
     cwd = _cwd(tmp_path)
     suite = tmp_path / "suite"
