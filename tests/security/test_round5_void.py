@@ -242,10 +242,6 @@ def quote(item):
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="round 5: scenario/lifecycle.py::DeliveredCopy.grade_case treats any 502 the "
-                   "prod gateway answered with 'model provider error' (env/net/gateway.py::_post: a 429 after its "
-                   "retries) as the harness's trouble: the grade is retried, then GraderError, so a delivered "
-                   "system that bursts past the provider's rate limit makes its own failing run void")
 def test_a_delivered_system_that_trips_the_providers_rate_limit_is_scored(tmp_path: Path) -> None:
     cwd = _cwd(tmp_path)
     upstream = RateLimited()
