@@ -171,20 +171,37 @@ async def test_a_grader_that_crashes_voids_the_run(contract_task: Task, home: tu
     assert [(e.source, e.reason) for e in errors] == [("grader", "ZeroDivisionError: grader bug")]
 
 
-async def test_a_check_that_crashes_on_an_untouched_workspace_too_makes_the_task_broken(
+CRASHING_CHECKS = "def grade(workspace, final_message):\n    raise KeyError('no such column')\n"
+
+
+async def test_a_check_that_crashes_on_the_reference_too_makes_the_task_broken(
         tmp_path: Path, home: tuple[Path, Store]) -> None:
     """A task's own checks code raising whatever it is given: the run is not the agent's fault
-    and not void; the task is broken (its grader fails on an untouched workspace too: a task
-    without a reference is checked so)."""
+    and not void; the task is broken (its grader fails on the task's own reference too)."""
     folder = write_task(tmp_path / "s" / "checked", {
-        "prompt": "Write anything.", "grading": {"type": "automated", "checks": "checks.py"}},
-        {"checks.py": "def grade(workspace, final_message):\n    raise KeyError('no such column')\n"})
+        "prompt": "Write anything.", "grading": {"type": "automated", "checks": "checks.py"},
+        "reference": {"artifacts": "reference"}},
+        {"checks.py": CRASHING_CHECKS, "reference/answer.txt": "anything\n"})
     rec = await run_one(discover([folder])[0], FakeFactory("fake", finish("done")), home[1])
     assert (rec.status, rec.end_reason, rec.score) == ("broken", "finished", None)
     assert rec.void_reason is not None and rec.void_reason.startswith(
-        "the task's grader fails on an untouched workspace too (checks): check crashed")
+        "the task's grader fails on its reference too (checks): check crashed")
     assert "no such column" in rec.void_reason
     assert [f.part for f in rec.grade.faults] == ["checks"]
+
+
+async def test_without_a_reference_a_crashing_check_is_the_agents_scored_failure(
+        tmp_path: Path, home: tuple[Path, Store]) -> None:
+    """The same checks on a task without a reference: nothing shows that a right deliverable
+    faults too (an untouched workspace faulting shows only that doing nothing faults, and any
+    agent can deliver that), so the fault is the agent's: scored 0, recorded, not broken."""
+    folder = write_task(tmp_path / "s" / "checked", {
+        "prompt": "Write anything.", "grading": {"type": "automated", "checks": "checks.py"}},
+        {"checks.py": CRASHING_CHECKS})
+    rec = await run_one(discover([folder])[0], FakeFactory("fake", finish("done")), home[1])
+    assert (rec.status, rec.end_reason, rec.score, rec.passed, rec.void_reason) == (
+        "done", "finished", 0.0, False, None)
+    assert [f.part for f in rec.grade.faults] == ["checks"] and "no such column" in rec.grade.faults[0].reason
 
 
 async def test_surrogates_in_a_final_message_are_stored_escaped(tmp_path: Path, home: tuple[Path, Store]) -> None:

@@ -347,6 +347,31 @@ async def test_upstream_faults(make_gw: Callable[..., Any], fake: FakeOpenAIServ
     assert s["usd"] == pytest.approx(gw.records[0].cost_usd)
 
 
+async def test_a_rate_limit_of_its_own_calls_is_answered_429_and_one_of_others_502(
+        make_gw: Callable[..., Any], fake: FakeOpenAIServer) -> None:
+    """A 429 that lasts past the retries: when this gateway sent most of the upstream's recent
+    traffic, its caller's burst passed the provider's limit and it is answered 429 as the
+    provider would (the delivered system's to handle, graded as it stands); when other
+    gateways' traffic dominated, it is the provider's trouble: 502 (a grade is retried, then void)."""
+    from assay.env.net.gateway.upstream import SENT
+
+    limited = fault(429, {"error": {"message": "Rate limit reached: Limit 30000 TPM", "type": "tokens",
+                                    "code": "rate_limit_exceeded"}})
+    own = await make_gw(upstream_retries=1)
+    fake.default = limited
+    async with client(own) as c:
+        r = await c.post("/v1/chat/completions", json=HI)
+    assert r.status_code == 429 and r.json()["error"]["type"] == "rate_limit_error"
+    assert "own calls" in r.json()["error"]["message"] and own.records[0].status == 429
+    other = await make_gw(upstream_retries=1)
+    for _ in range(20):  # another run's heavy traffic to the same upstream
+        SENT.add(other.upstream_url, id(own), 10_000)
+    async with client(other) as c:
+        r = await c.post("/v1/chat/completions", json=HI)
+    assert r.status_code == 502 and r.json()["error"]["type"] == "upstream_error"
+    assert (other.records[0].error or "").startswith("model provider error")
+
+
 async def test_upstream_unreachable(make_gw: Callable[..., Any]) -> None:
     s = socket.socket()
     s.bind(("127.0.0.1", 0))

@@ -29,6 +29,7 @@ from assay.grade.openclaw import to_openclaw
 from assay.record import ContractGrade, Event, event_from_wire
 from assay.task.formats.darebench import read_darebench
 from assay.task.model import TOOL_NAMES, GradingSpec, Predicate, Task
+from tests.fakes import fault
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.helpers import HOSTILE_S
 
@@ -451,6 +452,29 @@ async def test_judge_unparseable_scores_the_judge_part_0_with_the_fault(server: 
     assert res.score == 0.0 and grade["judge"]["unreadable"] is True and grade["judge"]["total"] == 0.0
     ((part, reason),) = res.faults
     assert part == "judge" and "unparseable after 3 attempts" in reason and "attempt 3" in reason
+
+
+async def test_judge_refusing_the_prompt_as_too_long_scores_the_judge_part_0_with_the_fault(
+        server: FakeOpenAIServer, judge: Judge, workspace: Path) -> None:
+    """What the agent delivered made the prompt longer than the judge's context: no verdict, as
+    an unreadable reply (0, the fault recorded), not a void run; asked once (a refusal of the
+    same prompt would repeat)."""
+    task = darebench_task("", type_="judge")
+    server.default = fault(400, {"error": {"message": "This model's maximum context length is 8192 tokens.",
+                                           "type": "invalid_request_error", "code": "context_length_exceeded"}})
+    grade: dict = {}
+    res = await grade_contract(grade_input(task, workspace, judge=judge), grade)
+    assert len(server.requests) == 1
+    assert res.score == 0.0 and grade["judge"]["unreadable"] is True
+    ((part, reason),) = res.faults
+    assert part == "judge" and "no verdict" in reason and "longer than the judge's context" in reason
+
+
+async def test_judge_outage_is_still_a_grader_error(server: FakeOpenAIServer, judge: Judge, workspace: Path) -> None:
+    task = darebench_task("", type_="judge")
+    server.default = fault(503)
+    with pytest.raises(GraderError, match="judge provider error"):
+        await grade_contract(grade_input(task, workspace, judge=judge), {})
 
 
 async def test_judge_retry_then_parse(server: FakeOpenAIServer, judge: Judge, workspace: Path) -> None:

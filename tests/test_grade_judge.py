@@ -573,3 +573,71 @@ def test_parse_item_takes_the_last_verdict(text: str, want: tuple[bool, str]) ->
 def test_an_unreadable_last_verdict_is_not_replaced_by_an_earlier_one() -> None:
     with pytest.raises(ValueError):
         parse_item('{"met": true} then {"met": "partly"}')
+
+
+# ---------------------------------------------------------------------------- a judge's context window
+
+
+def context_limited(limit_chars: int, verdicts: dict[str, bool], style: str = "openai"):  # noqa: ANN201
+    """A judge that refuses a prompt longer than `limit_chars` as OpenAI-compatible servers and
+    Anthropic's API do (HTTP 400 naming the context), and answers the rest."""
+    ok = answer_all(verdicts)
+
+    def handler(body: dict[str, Any]) -> Any:
+        if len(prompt_of(body)) <= limit_chars:
+            return ok(body)
+        if style == "openai":
+            return fault(400, {"error": {"message": "This model's maximum context length is 8192 tokens.",
+                                         "type": "invalid_request_error", "code": "context_length_exceeded"}})
+        return fault(400, {"error": {"message": "prompt is too long: 9000 tokens > 8192 maximum",
+                                     "type": "invalid_request_error"}})
+    return handler
+
+
+@pytest.mark.parametrize("mode", ["batched", "per-item"])
+@pytest.mark.parametrize("style", ["openai", "anthropic"])
+def test_an_answer_past_the_judges_context_is_judged_on_what_fits(mode: str, style: str) -> None:
+    """Digits and rare characters make more tokens than the cut estimates: a judge that refuses
+    the prompt as too long is asked again, every voter, with the answer cut shorter; the answer
+    is graded on what fits, the cut and the refusals recorded. Not a void run."""
+    answer = "HEAD " + "0123456789 " * 5_000 + " TAIL-END"
+    with FakeOpenAIServer() as srv:
+        srv.handler = context_limited(20_000, TRUTH, style)
+        verdicts, _, info = run(judge_once(make_judge(srv, mode=mode, repeats=2), make_task(), answer))
+        shown = [FENCED.search(prompt_of(r.json)).group(2) for r in srv.requests]  # type: ignore[union-attr]
+    assert {i: v.hit for i, v in verdicts.items()} == TRUTH and info["na"] == 0
+    assert info["answer_cut"]["shown"] < 20_000 and info["answer_tokens"] < 5_000
+    assert len(info["context_refusals"]) >= 1 and "context" in info["context_refusals"][0]
+    assert shown[-1].startswith("HEAD ") and shown[-1].endswith(" TAIL-END")  # head and tail, as every cut
+
+
+def test_a_judge_that_cannot_hold_the_tasks_own_prompt_voids_the_run() -> None:
+    """Refused even with the answer cut to a few hundred tokens: not the answer's doing (the
+    judge's context is too small for the task), so a GraderError (void), as an outage."""
+    with FakeOpenAIServer() as srv:
+        srv.handler = context_limited(100, TRUTH)
+        with pytest.raises(GraderError, match="cannot hold the task's own prompt"):
+            run(judge_once(make_judge(srv), make_task(), "HEAD " + "word " * 20_000))
+        assert len(srv.requests) <= 8  # halved down to the floor, then given up
+
+
+@pytest.mark.parametrize("status", [400, 429, 500, 503])
+def test_other_refusals_and_outages_still_void_the_run(status: int) -> None:
+    """Only a refusal that names the context is cut around: another 400, a rate limit or a 5xx
+    is the judge's (a harness fault), never the agent's."""
+    with FakeOpenAIServer() as srv:
+        srv.default = fault(status, {"error": {"message": "invalid model", "type": "invalid_request_error"}})
+        with pytest.raises(GraderError, match="provider error"):
+            run(judge_once(make_judge(srv), make_task(), "HEAD " + "word " * 20_000))
+
+
+def test_a_refusal_as_too_long_is_recognised_only_as_such() -> None:
+    from assay.llm.providers import context_overflow
+
+    assert context_overflow(400, "context_length_exceeded", "whatever")
+    assert context_overflow(400, None, "prompt is too long: 210000 tokens > 200000 maximum")
+    assert context_overflow(400, None, "This model's maximum context length is 32000 tokens.")
+    assert context_overflow(413, None, "request too large")
+    assert not context_overflow(400, None, "invalid model name")
+    assert not context_overflow(500, "context_length_exceeded", "maximum context length")
+    assert not context_overflow(429, None, "prompt is too long")

@@ -7,7 +7,15 @@ import re
 import pytest
 
 from assay.llm import untrusted
-from assay.llm.untrusted import ANSWER_CHARS, boundary, cut_text, fence, untrusted_note
+from assay.llm.untrusted import (
+    ANSWER_TOKENS,
+    boundary,
+    cut_answer,
+    cut_text,
+    estimate_tokens,
+    fence,
+    untrusted_note,
+)
 
 
 def test_short_text_is_kept_whole() -> None:
@@ -27,8 +35,22 @@ def test_long_text_keeps_head_and_tail_and_says_how_much_was_cut() -> None:
 
 
 def test_answer_limit_is_documented_size() -> None:
-    c = cut_text("x" * 1_000_000, ANSWER_CHARS)
-    assert ANSWER_CHARS == 60_000 and len(c.text) < ANSWER_CHARS + 100
+    """An answer is cut to ANSWER_TOKENS estimated tokens: 60,000 ASCII characters, as before."""
+    c = cut_answer("x" * 1_000_000)
+    assert ANSWER_TOKENS == 15_000 and (c.head, c.tail) == (40_000, 20_000) and len(c.text) < 60_100
+    assert cut_answer("x" * 60_000).was_cut is False and cut_answer("x" * 60_001).was_cut is True
+
+
+def test_a_cjk_answer_is_cut_by_tokens_not_characters() -> None:
+    """A CJK character is about a token, four ASCII ones about one: 60,000 CJK characters would
+    be four times the tokens of 60,000 English ones, and overflow a judge that holds those."""
+    assert estimate_tokens("abcd") == 1 and estimate_tokens("的的") == 2 and estimate_tokens("ab的") == 2
+    c = cut_answer("我不知道。" + "的" * 70_000 + "完")
+    assert (c.head, c.tail) == (10_000, 5_000) and c.text.startswith("我不知道。") and c.text.endswith("的完")
+    assert c.info()["left_out"] == 70_006 - 15_000 and estimate_tokens(c.text) < ANSWER_TOKENS + 20
+    mixed = cut_answer("a" * 40_000 + "的" * 10_000, 10_000)  # head: 26,666 token quarters of ASCII
+    assert (mixed.head, mixed.tail) == (26_666, 3_333)
+    assert cut_answer("的" * 100, 10).info() == {"chars": 100, "shown": 10, "head": 6, "tail": 4, "left_out": 90}
 
 
 def test_boundary_is_deterministic_per_text_and_differs_between_texts() -> None:

@@ -171,18 +171,21 @@ def test_darebench_check_values_are_averaged_before_any_clipping(darebench: Camp
     assert run["score"] == pytest.approx(1.0)  # mean(1.5, 0.5) = 1.0, within [0, 1] as a score
 
 
-def test_darebench_check_without_a_number_is_a_broken_task_and_an_empty_one_scores_0(darebench: Campaign) -> None:
+def test_darebench_check_without_a_number_is_a_scored_fault_and_an_empty_one_scores_0(darebench: Campaign) -> None:
     """No numeric value at all: upstream's mean over nothing would give 0.0 (a broken check
-    scored as failed work); SPEC: a fault, and since the check gives no number on an untouched
-    workspace either (the task has no reference), the task is broken: left out of every number,
-    listed with the reason. An empty dict scores 0 as upstream."""
-    broken = darebench.run("task_parity_03")
-    assert broken["status"] == "broken" and broken["score"] is None
-    assert "no numeric value" in broken["void_reason"] and "untouched workspace" in broken["void_reason"]
-    assert [b["task_id"] for b in darebench.report["broken_tasks"]] == ["task_parity_03", "task_parity_15"]
+    scored as failed work); SPEC: a fault, recorded. DareBench tasks have no reference, so
+    nothing shows that a right answer faults too (the check faulting on an untouched workspace
+    would show only that doing nothing faults, which any agent can deliver): the run scores 0
+    with the fault in `grade.faults`, it is neither void nor a broken task. An empty dict
+    scores 0 as upstream."""
+    faulted = darebench.run("task_parity_03")
+    assert faulted["status"] == "done" and faulted["score"] == 0.0 and faulted["void_reason"] is None
+    assert [f["part"] for f in faulted["grade"]["faults"]] == ["checks"]
+    assert "no numeric value" in faulted["grade"]["faults"][0]["reason"]
+    assert darebench.report["broken_tasks"] == []
     empty = darebench.run("task_parity_04")
     assert empty["status"] == "done" and empty["score"] == 0.0  # _average_scores({}) = 0.0
-    assert darebench.result.returncode == 0  # no run is void: the two broken tasks are listed, not failed
+    assert darebench.result.returncode == 0  # no run is void
 
 
 def test_darebench_named_output_file_is_an_optional_predicate(darebench: Campaign) -> None:
@@ -244,14 +247,16 @@ def test_darebench_total_above_1_as_percent_or_capped(darebench: Campaign) -> No
     assert "read_as_percent" not in capped["grade"]["judge"]
 
 
-def test_darebench_judge_without_total_is_asked_again_then_a_broken_task(darebench: Campaign) -> None:
+def test_darebench_judge_without_total_is_asked_again_then_a_scored_fault(darebench: Campaign) -> None:
     """Row "judge reply without JSON total or scores": upstream scores the judge part 0; assay asks
-    again (2 retries), then scores the judge part 0 with the fault recorded, and since the judge
-    gives no verdict on an untouched workspace either, the task is broken (left out, listed)."""
+    again (2 retries), then scores the judge part 0 with the fault recorded. The task has no
+    reference to show that a right answer gets no verdict either, so it is not broken, and no
+    untouched workspace is asked about (what doing nothing gets shows nothing of the judge)."""
     run = darebench.run("task_parity_15")
-    assert run["status"] == "broken" and run["score"] is None, run
-    assert "unparseable" in run["void_reason"] and "untouched workspace" in run["void_reason"], run["void_reason"]
-    assert len(darebench.asked("P15")) == 6  # the run's 3 calls (2 retries), and 3 on the untouched workspace
+    assert run["status"] == "done" and run["score"] == 0.0 and run["void_reason"] is None, run
+    assert [f["part"] for f in run["grade"]["faults"]] == ["judge"]
+    assert "unparseable" in run["grade"]["faults"][0]["reason"], run["grade"]["faults"]
+    assert len(darebench.asked("P15")) == 3  # the run's 3 calls (2 retries)
 
 
 def test_darebench_judge_sees_untrusted_parts_fenced(darebench: Campaign) -> None:
@@ -270,12 +275,13 @@ def test_darebench_sat_rate_is_null_without_required_artifacts(darebench: Campai
     with a required artifact, so it is null here, while accuracy is the mean of the done runs."""
     contract = darebench.agent()["contract"]
     assert contract["sat_rate"] is None
-    # accuracy = mean over the 15 done runs: P01 0.5, P02 1, P04 0, P05 0.8, P06 0.5, P07 0.9,
-    # P08 0.75, P09 0.6, P10 1, P11 0.85, P12 1, P13 0.85, P14 0.6, P16 0.2 (sum 9.55), and P19
+    # accuracy = mean over the 17 done runs: P01 0.5, P02 1, P03 0 (a fault), P04 0, P05 0.8, P06 0.5,
+    # P07 0.9, P08 0.75, P09 0.6, P10 1, P11 0.85, P12 1, P13 0.85, P14 0.6, P15 0 (a fault),
+    # P16 0.2 (sum 9.55), and P19
     # (test_darebench_check_values_are_averaged_before_any_clipping holds upstream's number for it)
     p19 = darebench.run("task_parity_19")["score"]
-    assert contract["accuracy"] == pytest.approx((9.55 + p19) / 15)
-    assert darebench.agent()["void"] == 0  # P03 and P15 (the judge gives no total) are broken tasks, left out
+    assert contract["accuracy"] == pytest.approx((9.55 + p19) / 17)
+    assert darebench.agent()["void"] == 0  # P03 and P15 (the judge gives no total) score 0 with their faults
 
 
 def test_darebench_web_search_task_is_skipped_without_a_backend(darebench: Campaign) -> None:

@@ -66,11 +66,17 @@ class HarnessError(Exception):
 
 
 class ProviderError(Exception):
-    """A model provider failed after retries; makes a run void with end reason api_error."""
+    """A model provider failed after retries; makes a run void with end reason api_error.
 
-    def __init__(self, reason: str, status: int | None = None) -> None:
+    `context_overflow`: the provider refused the request as longer than the model's context
+    (OpenAI's `context_length_exceeded`, Anthropic's "prompt is too long", HTTP 413): what
+    asked may be able to send less (a judge cuts the answer shorter), where an outage, a
+    timeout or a refused key leave nothing to change."""
+
+    def __init__(self, reason: str, status: int | None = None, *, context_overflow: bool = False) -> None:
         self.reason = reason
         self.status = status
+        self.context_overflow = context_overflow
         super().__init__(reason)
 
 

@@ -87,11 +87,6 @@ def _means(rep: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-@pytest.mark.xfail(strict=True, reason="round 5: campaign/health.py::TaskHealth.broken_reason asks the noop probe "
-                   "only when a run faults and matches faults by base part ('checks'): a task without a reference "
-                   "whose checks crash on an untouched workspace (FileNotFoundError) turns the attacker's crash "
-                   "(JSONDecodeError on what it wrote) into a broken task, left out of every agent's numbers, so "
-                   "the attacker's mean rises to the solver's")
 def test_crashing_the_checks_does_not_remove_a_failed_task(tmp_path: Path) -> None:
     cwd = _cwd(tmp_path)
     suite = tmp_path / "suite"
@@ -164,10 +159,6 @@ def _rubric_task(folder: Path) -> Path:
     })
 
 
-@pytest.mark.xfail(strict=True, reason="round 5: the answer is cut by characters (llm/untrusted.py::cut_text, "
-                   "ANSWER_CHARS 60,000), not by the judge's context: 60,000 CJK characters overflow a 32k-token judge, "
-                   "its HTTP 400 is a ProviderError -> grade/judge.py::_batched_vote raises GraderError -> the run is "
-                   "void (grader_error), not a scored 0 for an oversized answer")
 def test_an_answer_too_big_for_the_judge_is_a_scored_failure(tmp_path: Path) -> None:
     cwd = _cwd(tmp_path)
     suite = tmp_path / "suite"
@@ -251,10 +242,6 @@ def quote(item):
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="round 5: scenario/lifecycle.py::DeliveredCopy.grade_case treats any 502 the "
-                   "prod gateway answered with 'model provider error' (env/net/gateway.py::_post: a 429 after its "
-                   "retries) as the harness's trouble: the grade is retried, then GraderError, so a delivered "
-                   "system that bursts past the provider's rate limit makes its own failing run void")
 def test_a_delivered_system_that_trips_the_providers_rate_limit_is_scored(tmp_path: Path) -> None:
     cwd = _cwd(tmp_path)
     upstream = RateLimited()

@@ -102,7 +102,7 @@ def test_the_timeout_dodge_gains_nothing_over_an_honest_wrong_answer(timeout_dod
     agents = {a["agent"].rsplit("/", 1)[-1]: a for a in timeout_dodge["report"]["agents"]}
     assert agents["dodger.jsonl"]["pass_rate"] == agents["wrong.jsonl"]["pass_rate"] == 0.0
     assert agents["dodger.jsonl"]["void"] == 0 and agents["dodger.jsonl"]["void_rate"] == 0.0
-    assert timeout_dodge["report"]["broken_tasks"] == []  # the task is sound: its untouched workspace grades
+    assert timeout_dodge["report"]["broken_tasks"] == []  # no reference shows its grader failing: a fault is the agent's
 
 
 def test_a_resume_does_not_void_the_dodge_again(timeout_dodge: dict[str, Any]) -> None:

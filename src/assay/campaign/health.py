@@ -2,13 +2,23 @@
 
 SPEC "void, scored, broken: who failed decides": a part whose grading failed on what the agent
 delivered scores 0 with the fault recorded, unless the same grader fails on the task's own
-reference deliverable too (on an untouched workspace when the task has no reference): then the
-task is broken, and its runs are left out of every agent's numbers alike. This module finds
-out, once per task content and level: it runs the task's `reference` policy (or `noop`)
-through the same harness and grader, stores nothing of that run, and compares the parts that
-faulted. The verdict is kept in the store's cache, so a resumed campaign (or another worker)
-does not ask again. A probe the harness could not finish decides nothing: the run asking is
-void (re-run), since neither the agent nor the task is shown to be at fault.
+reference deliverable too: then the task is broken, and its runs are left out of every agent's
+numbers alike. This module finds out, once per task content and level: it runs the task's
+`reference` policy through the same harness and grader, stores nothing of that run, and
+compares the parts that faulted. The verdict is kept in the store's cache, so a resumed
+campaign (or another worker) does not ask again. A probe the harness could not finish decides
+nothing: the run asking is void (re-run), since neither the agent nor the task is shown to be
+at fault.
+
+Only a reference can show a task broken. A fault the reference has too is one no agent can
+avoid, even by solving the task; a fault on an untouched workspace shows only that doing
+nothing faults (a checks program that opens a file the agent never wrote, a judge handed an
+empty answer), and any agent can deliver what `noop` delivers. Taking that as the task's
+fault would let an agent that fails a task turn its 0 into a task left out of every agent's
+numbers by failing the same way (round 5). A task without a reference is therefore never
+found broken here: a fault on it is the agent's, scored 0 and recorded; a task whose grader
+fails whatever it is handed scores 0 for every agent alike, and `assay curate` puts it up for
+review (no agent passes it).
 """
 
 from __future__ import annotations
@@ -33,12 +43,13 @@ if TYPE_CHECKING:
 __all__ = ["Probe", "TaskHealth", "fault_base"]
 
 PROBE_AGENT_PREFIX = "probe-of-task:"
+REFERENCE = "reference"  # the policy a task's grader is checked on (the only one that can show it broken)
 
 
 class Probe(BaseModel):
     """What grading the task's own deliverable gave: the parts that faulted, with reasons."""
 
-    agent: str  # the policy that delivered: reference or noop
+    agent: str  # the policy that delivered: reference
     faults: list[Fault] = Field(default_factory=list)
 
 
@@ -65,16 +76,18 @@ class TaskHealth:
         return f"task-health/{HARNESS_VERSION}/{k.task_hash}/{k.level}/{k.options_hash}"
 
     async def broken_reason(self, planned: PlannedRun, faults: list[Fault]) -> str | None:
-        """Why the task is broken for these faults (its own deliverable faults in the same
-        grader), or None (the agent's fault). HarnessError when the probe could not be run."""
-        own = planned.agent.spec == _probe_policy(planned)
+        """Why the task is broken for these faults (its reference faults in the same grader),
+        or None (the agent's fault; always so for a task without a reference). HarnessError
+        when the probe could not be run."""
+        if REFERENCE not in planned.task.policies:
+            return None
+        own = planned.agent.spec == REFERENCE
         probe = Probe(agent=planned.agent.spec, faults=faults) if own else await self._probe(planned)
         theirs = {fault_base(f.part): f for f in probe.faults}
         for f in faults:
             same = theirs.get(fault_base(f.part))
             if same is not None:
-                what = "its reference" if probe.agent == "reference" else "an untouched workspace"
-                return f"the task's grader fails on {what} too ({same.part}): {same.reason}"[:1000]
+                return f"the task's grader fails on its reference too ({same.part}): {same.reason}"[:1000]
         return None
 
     async def _probe(self, planned: PlannedRun) -> Probe:
@@ -90,7 +103,7 @@ class TaskHealth:
             return Probe.model_validate_json(cached)
         from assay.campaign.plan import PlannedRun as Planned
 
-        policy = _probe_policy(planned)
+        policy = REFERENCE
         k = planned.key
         probe_key = k.model_copy(update={"agent": PROBE_AGENT_PREFIX + policy, "epoch": 0})
         record = await self._run_probe(Planned(planned.task, AgentFactory(policy, Config()), planned.level, 0,
@@ -101,8 +114,3 @@ class TaskHealth:
         probe = Probe(agent=policy, faults=record.grade.faults)
         await asyncio.to_thread(self._store.cache_put, key, json.dumps(probe.model_dump(mode="json")))
         return probe
-
-
-def _probe_policy(planned: PlannedRun) -> str:
-    """The deliverable a task's grader is checked on: its reference, else an untouched workspace."""
-    return "reference" if "reference" in planned.task.policies else "noop"

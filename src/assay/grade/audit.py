@@ -74,7 +74,7 @@ from assay.grade.openclaw import to_openclaw
 from assay.grade.rubric import ItemVerdict, items_needing_judge, score_items
 from assay.llm.jsonrepair import json_candidates
 from assay.llm.passages import PassageFinder
-from assay.llm.untrusted import ANSWER_CHARS, boundary, cut_text, fence, untrusted_note
+from assay.llm.untrusted import boundary, cut_answer, fence, untrusted_note
 from assay.record import (
     AssistantEvent,
     Audit,
@@ -567,14 +567,14 @@ def judge_texts(inp: GradeInput, evidence: Evidence) -> list[tuple[str, str]]:
     if task.primary_kind == "contract":
         transcript = to_openclaw(inp.events, task_id=task.id, final_message=inp.final_message)
         return judge_views(task, transcript, inp.final_message, inp.workspace).texts()
-    return [("final message", cut_text(evidence.final, ANSWER_CHARS).text)]
+    return [("final message", cut_answer(evidence.final).text)]
 
 
 def _injection_texts(task: Task, evidence: Evidence, views: Sequence[tuple[str, str]] = ()) -> list[tuple[str, str]]:
     """(where, text) the rules search: the judge's `views` (else the final message as judges
     cut it), the first characters of each artifact (the meta-judge's view), and for a contract
     judge (which reads the transcript) the arguments of each tool call."""
-    out = list(views) or [("final message", cut_text(evidence.final, ANSWER_CHARS).text)]
+    out = list(views) or [("final message", cut_answer(evidence.final).text)]
     out += [(f"file {rel}", text[:JUDGE_FILE_CHARS]) for rel, text in sorted(evidence.outputs.items())]
     if task.primary_kind == "contract":
         out += [(f"transcript ({c['name']} call)", s) for c in evidence.tool_calls
@@ -723,7 +723,7 @@ async def _rejudge(inp: GradeInput, grade: Grade, score: float, injection: Injec
                                        reason=it.reason) for it in grade.rubric.items if it.check}
         # The answer as the judge was shown it, cleaned: never cleaned whole and cut again, which
         # would bring text from the cut middle (searched by nobody) into view.
-        shown_answer = await _off_loop(injection.clean, cut_text(inp.final_message, ANSWER_CHARS).text)
+        shown_answer = await _off_loop(injection.clean, cut_answer(inp.final_message).text)
         judged, usage, info = await judge.judge_items(task, shown_answer, items_needing_judge(task))
         verdicts.update(judged)
         again = score_items(task, verdicts)
@@ -954,7 +954,7 @@ def _meta_prompt(inp: GradeInput, grade: Grade, credit: Credit, evidence: Eviden
     # Each text is cut as shown first and cleaned after: cleaning a whole text and cutting it
     # again would bring text from its cut part (searched by nobody) into view.
     trace = _trace_summary(evidence, inp.events)
-    final = cut_text(evidence.final.strip(), ANSWER_CHARS)
+    final = cut_answer(evidence.final.strip())
     heads = {rel: text[:ARTIFACT_CHARS] for rel, text in evidence.outputs.items()}
     if clean is not None:
         trace = clean(trace)
@@ -1037,7 +1037,12 @@ async def _ask_meta(judge: JudgeService, prompt: str) -> tuple[tuple[bool, str] 
     for attempt in range(META_RETRIES + 1):
         try:
             text, u = await judge.ask_raw(META_SYSTEM, prompt, attempt=attempt)
-        except ProviderError as e:  # the client has already retried: the run is void, as every judge failure
+        except ProviderError as e:
+            if e.context_overflow:  # what it is shown of the run is too long for it: fail-closed, not void
+                return (False, f"the meta-judge refused the run's evidence as longer than its context, so the "
+                               f"flagged credit is not shown to be supported ({e.reason})"[:1000]), usage, errors, \
+                    attempt + 1
+            # the client has already retried: the run is void, as every judge failure
             raise GraderError(f"meta-judge {judge.name}: provider error: {e.reason}") from None
         usage = usage + u
         try:

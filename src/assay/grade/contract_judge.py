@@ -3,7 +3,7 @@
 Judge (`grading.type` judge / hybrid): the DareBench judge contract. The prompt holds the
 task prompt, the expected behaviour, a transcript summary (each tool call with its first
 1000 characters of arguments, the first 200 characters of each result; the whole summary
-cut to 20,000 characters, head and tail), the final message (cut to `ANSWER_CHARS`, head and
+cut to 20,000 characters, head and tail), the final message (cut to `ANSWER_TOKENS`, head and
 tail), the first 4000 characters of each contract file that exists, and the rubric. What the
 agent controls (the summary, the final message, each file) is fenced between boundary
 markers with a token derived from the task and those texts, and the prompt says it is
@@ -39,7 +39,7 @@ from assay.fs.paths import PathError
 from assay.fs.reads import read_workspace_file
 from assay.grade.inputs import GradeInput
 from assay.llm.jsonrepair import json_candidates
-from assay.llm.untrusted import ANSWER_CHARS, Cut, boundary, cut_text, fence, untrusted_note
+from assay.llm.untrusted import Cut, boundary, cut_answer, cut_text, fence, untrusted_note
 from assay.record import UsageCost
 from assay.task.model import Task
 
@@ -134,7 +134,7 @@ def judge_views(task: Task, transcript: list[dict[str, Any]], final_message: str
     """The contract judge's views of one run (`JudgeViews`)."""
     prompt = task.prompt or next(iter(task.briefs.values()), "")
     return JudgeViews(summary=cut_text(_summary(transcript, prompt), TRANSCRIPT_CHARS),
-                      final=cut_text(final_message.strip(), ANSWER_CHARS), files=_artifacts(task, workspace))
+                      final=cut_answer(final_message.strip()), files=_artifacts(task, workspace))
 
 
 JUDGE_LABELS = ("TRANSCRIPT", "ANSWER", "FILE")
@@ -288,8 +288,8 @@ def parse_judge_reply(text: str) -> dict[str, Any]:
 async def judge_contract(inp: GradeInput, transcript: list[dict[str, Any]], *, views: JudgeViews | None = None
                          ) -> tuple[dict[str, Any], UsageCost]:
     """Ask the judge; ({scores, total, notes, raw, error?, unreadable?}, usage). A provider
-    failure raises GraderError (the run is void); a reply that stays unparseable is a verdict of
-    0 marked `unreadable`. `views` replaces the judge's views of the run (the audit's re-judge:
+    failure raises GraderError (the run is void); a reply that stays unparseable, or a refusal
+    of the prompt as longer than the judge's context, is a verdict of 0 marked `unreadable`. `views` replaces the judge's views of the run (the audit's re-judge:
     the views without the passages addressed to the grader, `JudgeViews.cleaned`)."""
     task: Task = inp.task
     if inp.judge is None:
@@ -300,11 +300,18 @@ async def judge_contract(inp: GradeInput, transcript: list[dict[str, Any]], *, v
     usage = UsageCost()
     errors: list[str] = []
     text = ""
+    too_long = False
     for attempt in range(JUDGE_RETRIES + 1):
         try:
             text, u = await inp.judge.ask_raw(JUDGE_SYSTEM, prompt, attempt=attempt)
         except ProviderError as e:
-            raise GraderError(f"judge provider error: {e.reason}") from None
+            if not e.context_overflow:  # the client has already retried: the run is void
+                raise GraderError(f"judge provider error: {e.reason}") from None
+            # What the agent delivered made the prompt longer than the judge's context: no
+            # verdict, as an unreadable reply (the judge's part scores 0, the fault recorded).
+            errors.append(f"attempt {attempt + 1}: refused as longer than the judge's context ({e.reason})")
+            too_long = True
+            break
         usage = usage + u
         try:
             parsed = parse_judge_reply(text)
@@ -317,9 +324,11 @@ async def judge_contract(inp: GradeInput, transcript: list[dict[str, Any]], *, v
         if errors:
             result["error"] = "; ".join(errors)
         return result, usage
-    # The judge answered, every time, in a form that is not a verdict. It read the agent's work:
-    # that work may have told it how to reply, so the judge's part scores 0 with the fault
-    # recorded (a grader failing on the task's reference marks the task broken: campaign.health).
-    reason = f"the judge's reply was unparseable after {JUDGE_RETRIES + 1} attempts ({'; '.join(errors)})"
+    # The judge answered, every time, in a form that is not a verdict, or refused what the agent
+    # delivered as too long. It read the agent's work: that work may have told it how to reply,
+    # so the judge's part scores 0 with the fault recorded (a grader failing on the task's
+    # reference marks the task broken: campaign.health).
+    reason = (f"the judge gave no verdict ({'; '.join(errors)})" if too_long
+              else f"the judge's reply was unparseable after {JUDGE_RETRIES + 1} attempts ({'; '.join(errors)})")
     return {"scores": {}, "total": 0.0, "notes": "", "raw": text[:4000], "error": reason[:1000],
             "unreadable": True, **({"cut": cuts} if cuts else {})}, usage

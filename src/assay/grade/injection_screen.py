@@ -14,7 +14,10 @@ Nothing the screen says is taken on trust:
 - the reply is read for its last JSON value, which must be `{"passages": [...]}` (each a
   string or `{"quote": ...}`); anything else is unreadable: no passages from the screen, the
   reason recorded in `audit.screen.error`; a provider failure is a GraderError (the run is
-  void, as for every judge call);
+  void, as for every judge call), except a refusal of the texts as longer than the judge's
+  context (`ProviderError.context_overflow`: the agent's text made more tokens than the cut
+  estimates), which gives a soft `judge_injection` flag (`too_long`) and so sends the run to
+  the meta-judge, as a screen that could not read it all;
 - at most `MAX_QUOTES` quotes of a reply are read; a reply that lists that many may have left
   some out, so the texts, without what was found so far, are screened again (at most
   `SCREEN_ROUNDS` calls; a reply still full after the last gives a soft `judge_injection` flag,
@@ -237,6 +240,7 @@ class Screened:
     texts: int = 0
     rounds: int = 0  # screen calls made
     saturated: bool = False  # the last call still listed MAX_QUOTES quotes: some may be left
+    too_long: bool = False  # the judge refused the texts as longer than its context
 
     def record(self) -> dict[str, Any]:
         """What `audit.screen` keeps."""
@@ -258,6 +262,10 @@ class Screened:
             out.append({"rule": "judge_injection", "severity": "soft", "screen_refused": True,
                         "reason": f"the injection screen listed {MAX_QUOTES} passages addressed to the grader in "
                                   f"each of {self.rounds} calls, so more may be left in the answer"})
+        if self.too_long:
+            out.append({"rule": "judge_injection", "severity": "soft", "screen_refused": True,
+                        "reason": "the injection screen's judge refused the agent's texts as longer than its "
+                                  "context, so they were not screened"})
         return out
 
     def into(self, injection: Injection) -> Injection:
@@ -331,7 +339,12 @@ async def screen_injection(judge: JudgeService, task_id: str, texts: Sequence[tu
     for _round in range(SCREEN_ROUNDS):
         try:
             reply, usage = await judge.ask_raw(SCREEN_SYSTEM, screen_prompt(task_id, shown_texts))
-        except ProviderError as e:  # the client has already retried: the run is void, as every judge failure
+        except ProviderError as e:
+            if e.context_overflow:  # the agent's texts: not screened, and the meta-judge reviews the run
+                out.error = f"refused as longer than the judge's context: {e.reason}"[:1000]
+                out.too_long = True
+                return out
+            # the client has already retried: the run is void, as every judge failure
             raise GraderError(f"injection screen {judge.name}: provider error: {e.reason}") from None
         out.usage = out.usage + usage
         out.rounds += 1

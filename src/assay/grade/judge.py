@@ -4,12 +4,19 @@ Each item's text appears verbatim in the prompt. An item the judge cannot answer
 retries is NA (counted 0, reported), never silently a miss. Calls are cached by judge spec
 and the full prompt, so a re-grade costs nothing and a changed answer is judged afresh.
 
-The answer is data, not instructions (`assay.llm.untrusted`): it is cut to `ANSWER_CHARS`
-characters (head and tail; `info["answer_cut"]` records a cut), fenced between
+The answer is data, not instructions (`assay.llm.untrusted`): it is cut to `ANSWER_TOKENS`
+estimated tokens (head and tail; `info["answer_cut"]` records a cut), fenced between
 `<<<ANSWER-TOKEN>>>` and `<<<END-ANSWER-TOKEN>>>` with a token derived from the task and the
 answer (so the cache still hits on a re-grade), and the prompt says that what is inside is
 untrusted. A reply is read for the judge's LAST verdict-shaped JSON value, so a forged verdict
 the judge quotes from the answer while it reasons does not count.
+
+A judge that refuses the prompt as longer than its context (`ProviderError.context_overflow`:
+an answer whose text makes more tokens than estimated, or a judge of a small context) is asked
+again, every voter, with the answer cut to half as many tokens, down to `ANSWER_FLOOR_TOKENS`:
+the answer is graded on what fits, the cut recorded (`info["answer_cut"]`,
+`info["context_refusals"]`). A judge that refuses even that cannot hold the task's own prompt:
+a GraderError (void), as an outage; a 5xx, a timeout or a refused key are never cut around.
 
 Voting: every (judge model, repeat) pair is one voter; the majority decides each item. A
 tie never gives credit and never waives a penalty (fail-closed): a tied positive item is
@@ -33,7 +40,15 @@ from assay.grade.rubric import ItemVerdict
 from assay.llm.jsonrepair import json_candidates
 from assay.llm.messages import Message
 from assay.llm.resolve import Model, resolve_model
-from assay.llm.untrusted import ANSWER_CHARS, Cut, boundary, cut_text, fence, untrusted_note
+from assay.llm.untrusted import (
+    ANSWER_TOKENS,
+    Cut,
+    boundary,
+    cut_answer,
+    estimate_tokens,
+    fence,
+    untrusted_note,
+)
 from assay.record import UsageCost
 from assay.task.model import RubricItem, Task
 
@@ -96,17 +111,41 @@ def majority(weight: float, met: int, not_met: int) -> bool:
     return weight < 0 if met == not_met else met > not_met
 
 
+ANSWER_FLOOR_TOKENS = 250
+"""The shortest cut of an answer a judge that refuses the prompt as too long is shown."""
+
+
+class _TooLong(Exception):
+    """A judge refused a prompt as longer than its context (what `judge_items` cuts around)."""
+
+
 @dataclass(frozen=True)
 class Shown:
-    """The answer as the judge is shown it: cut to `ANSWER_CHARS`, with its boundary token."""
+    """The answer as the judge is shown it: cut to `tokens` estimated tokens, with its boundary token."""
 
     cut: Cut
     token: str
 
     @classmethod
-    def of(cls, task: Task, answer: str) -> Shown:
-        cut = cut_text(answer, ANSWER_CHARS)
+    def of(cls, task: Task, answer: str, tokens: int = ANSWER_TOKENS) -> Shown:
+        cut = cut_answer(answer, tokens)
         return cls(cut=cut, token=boundary(task.id, [cut.text]))
+
+
+def _refused(e: ProviderError, where: str) -> Exception:
+    """What a judge call's ProviderError becomes: `_TooLong` when the prompt was refused as
+    longer than the judge's context, else a GraderError (the client has already retried: the
+    run is void)."""
+    if e.context_overflow:
+        return _TooLong(f"{where}: refused as longer than its context: {e.reason}")
+    return GraderError(f"{where}: provider error: {e.reason}")
+
+
+def _first_error(results: list[Any]) -> BaseException | None:
+    """The exception to raise of gathered `results`: one that is not `_TooLong` first (an
+    outage voids the run whatever else was refused)."""
+    errors = [r for r in results if isinstance(r, BaseException)]
+    return next((e for e in errors if not isinstance(e, _TooLong)), errors[0] if errors else None)
 
 
 def _head(task: Task, shown: Shown) -> str:
@@ -350,8 +389,8 @@ class Judge:
             key = self.cache_key(model, repeat, attempt, system, prompt)
             try:
                 text, cached = await self._call(model, key, prompt, system, usage)
-            except ProviderError as e:  # the client has already retried: the run is void
-                raise GraderError(f"judge {model.spec.spec}: provider error: {e.reason}") from None
+            except ProviderError as e:
+                raise _refused(e, f"judge {model.spec.spec}") from None
             try:
                 parsed = parse_batched(text, [it.id for it in missing])
             except ValueError as e:
@@ -373,8 +412,8 @@ class Judge:
             key = self.cache_key(model, repeat, attempt, system, prompt)
             try:
                 text, cached = await self._call(model, key, prompt, system, usage)
-            except ProviderError as e:  # the client has already retried: the run is void
-                raise GraderError(f"judge {model.spec.spec}: item {it.id}: provider error: {e.reason}") from None
+            except ProviderError as e:
+                raise _refused(e, f"judge {model.spec.spec}: item {it.id}") from None
             try:
                 verdict = parse_item(text)
             except ValueError as e:
@@ -393,8 +432,11 @@ class Judge:
             async with sem:
                 return it.id, await self._item_vote(model, repeat, task, answer, it, usage, errors)
 
-        results = await asyncio.gather(*(one(it) for it in items))
-        return {i: v for i, v in results if v is not None}
+        results = await asyncio.gather(*(one(it) for it in items), return_exceptions=True)
+        error = _first_error(results)  # every item's call has ended: none is left running
+        if error is not None:
+            raise error
+        return {r[0]: r[1] for r in results if not isinstance(r, BaseException) and r[1] is not None}
 
     async def judge_items(self, task: Task, answer: str, items: list[RubricItem]
                           ) -> tuple[dict[str, ItemVerdict], UsageCost, dict[str, Any]]:
@@ -402,9 +444,25 @@ class Judge:
         errors: list[str] = []
         vote_fn = self._batched_vote if self.mode == "batched" else self._per_item_vote
         voters = [(f, r) for f in self.models for r in range(self.repeats)]
-        shown = Shown.of(task, answer)  # cut and fenced once: every voter sees the same answer
-        votes: list[dict[str, tuple[bool, str]]] = list(await asyncio.gather(
-            *(vote_fn(f, r, task, shown, items, usage, errors) for f, r in voters))) if items else []
+        tokens = ANSWER_TOKENS
+        refusals: list[str] = []
+        while True:
+            shown = Shown.of(task, answer, tokens)  # cut and fenced once: every voter sees the same answer
+            results = list(await asyncio.gather(
+                *(vote_fn(f, r, task, shown, items, usage, errors) for f, r in voters), return_exceptions=True)
+            ) if items else []
+            error = _first_error(results)
+            if error is None:
+                votes = [r for r in results if not isinstance(r, BaseException)]
+                break
+            if not isinstance(error, _TooLong):
+                raise error
+            refusals.append(str(error)[:500])
+            shown_tokens = min(tokens, estimate_tokens(answer))
+            if shown_tokens <= ANSWER_FLOOR_TOKENS:  # the answer is not what makes the prompt too long
+                raise GraderError(f"{error}; refused with the answer cut to about {shown_tokens:,} tokens: the "
+                                  "judge's context cannot hold the task's own prompt")
+            tokens = max(ANSWER_FLOOR_TOKENS, shown_tokens // 2)
         verdicts: dict[str, ItemVerdict] = {}
         tallies: dict[str, list[int]] = {}
         agreed = answered = na = 0
@@ -438,4 +496,7 @@ class Judge:
         }
         if shown.cut.was_cut:
             info["answer_cut"] = shown.cut.info()
+        if refusals:
+            info["context_refusals"] = refusals
+            info["answer_tokens"] = tokens
         return verdicts, total, info

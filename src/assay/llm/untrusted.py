@@ -19,7 +19,12 @@ meta-judge) builds on these pieces:
 - `cut_text`: a long text is cut before it is fenced: its first two thirds and last third of
   the limit are kept, with a line in the middle saying how many characters were left out;
   the prompt says so outside the block too, and the grade records it (`Cut.info`). Answers
-  and final messages are cut to `ANSWER_CHARS`.
+  and final messages are cut by `cut_answer` to `ANSWER_TOKENS` tokens as `estimate_tokens`
+  counts them (an ASCII character a quarter of a token, any other a whole one), not by
+  characters: 60,000 characters of English, 15,000 of Chinese, so that a CJK answer fits the
+  same judge context as an English one. A judge that still refuses a prompt as longer than its
+  context (`ProviderError.context_overflow`) is shown the answer cut shorter
+  (`grade.judge.Judge.judge_items`).
 
 The passages an agent addresses to its grader are found by `assay.llm.passages`.
 """
@@ -28,13 +33,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["ANSWER_CHARS", "Cut", "boundary", "cut_text", "fence", "untrusted_note"]
+__all__ = ["ANSWER_TOKENS", "Cut", "boundary", "cut_answer", "cut_text", "estimate_tokens", "fence",
+           "untrusted_note"]
 
-ANSWER_CHARS = 60_000
-"""The most characters of an answer (a final message) a judge is shown."""
+ANSWER_TOKENS = 15_000
+"""The most tokens of an answer (a final message) a judge is shown, as `estimate_tokens`
+counts them: 60,000 characters of ASCII text, 15,000 of CJK."""
 TOKEN_HEX = 24
 
 
@@ -64,10 +71,49 @@ def cut_text(text: str, limit: int) -> Cut:
     if len(text) <= limit:
         return Cut(text=text, chars=len(text), head=len(text), tail=0)
     head = limit * 2 // 3
-    tail = limit - head
+    return _cut(text, head, limit - head)
+
+
+def _cut(text: str, head: int, tail: int) -> Cut:
     left_out = len(text) - head - tail
     marker = f"\n[... {left_out:,} characters of the middle cut by assay ...]\n"
     return Cut(text=text[:head] + marker + (text[-tail:] if tail else ""), chars=len(text), head=head, tail=tail)
+
+
+def _quarters(c: str) -> int:
+    """A character's estimated tokens, in quarters: an ASCII character is about a quarter of a
+    token in English text and code; a CJK character is about one (others are counted so too)."""
+    return 1 if c < "\x80" else 4
+
+
+def estimate_tokens(text: str) -> int:
+    """About how many tokens a judge's tokenizer makes of `text` (see `_quarters`): an estimate
+    for cutting, never a bound; a judge's own refusal (`ProviderError.context_overflow`) is
+    what tells a prompt too long."""
+    non_ascii = len(text) - len(text.encode("ascii", "ignore"))
+    return (len(text) - non_ascii + 4 * non_ascii + 3) // 4
+
+
+def _fits(chars: Iterable[str], quarters: int) -> int:
+    """How many of `chars` (in order) fit in `quarters` quarter-tokens."""
+    n = 0
+    for c in chars:
+        quarters -= _quarters(c)
+        if quarters < 0:
+            break
+        n += 1
+    return n
+
+
+def cut_answer(text: str, tokens: int = ANSWER_TOKENS) -> Cut:
+    """`text` whole when `estimate_tokens` counts at most `tokens` in it, else its head and
+    tail of two thirds and one third of `tokens`, joined by a line saying how many characters
+    of the middle were cut (`Cut` counts characters, as `cut_text`)."""
+    if estimate_tokens(text) <= tokens:
+        return Cut(text=text, chars=len(text), head=len(text), tail=0)
+    head = _fits(text, tokens * 4 * 2 // 3)
+    tail = _fits(reversed(text[head:]), tokens * 4 - sum(map(_quarters, text[:head])))
+    return _cut(text, head, tail)
 
 
 def boundary(context: str, texts: Sequence[str]) -> str:

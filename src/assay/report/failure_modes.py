@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel
 
-from assay.llm.untrusted import ANSWER_CHARS, boundary, cut_text, fence, untrusted_note
+from assay.llm.untrusted import boundary, cut_answer, fence, untrusted_note
 from assay.record import RunRecord, UsageCost
 
 
@@ -84,7 +84,7 @@ def prompt(r: RunRecord) -> str:
     """The judge's prompt for one failed run; grade reasons and the final message are fenced
     (grade reasons can quote the agent's text)."""
     wrong = "\n".join(_what_went_wrong(r)) or "- (the grade names no single failed check)"
-    answer = cut_text(r.final_message, ANSWER_CHARS)
+    answer = cut_answer(r.final_message)
     token = boundary(r.key.task_id, [wrong, answer.text])
     head = (f"Task {r.key.task_id}" + (f" ({r.task_meta['title']})" if r.task_meta.get("title") else "")
             + f", kinds {', '.join(r.kinds)}. The run scored {r.score:g} and did not pass.")

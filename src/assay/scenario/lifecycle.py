@@ -569,6 +569,11 @@ class DeliveredCopy:
             return None
         await gw.stop()
         self._llm_prod = gw.summary()
+        limited = [r for r in gw.records if r.status == 429 and (r.error or "").startswith("model provider rate limit")]
+        if limited and self._run.transcript is not None:  # the system's own burst: graded as it stands
+            self._run.transcript.harness(f"the delivered system's own calls passed the model provider's rate limit "
+                                         f"{len(limited)} time(s) while graded; it was answered 429 as in production "
+                                         f"and the grade stands: {(limited[0].error or '')[:300]}")
         for rec in gw.records:
             err = rec.error or ""
             if rec.status in (502, 504) and err.startswith("model provider error"):

@@ -37,6 +37,7 @@ class Fault:
     reason: str
     status: int | None = None
     retry_after: float | None = None
+    context_overflow: bool = False  # the request is longer than the model's context (never retried)
 
 
 def classify(exc: BaseException) -> Fault | None:
@@ -203,7 +204,8 @@ class ModelClient(ABC):
                     raise
                 where = f"{self.provider}/{self.model}"
                 if not fault.retriable:
-                    raise ProviderError(f"{where}: {fault.reason}", fault.status) from exc
+                    raise ProviderError(f"{where}: {fault.reason}", fault.status,
+                                        context_overflow=fault.context_overflow) from exc
                 if attempt >= self.max_retries:
                     raise ProviderError(
                         f"{where}: {fault.reason} (gave up after {attempt + 1} attempts)", fault.status
