@@ -1,0 +1,5 @@
+"""`python -m assay.cli`: the `assay` command."""
+
+from assay.cli import main
+
+main()
