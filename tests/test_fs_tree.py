@@ -412,6 +412,30 @@ def test_read_tree(src: Path, outside: Path) -> None:
     assert read_tree(src, ".", max_file_bytes=10, max_files=2) == [("a.txt", b"alpha\n"), ("sub/b.txt", b"beta\n")]
 
 
+def test_read_tree_stops_at_its_entry_ceiling_and_says_so(tmp_path: Path) -> None:
+    """Empty folders cost a walk as much as files: `max_entries` counts every entry looked at,
+    a huge folder is listed only up to it, and each ceiling reached is said once, without names."""
+    (tmp_path / "d").mkdir()
+    for i in range(50):
+        (tmp_path / "d" / f"{i:02d}").mkdir()
+    (tmp_path / "z.txt").write_text("z")
+    capped: list[str] = []
+    # The root's two entries are looked at first; "d" is listed up to the ceiling, then "z.txt" is read.
+    assert read_tree(tmp_path, ".", max_file_bytes=10, max_entries=20, capped=capped) == [("z.txt", b"z")]
+    assert len(capped) == 1 and "20 entries" in capped[0] and "d/" not in capped[0]
+    capped = []
+    assert read_tree(tmp_path, ".", max_file_bytes=10, max_entries=60, capped=capped) == [("z.txt", b"z")]
+    assert capped == []
+    (tmp_path / "d" / "00" / "f.txt").write_text("f")
+    (tmp_path / "d" / "01" / "g.txt").write_text("g")
+    capped = []
+    assert read_tree(tmp_path, ".", max_file_bytes=10, max_files=1, capped=capped) == [("d/00/f.txt", b"f")]
+    assert capped == ["1 files read, the most it reads: the rest of the tree left out"]
+    capped = []
+    assert read_tree(tmp_path, ".", max_file_bytes=10, max_depth=1, capped=capped) == [("z.txt", b"z")]
+    assert capped == ["folders deeper than 1 levels left out"]
+
+
 def test_read_tree_of_a_missing_or_linked_folder_is_empty(src: Path, outside: Path) -> None:
     os.symlink(outside, src / "deliverables")
     assert read_tree(src, "deliverables", max_file_bytes=1000) == []

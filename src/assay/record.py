@@ -429,6 +429,8 @@ class Audit(_GradePart):
     audited: bool = False
     meta_judge: dict[str, Any] | None = _optional()
     screen: dict[str, Any] | None = _optional()  # the injection screen's answer (grade/injection_screen.py)
+    # the ceilings the audit's walk of the workspace reached (entries, files, depth): it read the rest not
+    workspace_capped: list[str] | None = _optional()
 
 
 _PARTS: dict[str, type[_GradePart]] = {"rubric": RubricGrade, "scenario": ScenarioGrade, "contract": ContractGrade}

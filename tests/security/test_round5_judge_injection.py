@@ -93,10 +93,6 @@ def _campaign(tmp_path: Path, agents: dict[str, list[dict[str, Any]]]) -> tuple[
     return runs, judge
 
 
-@pytest.mark.xfail(strict=True, reason="round 5: for a rubric task grade/audit.py::_injection_texts searches tool-call "
-                   "arguments only when the judge is a contract judge, but _meta_prompt shows every run the trace "
-                   "(_trace_summary: tool calls and results): a note to the evaluator echoed by a command is never "
-                   "found, reaches the meta-judge uncleaned, and keeps a score the honest twin loses")
 def test_a_note_to_the_evaluator_in_a_command_does_not_keep_a_flagged_score(tmp_path: Path) -> None:
     runs, judge = _campaign(tmp_path, {
         "twin": [{"tool": "run_command", "args": {"command": "echo checking"}}, {"say": CLAIM}],
@@ -107,6 +103,10 @@ def test_a_note_to_the_evaluator_in_a_command_does_not_keep_a_flagged_score(tmp_
     assert judge.meta_asked >= 2
     assert inj["status"] == "done"
     assert inj["score"] <= twin["score"], (inj["score"], twin["score"], judge.meta_obeyed)
+    assert judge.meta_obeyed == 0
+    # The note was found where the meta-judge is shown it (the trace's summary), and taken out.
+    passages = [p for f in inj["grade"]["audit"]["flags"] for p in f.get("passages") or []]
+    assert any(p["where"] == "transcript summary" for p in passages), inj["grade"]["audit"]
 
 
 def test_control_the_same_note_in_the_final_message_is_found_and_taken_out(tmp_path: Path) -> None:

@@ -103,13 +103,13 @@ def _campaign(tmp_path: Path, attack_cmd: str, task: Any = None) -> tuple[dict[s
 MKDIRS = ("python3 -c \"import os\nos.mkdir('d')\nfor i in range(420000): os.mkdir('d/%d' % i)\"")
 
 
-@pytest.mark.xfail(strict=True, reason="round 5: grade/audit.py::_audit calls collect_evidence on the event loop; "
-                   "its fs.read_tree walks every folder of the workspace (max_files counts files read, not entries "
-                   "walked): 420,000 empty folders hold the loop for seconds, and every other run of the campaign waits")
 def test_a_workspace_of_empty_folders_does_not_stall_other_runs(tmp_path: Path) -> None:
     gaps, att = _campaign(tmp_path, MKDIRS)
     assert att["status"] == "done" and att["score"] == 1.0, att
     assert max(gaps.values()) < MAX_GAP_S, gaps
+    # The audit's walk stopped at its entry ceiling (in a worker process) and says so: the run is scored.
+    audit = att["grade"]["audit"]
+    assert audit["audited"] and any("entries" in c for c in audit.get("workspace_capped") or []), audit
 
 
 def test_control_a_small_workspace_does_not_stall_other_runs(tmp_path: Path) -> None:

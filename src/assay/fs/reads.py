@@ -4,7 +4,8 @@ A careless read of a FIFO blocks forever and a careless `open()` follows a symli
 the workspace. Every read here opens a regular file with `O_NOFOLLOW|O_NONBLOCK` relative to
 a folder opened the same way (`assay.fs.paths.open_dirs`): one file (`open_regular_at`,
 `read_regular`, `open_in_workspace`, `read_workspace_file`), what an entry is (`entry_kind`),
-a folder's names (`list_dir`) and the files of a tree within limits (`read_tree`).
+a folder's names (`list_dir`), the head of a file (`read_workspace_head`) and the files of a tree
+within limits (`read_tree`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import contextlib
 import os
 import stat
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from assay.fs.paths import (
@@ -26,7 +28,7 @@ from assay.fs.paths import (
 )
 
 __all__ = ["LIST_MAX_DEPTH", "entry_kind", "list_dir", "open_in_workspace", "open_regular_at", "read_regular",
-           "read_tree", "read_workspace_file"]
+           "read_tree", "read_workspace_file", "read_workspace_head"]
 
 LIST_MAX_DEPTH = 64
 """`list_files` and `read_tree` do not descend deeper than this below the folder asked for."""
@@ -93,51 +95,105 @@ def open_in_workspace(workspace: Path, rel: str) -> Iterator[tuple[int, os.stat_
 
 
 def read_tree(workspace: Path, rel: str, *, max_file_bytes: int, max_files: int = 500, partial: bool = False,
-              skip: Callable[[str], bool] | None = None, max_depth: int = LIST_MAX_DEPTH) -> list[tuple[str, bytes]]:
-    """(path relative to the workspace, bytes) of the regular files under workspace/rel, sorted,
-    read without following any link (the folder itself included) and without opening special
-    files or multiply-linked ones. A file over `max_file_bytes` is left out, or with `partial`
-    read up to that size. `skip(name)` leaves folders out. [] when the folder is missing or is
-    not a plain one; at most `max_files` files, from at most `max_depth` levels below `rel`."""
+              skip: Callable[[str], bool] | None = None, max_depth: int = LIST_MAX_DEPTH,
+              max_entries: int | None = None, capped: list[str] | None = None) -> list[tuple[str, bytes]]:
+    """(path relative to the workspace, bytes) of the regular files under workspace/rel, sorted
+    within each folder, read without following any link (the folder itself included) and without
+    opening special files or multiply-linked ones. A file over `max_file_bytes` is left out, or
+    with `partial` read up to that size. `skip(name)` leaves folders out. [] when the folder is
+    missing or is not a plain one; at most `max_files` files, from at most `max_depth` levels
+    below `rel`, and at most `max_entries` entries looked at in all (folders, files, links and
+    special files alike: a tree of empty folders costs as much to walk as one of files). A
+    folder is listed only up to the entries left, so one huge folder stops the walk too. Each
+    ceiling reached is said once in `capped` (a sentence without the tree's names: they are
+    the agent's)."""
     root = workspace_root(workspace)
     try:
         parts = literal_parts(rel)
         fd = open_dirs(root, parts, rel)
     except PathError:
         return []
-    out: list[tuple[str, bytes]] = []
-
-    def walk(dfd: int, prefix: str, depth: int = 0) -> None:
-        with os.scandir(dfd) as it:
-            entries = sorted(it, key=lambda e: e.name)
-        for e in entries:
-            if len(out) >= max_files:
-                return
-            path = f"{prefix}{e.name}"
-            st = e.stat(follow_symlinks=False)
-            if stat.S_ISDIR(st.st_mode):
-                if skip is not None and skip(e.name) or depth + 1 >= max_depth:
-                    continue
-                with open_subdir(dfd, e.name) as sub:
-                    if sub is not None:
-                        walk(sub, path + "/", depth + 1)
-            elif stat.S_ISREG(st.st_mode) and (partial or st.st_size <= max_file_bytes):
-                try:
-                    ffd, fst = open_regular_at(dfd, e.name)
-                except PathError:
-                    continue
-                try:
-                    if fst.st_nlink == 1:
-                        with os.fdopen(os.dup(ffd), "rb") as f:
-                            out.append((path, f.read(max_file_bytes)))
-                finally:
-                    os.close(ffd)
-
+    walk = _TreeRead(max_file_bytes=max_file_bytes, max_files=max_files, partial=partial, skip=skip,
+                     max_depth=max_depth, max_entries=max_entries)
     try:
-        walk(fd, "/".join(parts) + "/" if parts else "")
+        walk.folder(fd, "/".join(parts) + "/" if parts else "", 0)
     finally:
         os.close(fd)
-    return out
+    if capped is not None:
+        capped.extend(walk.capped)
+    return walk.out
+
+
+@dataclass
+class _TreeRead:
+    """One `read_tree` walk: its limits, what it read, the ceilings it reached."""
+
+    max_file_bytes: int
+    max_files: int
+    partial: bool
+    skip: Callable[[str], bool] | None
+    max_depth: int
+    max_entries: int | None
+    out: list[tuple[str, bytes]] = field(default_factory=list)
+    seen: int = 0
+    capped: list[str] = field(default_factory=list)
+
+    def _cap(self, what: str) -> None:
+        if what not in self.capped:
+            self.capped.append(what)
+
+    def full(self) -> bool:
+        """Whether a ceiling of files or entries is reached (said in `capped`)."""
+        if len(self.out) >= self.max_files:
+            self._cap(f"{self.max_files:,} files read, the most it reads: the rest of the tree left out")
+            return True
+        if self.max_entries is not None and self.seen >= self.max_entries:
+            self._cap(f"{self.max_entries:,} entries (folders and files) looked at, the most it looks at: the rest "
+                      "of the tree left out")
+            return True
+        return False
+
+    def folder(self, dfd: int, prefix: str, depth: int) -> None:
+        entries: list[os.DirEntry[str]] = []
+        with os.scandir(dfd) as it:
+            for e in it:
+                if self.full():
+                    break
+                self.seen += 1
+                entries.append(e)
+        for e in sorted(entries, key=lambda e: e.name):
+            if len(self.out) >= self.max_files:
+                self.full()
+                return
+            st = e.stat(follow_symlinks=False)
+            if stat.S_ISDIR(st.st_mode):
+                self._subfolder(dfd, e.name, f"{prefix}{e.name}/", depth + 1)
+            elif stat.S_ISREG(st.st_mode) and (self.partial or st.st_size <= self.max_file_bytes):
+                self._file(dfd, e.name, f"{prefix}{e.name}")
+
+    def _subfolder(self, dfd: int, name: str, prefix: str, depth: int) -> None:
+        if self.skip is not None and self.skip(name):
+            return
+        if depth >= self.max_depth:
+            self._cap(f"folders deeper than {self.max_depth} levels left out")
+            return
+        if self.full():
+            return
+        with open_subdir(dfd, name) as sub:
+            if sub is not None:
+                self.folder(sub, prefix, depth)
+
+    def _file(self, dfd: int, name: str, path: str) -> None:
+        try:
+            ffd, fst = open_regular_at(dfd, name)
+        except PathError:
+            return
+        try:
+            if fst.st_nlink == 1:
+                with os.fdopen(os.dup(ffd), "rb") as f:
+                    self.out.append((path, f.read(self.max_file_bytes)))
+        finally:
+            os.close(ffd)
 
 
 def list_dir(workspace: Path, rel: str) -> list[str]:
@@ -171,6 +227,26 @@ def entry_kind(workspace: Path, rel: str) -> str | None:
     if stat.S_ISDIR(st.st_mode):
         return "dir"
     return "file" if stat.S_ISREG(st.st_mode) else "special"
+
+
+def read_workspace_head(workspace: Path, rel: str, max_bytes: int) -> bytes:
+    """The first `max_bytes` of the regular file workspace/rel, opened as `read_workspace_file`
+    opens it (the path taken literally, no link followed, no blocking), refused (PathError) when
+    it is not a regular file or has several hard links (another may lie outside the tree)."""
+    parts = literal_parts(rel)
+    if not parts:
+        raise PathError(f"{rel!r} is the workspace root directory, not a file")
+    dfd = open_dirs(workspace_root(workspace), parts[:-1], rel)
+    try:
+        fd, st = open_regular_at(dfd, parts[-1])
+    finally:
+        os.close(dfd)
+    try:
+        if st.st_nlink > 1:
+            raise PathError(f"{rel}: refused: a file with {st.st_nlink} hard links")
+        return os.pread(fd, max_bytes, 0)
+    finally:
+        os.close(fd)
 
 
 def read_workspace_file(workspace: Path, rel: str, max_bytes: int) -> bytes:

@@ -26,12 +26,15 @@ Rules (each a function returning flags `{rule, reason, severity}`):
   (DareBench's inferred outputs) that is missing gives a soft `missing_artifact`.
 
 Passages addressed to the grader come first (`find_injection`, on
-`assay.llm.untrusted.PassageFinder`): instructions to an evaluator, grader, judge or model,
-verdict-shaped blocks, claims that the rubric is met, orders to ignore the instructions,
-role and fake boundary markers, in the final message, the artifacts and (for a contract
-judge, which reads the transcript) the tool calls' arguments, unless the task's own text
-matches the same rule. When there are any, the run is judged again by the same judge on the
-same items or contract with those passages removed from everything the judge is shown; the
+`assay.llm.passages.PassageFinder`, and the injection screen): instructions to an evaluator,
+grader, judge or model, verdict-shaped blocks, claims that the rubric is met, orders to
+ignore the instructions, role and fake boundary markers, in exactly the texts of the run any
+judge is shown, cut as shown (`_gather`): the task's judge's views (a rubric judge's final
+message; a contract judge's transcript summary, final message and contract files) and the
+meta-judge's (its trace summary, the final message, the artifacts' heads and names), unless
+the task's own text matches the same rule. When there are any, the run is judged again by
+the same judge on the same items or contract with those passages removed from everything
+the judge is shown; the
 lower of the two verdicts is kept (written into the grade: the rubric's items, or the
 contract's `judge`), and a `judge_injection` flag records the passages, both verdicts and
 both scores. The re-judge's usage is the run's judge usage; a provider failure on it is a
@@ -44,8 +47,15 @@ every flag `removed`); `supported: true` keeps it. A meta-judge that stays unpar
 after 2 retries falls back to the no-meta-judge rule and the failure is recorded; a
 provider failure voids the run (GraderError). The meta-judge is shown the agent's texts
 without the passages addressed to the grader. Without a meta-judge, a hard flag removes the positive and soft
-flags are only recorded. The meta-judge's prompt fences what the agent controls (trace,
-artifacts, final message) and the verdict under review between boundary markers and says
+flags are only recorded.
+
+The evidence (the trace, the workspace's files within `MAX_FILES`, `READ_BYTES` and an entry
+ceiling, `ASSAY_COPY_MAX_FILES`, recorded in `audit.workspace_capped` when reached) and the
+judges' texts are read in a grading worker process (`assay.grade.workers`), never on the
+event loop. What the worker cannot finish within its limits removes the judge's credit
+(`audit_undecided`) and is a fault of the run (`grade.faults`, part `audit`), never a void.
+The meta-judge's prompt fences what the agent controls (trace, artifacts,
+final message) and the verdict under review between boundary markers and says
 they are untrusted data (`assay.llm.untrusted`); its reply's last `supported` value counts.
 """
 
@@ -60,10 +70,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from assay.config import settings
+from assay.config import COPY_MAX_FILES, settings
 from assay.errors import GraderError, ProviderError
 from assay.fs.paths import PathError
-from assay.fs.reads import entry_kind, list_dir, read_tree, read_workspace_file
+from assay.fs.reads import entry_kind, list_dir, read_tree, read_workspace_file, read_workspace_head
 from assay.grade import workers
 from assay.grade.contract_judge import ARTIFACT_CHARS as JUDGE_FILE_CHARS
 from assay.grade.contract_judge import JudgeViews, judge_contract, judge_views
@@ -74,13 +84,14 @@ from assay.grade.openclaw import to_openclaw
 from assay.grade.rubric import ItemVerdict, items_needing_judge, score_items
 from assay.llm.jsonrepair import json_candidates
 from assay.llm.passages import PassageFinder
-from assay.llm.untrusted import boundary, cut_answer, fence, untrusted_note
+from assay.llm.untrusted import Cut, boundary, cut_answer, fence, untrusted_note
 from assay.record import (
     AssistantEvent,
     Audit,
     AuditFlag,
     ErrorEvent,
     Event,
+    Fault,
     Grade,
     HarnessEvent,
     JudgeInfo,
@@ -125,6 +136,7 @@ class Evidence:
     files: set[str] = field(default_factory=set)  # every regular file in the workspace (rel paths)
     outputs: dict[str, str] = field(default_factory=dict)  # artifacts: rel path -> text (bounded)
     final: str = ""
+    capped: list[str] = field(default_factory=list)  # the ceilings the walk of the workspace reached
 
     @property
     def answer_text(self) -> str:
@@ -181,7 +193,33 @@ def _norm_path(p: str) -> str:
 
 
 def collect_evidence(task: Task, workspace: Path | None, events: list[Event], final_message: str,
-                     commands: list[str] | None = None) -> Evidence:
+                     commands: list[str] | None = None, *, max_entries: int = COPY_MAX_FILES) -> Evidence:
+    """What the run did (its tool calls and commands) and left (the workspace's files, read
+    within limits: `MAX_FILES` files of `READ_BYTES` each, `max_entries` entries looked at).
+    When the walk of the workspace reaches a ceiling, `Evidence.capped` says which, and the
+    files the rules ask about by name (the contract's, the answer's, those the file tools wrote,
+    those the final message claims) are looked up one by one. Reads the agent's files: run it
+    in a worker process (`audit_run` does), never on the event loop."""
+    ev = _trace_evidence(events, final_message, commands or [])
+    if workspace is None or not workspace.is_dir():
+        return ev
+    initial = _initial_files(task)
+    wanted = {_norm_path(p.path) for p in task.contract} | set(ev.written)
+    if task.answer_path:
+        wanted.add(_norm_path(task.answer_path))
+    # Read without following a link or opening a special file (the workspace is the agent's).
+    for rel, data in read_tree(workspace, ".", max_file_bytes=READ_BYTES, max_files=MAX_FILES, partial=True,
+                               skip=_skip_dir, max_entries=max_entries, capped=ev.capped):
+        _add_file(ev, rel, data, rel in wanted, initial)
+    if ev.capped:
+        for rel in sorted(wanted | set(_file_claims(ev.final)))[:MAX_FILES]:
+            if rel and rel not in ev.files and (found := _look_up(workspace, rel)) is not None:
+                _add_file(ev, rel, found, True, initial)
+    return ev
+
+
+def _trace_evidence(events: list[Event], final_message: str, commands: list[str]) -> Evidence:
+    """The evidence of the trace: tool calls with their output, commands, files written."""
     ev = Evidence(final=final_message or "")
     by_id: dict[str, dict[str, Any]] = {}
     for e in events:
@@ -199,25 +237,26 @@ def collect_evidence(task: Task, workspace: Path | None, events: list[Event], fi
                 tool["output"] = e.output
         elif isinstance(e, HarnessEvent) and e.files:  # a policy's copied artifacts
             ev.written += [_norm_path(f) for f in e.files]
-    for c in commands or []:
+    for c in commands:
         if c not in ev.commands:
             ev.commands.append(c)
-    if workspace is None or not workspace.is_dir():
-        return ev
-    initial = _initial_files(task)
-    wanted = {_norm_path(p.path) for p in task.contract} | set(ev.written)
-    if task.answer_path:
-        wanted.add(_norm_path(task.answer_path))
-    # Read without following a link or opening a special file (the workspace is the agent's).
-    for rel, data in read_tree(workspace, ".", max_file_bytes=READ_BYTES, max_files=MAX_FILES, partial=True,
-                               skip=_skip_dir):
-        ev.files.add(rel)
-        text = _text(data)
-        if text is None:
-            continue
-        if rel in wanted or not _unchanged(rel, text, initial):
-            ev.outputs[rel] = text
     return ev
+
+
+def _add_file(ev: Evidence, rel: str, data: bytes, wanted: bool, initial: dict[str, Path | str]) -> None:
+    ev.files.add(rel)
+    text = _text(data)
+    if text is not None and (wanted or not _unchanged(rel, text, initial)):
+        ev.outputs[rel] = text
+
+
+def _look_up(workspace: Path, rel: str) -> bytes | None:
+    """The first `READ_BYTES` of the regular file workspace/rel, or None (missing, a link, not
+    a regular file)."""
+    try:
+        return read_workspace_head(workspace, rel, READ_BYTES)
+    except PathError:
+        return None
 
 
 def _skip_dir(name: str) -> bool:
@@ -558,23 +597,50 @@ def _strings(value: Any) -> list[str]:
     return []
 
 
-def judge_texts(inp: GradeInput, evidence: Evidence) -> list[tuple[str, str]]:
+def judge_texts(task: Task, events: list[Event], final_message: str, workspace: Path | None
+                ) -> list[tuple[str, str]]:
     """(where, text) of what the task's judge is shown of the agent's work, cut as it is shown:
     a rubric judge the final message; a contract judge its transcript summary, the final
-    message and the head of each contract file (`contract_grading.JudgeViews`). The injection
-    screen is shown these, and only these, so its prompt is bounded by the judge's own."""
-    task: Task = inp.task
+    message and the head of each contract file (`contract_grading.JudgeViews`)."""
     if task.primary_kind == "contract":
-        transcript = to_openclaw(inp.events, task_id=task.id, final_message=inp.final_message)
-        return judge_views(task, transcript, inp.final_message, inp.workspace).texts()
-    return [("final message", cut_answer(evidence.final).text)]
+        transcript = to_openclaw(events, task_id=task.id, final_message=final_message)
+        return judge_views(task, transcript, final_message, workspace).texts()
+    return [("final message", _final_view(task, final_message).text)]
 
 
-def _injection_texts(task: Task, evidence: Evidence, views: Sequence[tuple[str, str]] = ()) -> list[tuple[str, str]]:
-    """(where, text) the rules search: the judge's `views` (else the final message as judges
-    cut it), the first characters of each artifact (the meta-judge's view), and for a contract
-    judge (which reads the transcript) the arguments of each tool call."""
-    out = list(views) or [("final message", cut_answer(evidence.final).text)]
+@dataclass(frozen=True)
+class _Seen:
+    """What the audit reads of a run, gathered in a worker process."""
+
+    evidence: Evidence
+    texts: list[tuple[str, str]]  # (where, text): every text of the run a judge is shown, cut as shown
+    screened: list[tuple[str, str]]  # the same, less those that lie inside another one (the screen's)
+    meta: MetaViews
+
+
+def _gather(task: Task, workspace: Path | None, events: list[Event], final_message: str, commands: list[str],
+            max_entries: int) -> _Seen:
+    """The evidence and every text of the run any judge is shown: the task's judge's views
+    and the meta-judge's, each once. The rules search them all, exactly as they are shown;
+    the screen is shown those that do not lie inside another (what it quotes from one is
+    found, and removed, in every text). Reads the agent's files: in a worker process."""
+    evidence = collect_evidence(task, workspace, events, final_message, commands, max_entries=max_entries)
+    meta = meta_views(task, evidence, events)
+    texts: list[tuple[str, str]] = []
+    for where, text in [*judge_texts(task, events, final_message, workspace), *meta.texts()]:
+        if text.strip() and all(text != t for _, t in texts):
+            texts.append((where, text))
+    screened = [(w, t) for i, (w, t) in enumerate(texts)
+                if not any(j != i and len(u) > len(t) and t in u for j, (_, u) in enumerate(texts))]
+    return _Seen(evidence=evidence, texts=texts, screened=screened, meta=meta)
+
+
+def _injection_texts(task: Task, evidence: Evidence) -> list[tuple[str, str]]:
+    """(where, text) of the answer as judges are shown it, for `rule_judge_injection` and the
+    rubric echo: the final message as judges cut it, the first characters of each artifact,
+    and for a contract judge (which reads the transcript) the arguments of each tool call.
+    The audit searches `_gather`'s texts instead: exactly what every judge is shown."""
+    out = [("final message", cut_answer(evidence.final).text)]
     out += [(f"file {rel}", text[:JUDGE_FILE_CHARS]) for rel, text in sorted(evidence.outputs.items())]
     if task.primary_kind == "contract":
         out += [(f"transcript ({c['name']} call)", s) for c in evidence.tool_calls
@@ -582,13 +648,13 @@ def _injection_texts(task: Task, evidence: Evidence, views: Sequence[tuple[str, 
     return out
 
 
-def find_injection(task: Task, evidence: Evidence, views: Sequence[tuple[str, str]] = ()) -> Injection:
-    """Passages addressed to the grader in the judge's views, the artifacts and (contract
-    judge) the tool calls' arguments, each once, in where-first order."""
+def find_injection(task: Task, evidence: Evidence, texts: Sequence[tuple[str, str]] = ()) -> Injection:
+    """Passages addressed to the grader in `texts` ((where, text), as judges are shown them;
+    by default the answer's `_injection_texts`), each once, in where-first order."""
     finder = PassageFinder(_own_text(task))
     seen: set[str] = set()
     passages: list[dict[str, Any]] = []
-    for where, text in _injection_texts(task, evidence, views):
+    for where, text in texts or _injection_texts(task, evidence):
         for p in finder.find(text):
             key = " ".join(p.text.split())
             if key in seen:
@@ -599,15 +665,25 @@ def find_injection(task: Task, evidence: Evidence, views: Sequence[tuple[str, st
     return Injection(finder=finder, passages=passages)
 
 
+def _place(where: str) -> str:
+    """Where a passage is, as a flag's reason says it: never a file's name (the agent chose it,
+    and the reason reaches the meta-judge)."""
+    if where == "file name":
+        return "a file's name"
+    if where.startswith("file "):
+        return "a file"
+    return f"the {where}"
+
+
 def _describe(passages: list[dict[str, Any]]) -> str:
     """Which kinds of passage, where: never the agent's words (the reason reaches the meta-judge)."""
     groups: dict[str, list[str]] = {}
     for p in passages:
         what = " and ".join(KINDS[k] for k in p["kind"].split(","))
-        groups.setdefault(p["where"], [])
-        if what not in groups[p["where"]]:
-            groups[p["where"]].append(what)
-    return "; ".join(f"{' and '.join(kinds)} in the {where}" for where, kinds in list(groups.items())[:5])
+        place = groups.setdefault(_place(p["where"]), [])
+        if what not in place:
+            place.append(what)
+    return "; ".join(f"{' and '.join(kinds)} in {where}" for where, kinds in list(groups.items())[:5])
 
 
 def _injection_flag(injection: Injection) -> dict[str, Any]:
@@ -702,6 +778,11 @@ def _rubric_verdict(rubric: RubricGrade) -> dict[str, Any]:
 def _contract_verdict(verdict: dict[str, Any]) -> dict[str, Any]:
     return {"total": verdict.get("total"), "scores": dict(verdict.get("scores") or {}),
             "notes": str(verdict.get("notes") or "")[:VERDICT_NOTES]}
+
+
+def _cleaned_meta(views: MetaViews, injection: Injection) -> MetaViews:
+    """The meta-judge's views without the passages (worked off the event loop)."""
+    return views.cleaned(injection.clean)
 
 
 def _cleaned_views(task: Task, transcript: list[dict[str, Any]], final_message: str, workspace: Path | None,
@@ -904,22 +985,70 @@ def _trace_summary(evidence: Evidence, events: list[Event]) -> str:
     return text
 
 
-def _artifacts_block(task: Task, evidence: Evidence, token: str, heads: dict[str, str]) -> str:
-    """The artifacts as the meta-judge is shown them: `heads` holds each file's first
-    `ARTIFACT_CHARS` characters (cleaned, on a re-judge)."""
-    order = [_norm_path(p.path) for p in task.contract] + sorted(evidence.outputs)
-    parts: list[str] = []
-    for rel in dict.fromkeys(order):
-        if len(parts) >= MAX_ARTIFACTS:
-            parts.append(f"[... {len(evidence.outputs) - MAX_ARTIFACTS} more files not shown]")
+def _final_view(task: Task, final: str) -> Cut:
+    """The final message as the task's judge is shown it (a contract judge's is stripped first);
+    the meta-judge is shown the same text."""
+    return cut_answer(final.strip() if task.primary_kind == "contract" else final)
+
+
+@dataclass(frozen=True)
+class MetaViews:
+    """What the meta-judge is shown of the run, each text cut as it is shown: the trace's
+    summary, the final message, and the artifacts (path, head or None, the note under it).
+    The audit searches these texts for passages addressed to the grader, as it searches the
+    task's judge's (`shown_texts`), and the meta-judge is shown them cleaned, never their
+    sources cleaned and cut again."""
+
+    trace: str
+    final: Cut
+    files: list[tuple[str, str | None, str]]
+    contract: frozenset[str]  # the contract's paths: the task's names, not the agent's
+    more: int | None = None  # files not shown (None: every artifact is shown)
+    capped: tuple[str, ...] = ()  # the ceilings the audit's walk of the workspace reached
+
+    def texts(self) -> list[tuple[str, str]]:
+        """(where, text) of each view the agent wrote: its file names are shown too."""
+        return [("final message", self.final.text),
+                *((f"file {path}", head) for path, head, _ in self.files if head is not None),
+                *(("file name", path) for path, _, _ in self.files if path not in self.contract),
+                ("transcript summary", self.trace)]
+
+    def cleaned(self, clean: Callable[[str], str]) -> MetaViews:
+        """The same views with `clean` applied to each text the agent wrote."""
+        files = [(path if path in self.contract else clean(path).strip() or "(name removed: addressed to the grader)",
+                  None if head is None else clean(head), note) for path, head, note in self.files]
+        return dataclasses.replace(self, trace=clean(self.trace), files=files,
+                                   final=dataclasses.replace(self.final, text=clean(self.final.text).strip()))
+
+
+def meta_views(task: Task, evidence: Evidence, events: list[Event]) -> MetaViews:
+    """The meta-judge's views of one run (`MetaViews`): the first `ARTIFACT_CHARS` characters
+    of each contract file and output file, at most `MAX_ARTIFACTS` of them."""
+    contract = [_norm_path(p.path) for p in task.contract]
+    files: list[tuple[str, str | None, str]] = []
+    more: int | None = None
+    for rel in dict.fromkeys([*contract, *sorted(evidence.outputs)]):
+        if len(files) >= MAX_ARTIFACTS:
+            more = len(evidence.outputs) - MAX_ARTIFACTS
             break
         text = evidence.outputs.get(rel)
         if text is None:
-            parts.append(f"### {rel}\n(missing, empty or not text)" if rel not in evidence.files
-                         else f"### {rel}\n(binary or unreadable)")
+            files.append((rel, None, "(missing, empty or not text)" if rel not in evidence.files
+                          else "(binary or unreadable)"))
             continue
-        more = f"\n[... truncated: the first {ARTIFACT_CHARS} characters are shown]" if len(text) > ARTIFACT_CHARS else ""
-        parts.append(f"### {rel}\n{fence('FILE', token, heads[rel])}{more}")
+        note = f"[... truncated: the first {ARTIFACT_CHARS} characters are shown]" if len(text) > ARTIFACT_CHARS else ""
+        files.append((rel, text[:ARTIFACT_CHARS], note))
+    return MetaViews(trace=_trace_summary(evidence, events), final=_final_view(task, evidence.final), files=files,
+                     contract=frozenset(contract), more=more, capped=tuple(evidence.capped))
+
+
+def _artifacts_block(views: MetaViews, token: str) -> str:
+    parts: list[str] = []
+    for rel, head, note in views.files:
+        body = note if head is None else fence("FILE", token, head) + (f"\n{note}" if note else "")
+        parts.append(f"### {rel}\n{body}")
+    if views.more is not None:
+        parts.append(f"[... {views.more} more files not shown]")
     return "\n\n".join(parts)
 
 
@@ -936,11 +1065,10 @@ def _verdict_block(credit: Credit, grade: Grade) -> str:
 META_LABELS = ("TRANSCRIPT", "FILE", "ANSWER", "VERDICT")
 
 
-def _meta_prompt(inp: GradeInput, grade: Grade, credit: Credit, evidence: Evidence,
-                 flags: list[dict[str, Any]], score: float, clean: Callable[[str], str] | None = None
-                 ) -> tuple[str, dict[str, Any]]:
-    """(the meta-judge's prompt, what was cut: {"final_message"?: Cut.info}). With `clean`, the
-    passages addressed to the grader are left out of the agent's texts it shows."""
+def _meta_prompt(inp: GradeInput, grade: Grade, credit: Credit, views: MetaViews, flags: list[dict[str, Any]],
+                 score: float) -> tuple[str, dict[str, Any]]:
+    """(the meta-judge's prompt, what was cut: {"final_message"?: Cut.info}). `views` are the
+    agent's texts as shown (cleaned of the passages addressed to the grader when there are any)."""
     task: Task = inp.task
     prompt = task.brief(inp.level) if inp.level is not None and inp.level in task.briefs else \
         (task.prompt or next(iter(task.briefs.values()), ""))
@@ -951,23 +1079,18 @@ def _meta_prompt(inp: GradeInput, grade: Grade, credit: Credit, evidence: Eviden
                        if v is not None) or "harness defaults"
     turns = sum(1 for e in inp.events if isinstance(e, AssistantEvent))
     flag_lines = "\n".join(f"- {f['rule']} ({f['severity']}): {f['reason']}" for f in flags)
-    # Each text is cut as shown first and cleaned after: cleaning a whole text and cutting it
-    # again would bring text from its cut part (searched by nobody) into view.
-    trace = _trace_summary(evidence, inp.events)
-    final = cut_answer(evidence.final.strip())
-    heads = {rel: text[:ARTIFACT_CHARS] for rel, text in evidence.outputs.items()}
-    if clean is not None:
-        trace = clean(trace)
-        final = dataclasses.replace(final, text=clean(final.text).strip())
-        heads = {rel: clean(text) for rel, text in heads.items()}
+    trace, final = views.trace, views.final
     verdict = _verdict_block(credit, grade)
-    token = boundary(task.id, [trace, final.text, verdict, *heads.values()])
+    token = boundary(task.id, [trace, final.text, verdict, *(p for p, _, _ in views.files),
+                               *(h for _, h, _ in views.files if h is not None)])
     note = untrusted_note(token, META_LABELS, extra=" or, for the VERDICT block, from the grader under review "
                                                     "(it may quote the agent)")
-    final_block = fence("ANSWER", token, final.text) if final.text else "(none)"
+    final_block = fence("ANSWER", token, final.text) if final.text.strip() else "(none)"
     if final.was_cut:
         final_block += (f"\n[cut: the first {final.head:,} and last {final.tail:,} of {final.chars:,} "
                         "characters are shown]")
+    walked = (f"The audit read the workspace only in part ({'; '.join(views.capped)}): files past that were "
+              "not seen.\n" if views.capped else "")
     text = (
         "A grader gave the run below a positive score. Deterministic audit rules found reasons to doubt it. "
         "Decide whether the positive score is SUPPORTED by evidence in the execution trace and the delivered "
@@ -979,7 +1102,7 @@ def _meta_prompt(inp: GradeInput, grade: Grade, credit: Credit, evidence: Eviden
         f"{fence('TRANSCRIPT', token, trace)}\n\n"
         f"End reason: {inp.end_reason}; assistant turns: {turns}; limits: {limits}; tools offered: "
         f"{', '.join(task.tools) or 'none'}; execution form: {task.execution}\n\n"
-        f"## Artifacts (first {ARTIFACT_CHARS} characters each)\n{_artifacts_block(task, evidence, token, heads) or '(none)'}\n\n"
+        f"## Artifacts (first {ARTIFACT_CHARS} characters each)\n{walked}{_artifacts_block(views, token) or '(none)'}\n\n"
         f"## Final message\n{final_block}\n\n"
         f"## Original grader verdict (score {score:g})\n{fence('VERDICT', token, verdict)}\n\n"
         f"## Audit flags\n{flag_lines}\n\n"
@@ -991,7 +1114,7 @@ def _meta_prompt(inp: GradeInput, grade: Grade, credit: Credit, evidence: Eviden
 def meta_judge_prompt(inp: GradeInput, grade: Grade, credit: Credit, evidence: Evidence,
                       flags: list[dict[str, Any]], score: float) -> str:
     """The meta-judge's prompt (what the agent controls, and the verdict under review, fenced)."""
-    return _meta_prompt(inp, grade, credit, evidence, flags, score)[0]
+    return _meta_prompt(inp, grade, credit, meta_views(inp.task, evidence, inp.events), flags, score)[0]
 
 
 _META_KEYS = ("supported", "is_supported", "verdict")
@@ -1060,8 +1183,9 @@ async def audit_run(inp: GradeInput, grade: Grade, score: float | None, judge_us
     """(audited score, the audit, judge usage incl. the re-judge and the meta-judge) for one
     graded run. Passages addressed to the grader are handled first: the run is judged again
     without them and the lower verdict kept (written into `grade`); the rules then look at
-    what the kept verdict credits. Evidence the rules cannot read within their limits removes
-    the judge's credit (`audit_undecided`)."""
+    what the kept verdict credits. Evidence the audit cannot read within its worker's limits
+    removes the judge's credit (`audit_undecided`) and is recorded as a fault of the run
+    (`grade.faults`, part `audit`): the agent's files or text made the audit fail."""
     audit = Audit(pre_audit_score=score)
     if score is None or score <= 0:
         return score, audit, judge_usage
@@ -1069,6 +1193,7 @@ async def audit_run(inp: GradeInput, grade: Grade, score: float | None, judge_us
     try:
         return await _audit(inp, grade, score, judge_usage, audit, flags)
     except _Undecided as e:
+        grade.faults.append(Fault(part="audit", reason=f"the evidence audit on this run's text and files {e}"))
         return _finish(audit, [*flags, _undecided(str(e))], score, judge_usage, remove=True)
 
 
@@ -1076,37 +1201,36 @@ async def _audit(inp: GradeInput, grade: Grade, score: float, judge_usage: Usage
                  flags: list[dict[str, Any]]) -> tuple[float | None, Audit, UsageCost]:
     task: Task = inp.task
     judge = inp.judge
-    evidence: Evidence | None = None
+    if not _judged(task, grade):  # no judge part (then no judge credit either)
+        return _finish(audit, flags, score, judge_usage, remove=False)
+    audit.audited = True
+    seen = await _off_loop(_gather, task, inp.workspace, inp.events, inp.final_message, inp.commands,
+                           settings().copy_max_files)
+    evidence = seen.evidence
+    if evidence.capped:
+        audit.workspace_capped = list(evidence.capped)
+    found = await _off_loop(find_injection, task, evidence, seen.texts)
+    if judge is not None and inp.injection_screen:
+        screened = await screen_injection(judge, task.id, seen.screened, _own_text(task), found)
+        judge_usage = judge_usage + screened.usage
+        audit.screen = screened.record()
+        found = screened.into(found)
+        flags += screened.flags()
     injection: Injection | None = None
-    if _judged(task, grade):
-        audit.audited = True
-        evidence = collect_evidence(task, inp.workspace, inp.events, inp.final_message, inp.commands)
-        views = judge_texts(inp, evidence)
-        injection = await _off_loop(find_injection, task, evidence, views)
-        if judge is not None and inp.injection_screen:
-            screened = await screen_injection(judge, task.id, views, _own_text(task), injection)
-            judge_usage = judge_usage + screened.usage
-            audit.screen = screened.record()
-            injection = screened.into(injection)
-            flags += screened.flags()
-        if injection.passages:
-            flag = _injection_flag(injection)
-            if judge is not None:
-                score, record, usage = await _rejudge(inp, grade, score, injection, judge)
-                judge_usage = judge_usage + usage
-                flag.update(record)
-                flag["reason"] += (f"; judged again without {'them' if len(injection.passages) > 1 else 'it'}: "
-                                   f"{record['score_without']:.4g} (with: {record['score_with']:.4g}), the lower "
-                                   f"verdict ({record['kept']} the passages) is kept")
-            flags.append(flag)
-        else:
-            injection = None
+    if found.passages:
+        injection = found
+        flag = _injection_flag(injection)
+        if judge is not None:
+            score, record, usage = await _rejudge(inp, grade, score, injection, judge)
+            judge_usage = judge_usage + usage
+            flag.update(record)
+            flag["reason"] += (f"; judged again without {'them' if len(injection.passages) > 1 else 'it'}: "
+                               f"{record['score_without']:.4g} (with: {record['score_with']:.4g}), the lower "
+                               f"verdict ({record['kept']} the passages) is kept")
+        flags.append(flag)
     credit = judge_credit(task, grade) if score > 0 else None
     if credit is None:
         return _finish(audit, flags, score, judge_usage, remove=False)
-    audit.audited = True
-    if evidence is None:
-        evidence = collect_evidence(task, inp.workspace, inp.events, inp.final_message, inp.commands)
     flags += await _off_loop(deterministic_flags, task, inp.workspace, inp.end_reason, evidence, credit)
     # A passage flag whose re-judge is done needs no review of its own; the rest do.
     if all(f.get("rejudged") for f in flags):
@@ -1114,8 +1238,8 @@ async def _audit(inp: GradeInput, grade: Grade, score: float, judge_usage: Usage
     hard = any(f["severity"] == "hard" for f in flags)
     remove = hard
     if judge is not None:
-        prompt, cuts = _meta_prompt(inp, grade, credit, evidence, flags, score,
-                                    injection.clean if injection is not None else None)
+        views = seen.meta if injection is None else await _off_loop(_cleaned_meta, seen.meta, injection)
+        prompt, cuts = _meta_prompt(inp, grade, credit, views, flags, score)
         verdict, usage, errors, attempts = await _ask_meta(judge, prompt)
         judge_usage = judge_usage + usage
         meta: dict[str, Any] = {"judge": judge.name, "attempts": attempts, "usage": usage.model_dump()}
