@@ -178,6 +178,13 @@ final message: the record (`runs.record`) keeps the one copy, `Store.events` put
 own content and read as they are."""
 
 
+def final_message_of(conn: Connection, run_id: str) -> str:
+    """The run's final message, from its record (where an event marked `FINAL_MESSAGE_REF`
+    finds its content)."""
+    record = conn.execute(select(runs_t.c.record).where(runs_t.c.run_id == run_id)).scalar_one()
+    return str(json.loads(record).get("final_message") or "")
+
+
 def _final_event(events: Sequence[Event], final: str) -> int | None:
     """The index of the last assistant event whose content is `final` (None: none is, or
     `final` is empty)."""
@@ -904,8 +911,7 @@ class Store:
             )]
             final: str | None = None
             if any(FINAL_MESSAGE_REF in d for _s, _t, _k, d in rows):
-                record = conn.execute(select(runs_t.c.record).where(runs_t.c.run_id == rid)).scalar_one()
-                final = str(json.loads(record).get("final_message") or "")
+                final = final_message_of(conn, rid)
         for _s, _t, _k, d in rows:
             if d.pop(FINAL_MESSAGE_REF, None) is not None:
                 d["content"] = final
