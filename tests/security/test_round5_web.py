@@ -7,9 +7,11 @@ handful of visitors at once. Nobody needs to sign in to view a run on a local se
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import subprocess
 import threading
 import time
 import urllib.request
@@ -75,16 +77,13 @@ def _rss_mb(pid: int) -> int:
         return 0
 
 
-@pytest.mark.xfail(strict=True, reason="round 5: web/app.py::run_page renders every event of a run whole "
-                   "(run_view: store.events -> e.wire(), no cap on what a page shows); a 36 MiB transcript is a "
-                   "~200 MB page built in a worker thread holding the GIL, and 8 visitors viewing it starve "
-                   "every other request: /healthz past 5 s, the server's memory in gigabytes")
 def test_viewers_of_a_big_run_do_not_make_the_app_unavailable(tmp_path: Path) -> None:
     cwd, rid = _big_run(tmp_path)
     with served(cwd) as (base, _port, proc):
         t0 = time.monotonic()
         with urllib.request.urlopen(f"{base}/runs/{rid}", timeout=120) as r:
-            size = len(r.read())
+            body = r.read()
+        size = len(body)
         alone = time.monotonic() - t0
         until = time.monotonic() + 30
         viewers = _viewers(base, f"/runs/{rid}", 8, until)
@@ -92,10 +91,8 @@ def test_viewers_of_a_big_run_do_not_make_the_app_unavailable(tmp_path: Path) ->
         time.sleep(1.0)
         while time.monotonic() < until:
             t = time.monotonic()
-            try:
+            with contextlib.suppress(OSError):  # a refused /healthz counts with the time it took
                 urllib.request.urlopen(f"{base}/healthz", timeout=20).read()
-            except OSError:
-                pass
             worst = max(worst, time.monotonic() - t)
             rss = max(rss, _rss_mb(proc.pid))
             time.sleep(0.2)
@@ -103,10 +100,12 @@ def test_viewers_of_a_big_run_do_not_make_the_app_unavailable(tmp_path: Path) ->
             v.join(timeout=0.1)
     assert worst < HEALTH_S, (f"/healthz took up to {worst:.1f} s; one view of the run alone: {alone:.1f} s, "
                               f"{size / 1e6:.0f} MB; server RSS up to {rss} MB")
+    # The page is a bounded window: each big event clipped, saying so, the whole event a link away.
+    assert size < 3_000_000, size
+    assert rss < 1024, f"server RSS up to {rss} MB"
+    assert b"bytes more of this event" in body and f"/api/runs/{rid}/events/".encode() in body
 
 
-@pytest.mark.xfail(strict=True, reason="round 5: SIGTERM while big run pages render: web/ops.py's shutdown cannot "
-                   "cut a sync route's rendering short (a threadpool thread), so the server stops only when they end")
 def test_sigterm_stops_the_app_within_a_few_seconds_while_big_pages_render(tmp_path: Path) -> None:
     cwd, rid = _big_run(tmp_path)
     with served(cwd) as (base, _port, proc):
@@ -115,12 +114,12 @@ def test_sigterm_stops_the_app_within_a_few_seconds_while_big_pages_render(tmp_p
         time.sleep(4.0)
         t = time.monotonic()
         proc.send_signal(signal.SIGTERM)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):  # still running: the assertion below says so
             proc.wait(timeout=60)
-        except Exception:  # noqa: BLE001
-            pass
         took = time.monotonic() - t
+        code = proc.returncode
     assert took < 5.0, f"stopped {took:.1f} s after SIGTERM"
+    assert code == 0, code
 
 
 def test_control_viewers_of_ordinary_runs_leave_the_app_available(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from assay.errors import InputError
 from assay.record import Event, RunRecord, event_from_wire
 from assay.store.finished import finished
 from assay.store.models import REPORT_COLUMNS, campaigns_t, current_t, events_t, runs_t
-from assay.store.saves import FINAL_MESSAGE_REF
+from assay.store.saves import FINAL_MESSAGE_REF, final_message_of
 from assay.store.transactions import StoreBase
 
 __all__ = ["MIN_PREFIX", "AttemptCosts", "Reads"]
@@ -192,8 +192,7 @@ class Reads(StoreBase):
             )]
             final: str | None = None
             if any(FINAL_MESSAGE_REF in d for _s, _t, _k, d in rows):
-                record = conn.execute(select(runs_t.c.record).where(runs_t.c.run_id == rid)).scalar_one()
-                final = str(json.loads(record).get("final_message") or "")
+                final = final_message_of(conn, rid)
         for _s, _t, _k, d in rows:
             if d.pop(FINAL_MESSAGE_REF, None) is not None:
                 d["content"] = final

@@ -14,6 +14,7 @@ stores the runs that finish together in one transaction (`assay.campaign.saver`)
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Sequence
@@ -29,7 +30,7 @@ from assay.store.leases import LEASE_ORDER
 from assay.store.models import campaigns_t, events_t, grades_t, leases_t, runs_t
 from assay.store.transactions import StoreBase
 
-__all__ = ["FINAL_MESSAGE_REF", "SAVE_BATCH", "SaveOutcome", "Saves"]
+__all__ = ["FINAL_MESSAGE_REF", "SAVE_BATCH", "SaveOutcome", "Saves", "final_message_of"]
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,13 @@ FINAL_MESSAGE_REF = "content_is_final_message"
 final message: the record (`runs.record`) keeps the one copy, `Store.events` puts it back. A
 20 MB answer is stored once, not twice; rows without it (stores written before) hold their
 own content and read as they are."""
+
+
+def final_message_of(conn: Connection, run_id: str) -> str:
+    """The run's final message, from its record (where an event marked `FINAL_MESSAGE_REF`
+    finds its content)."""
+    record = conn.execute(select(runs_t.c.record).where(runs_t.c.run_id == run_id)).scalar_one()
+    return str(json.loads(record).get("final_message") or "")
 
 
 def _final_event(events: Sequence[Event], final: str) -> int | None:

@@ -35,6 +35,7 @@ from assay.report.html import kind_sections
 from assay.store import Store
 from assay.store.accounts import has_accounts
 from assay.store.labels import MAX_NOTE_CHARS, ItemLabel, labels_of_run, save_labels, stored_labels
+from assay.store.transcript import event_window, stored_event
 from assay.task.discover import discover
 from assay.task.model import Task
 from assay.web.human import CAMPAIGN_RE, PlayError, PlayManager, playable
@@ -60,6 +61,15 @@ from assay.web.workbench import act, workbench_routes
 HERE = Path(__file__).resolve().parent
 KINDS = ("rubric", "scenario", "contract")
 SIBLINGS_SHOWN = 20  # other runs of the same task a run page offers to open side by side
+# A run page shows a window of the transcript, read from the store as far as it shows it: at
+# most TRANSCRIPT_EVENTS events and TRANSCRIPT_BYTES bytes of stored events, of each event its
+# first EVENT_BYTES (a tool's whole output, TOOL_OUTPUT_LIMIT characters, mostly fits); a link
+# leads to the next window, and one to each clipped event whole (as JSON).
+TRANSCRIPT_EVENTS = 200
+TRANSCRIPT_BYTES = 400_000
+EVENT_BYTES = 32_000
+CLIP_MARK = " [… clipped]"
+MAX_SEQ = 2**31 - 1  # the largest sequence number a page or the API is asked for (the column's range)
 SCENARIO_FIELDS = ("kpi", "kpi_baseline", "kpi_reference", "uplift", "uplift_adj", "incidents", "contact_cost",
                    "questions_asked", "asked_by_person", "off_limits_contacts", "key_fact_coverage", "solved")
 
@@ -276,13 +286,22 @@ def create_app(store_url: str, suites: list[Path] | None = None, *, token: str |
                     n_runs=len(every), f=wanted, agents=sorted({r["agent"] for r in every}),
                     sections=kind_sections(block["report"]))
 
-    def run_view(rec: RunRecord) -> dict[str, Any]:
-        """What the run page and the side-by-side page show of one run."""
+    def run_view(rec: RunRecord, start: int = 0) -> dict[str, Any]:
+        """What the run page and the side-by-side page show of one run: its transcript's window
+        from event `start` on (read as far as it is shown), its final answer clipped alike."""
         row = run_row(rec)
         g = row["grade"]
+        window = event_window(store, rec.run_id, start, max_events=TRANSCRIPT_EVENTS, max_bytes=TRANSCRIPT_BYTES,
+                              head_bytes=EVENT_BYTES, mark=CLIP_MARK)
+        events = [{**e.event.wire(), "clipped": e.clipped, "size": e.size, "more": e.size - e.read}
+                  for e in window.events]
+        final = rec.final_message.encode()
         return {"run": row, "rec": rec, "grade": g, "rubric_items": g.get("items") or [],
                 "scenario": {k: g[k] for k in SCENARIO_FIELDS if k in g},
-                "events": [e.wire() for e in store.events(rec.run_id)]}
+                "events": events, "window": window,
+                "final": final[:EVENT_BYTES].decode(errors="ignore") + CLIP_MARK if len(final) > EVENT_BYTES
+                else rec.final_message,
+                "final_more": max(0, len(final) - EVENT_BYTES)}
 
     @app.get("/compare", response_class=HTMLResponse)
     def compare_page(request: Request) -> HTMLResponse:
@@ -309,13 +328,18 @@ def create_app(store_url: str, suites: list[Path] | None = None, *, token: str |
 
     @app.get("/runs/{run_id}", response_class=HTMLResponse)
     def run_page(request: Request, run_id: str) -> HTMLResponse:
+        """One run; its transcript from event `?from=SEQ` on (default the first), a window of it."""
+        start = _seq(request.query_params.get("from", "0"))
+        if start is None:
+            return page(request, "error.html", status=400, title="bad event number",
+                        message=f"from: an event's sequence number, 0 to {MAX_SEQ}")
         try:
             rec = store.get_run(run_id)
         except ValueError as e:
             return page(request, "error.html", status=400, title="ambiguous run id", message=str(e))
         if rec is None:
             return not_found(request, f"no run {run_id!r}")
-        view = run_view(rec)
+        view = run_view(rec, start)
         who = me(request)
         labels = labels_of_run(store, rec.run_id)
         mine = {lab.item_id: lab for lab in labels if who is not None and lab.labeller == who.name}
@@ -414,6 +438,24 @@ def create_app(store_url: str, suites: list[Path] | None = None, *, token: str |
         events = store.events(rec.run_id)
         return JSONResponse(_json_safe({"run": run_row(rec), "events": [e.wire() for e in events]}))
 
+    @app.get("/api/runs/{run_id}/events/{seq}")
+    def api_run_event(run_id: str, seq: str) -> JSONResponse:
+        """One event of a run's transcript, whole (`{seq, t, kind, data}`, as in `/api/runs/{id}`):
+        where a run page's clipped event leads."""
+        number = _seq(seq)
+        if number is None:
+            raise HTTPException(400, f"seq: an event's sequence number, 0 to {MAX_SEQ}")
+        try:
+            rec = store.get_run(run_id)
+        except ValueError as e:
+            raise HTTPException(400, str(e)) from None
+        if rec is None:
+            raise HTTPException(404, f"no run {run_id!r}")
+        event = stored_event(store, rec.run_id, number)
+        if event is None:
+            raise HTTPException(404, f"run {rec.run_id} has no event {number}")
+        return JSONResponse(_json_safe(event.wire()))
+
     @app.get("/api/tasks")
     def api_tasks() -> dict[str, Any]:
         return {"tasks": [_task_row(t) for t in tasks]}
@@ -490,6 +532,13 @@ def _labellable(rec: RunRecord) -> list[str]:
     if rec.status != "done" or rec.grade.rubric is None:
         return []
     return [it.id for it in rec.grade.rubric.items if not it.check and not it.na and it.hit is not None]
+
+
+def _seq(text: str) -> int | None:
+    """An event's sequence number from a URL (decimal digits, 0 to `MAX_SEQ`), else None."""
+    if not (text.isascii() and text.isdigit()) or len(text) > 10 or int(text) > MAX_SEQ:
+        return None
+    return int(text)
 
 
 def _form(body: bytes) -> dict[str, str]:

@@ -12,8 +12,13 @@ after a clean shutdown on SIGTERM or SIGINT the process ends with status 0 inste
 killed by the signal again (uvicorn re-raises it). A stop first ends the play workers
 (`app.state.on_stop`: SIGTERM, SIGKILL after a grace; their sessions stay live in the
 store), so requests waiting on them answer at once; requests still in flight get
-`GRACEFUL_S` seconds, then the store is closed. So SIGTERM stops the server within a few
-seconds whatever a play session is doing.
+`GRACEFUL_S` seconds, then the store is closed. A request whose route runs in a thread (every
+sync route: a page, the JSON API) is not cut short by that: its task is cancelled, but the
+interpreter's exit would wait for the thread. So when threads still run `STRAGGLERS_S` after
+the server has stopped, a line says how many, and the process ends `STRAGGLERS_S` after
+`run_server` returns (`os._exit(0)`): nothing is lost, since the play workers are stopped and
+the store is closed, and a write cut short in SQLite or PostgreSQL is rolled back. So SIGTERM
+stops the server within a few seconds whatever a play session or a request is doing.
 """
 
 from __future__ import annotations
@@ -21,9 +26,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import os
 import signal
 import socket
 import sys
+import threading
 import time
 from collections.abc import Awaitable, Callable, Generator, MutableMapping
 from typing import Any, TextIO, cast
@@ -51,6 +58,8 @@ __all__ = ["HEALTH_PATH", "RequestLog", "health", "run_server"]
 HEALTH_PATH = "/healthz"
 #: after a stop, how long requests still in flight may take (the play workers are ended first)
 GRACEFUL_S = 2
+#: after the server has stopped, how long threads still running may take before the process ends without them
+STRAGGLERS_S = 0.5
 #: an idle connection between two requests is closed after this (uvicorn's keep-alive timeout)
 KEEP_ALIVE_S = 5
 
@@ -157,4 +166,34 @@ def run_server(app: Any, host: str, port: int, log: TextIO | None = None) -> str
     server.gate = gate
     server.on_stop = getattr(getattr(app, "state", None), "on_stop", None)
     server.run()
+    left = _threads_left(STRAGGLERS_S)
+    if left:
+        # Requests whose routes still run in threads: the interpreter's exit would wait for them.
+        # The process ends STRAGGLERS_S after this returns (the caller's last words said).
+        stream.write(f"{datetime.datetime.now(datetime.UTC):%Y-%m-%dT%H:%M:%SZ} {left} request(s) still running "
+                     "in a thread at the stop: cut short\n")
+        stream.flush()
+        end = threading.Timer(STRAGGLERS_S, _end_process)
+        end.daemon = True
+        end.start()
     return signal.Signals(server.stopped_by[0]).name if server.stopped_by else None
+
+
+def _threads_left(wait_s: float) -> int:
+    """How many threads other than this one (the daemons aside) still run after waiting up to
+    `wait_s` for them: the routes of requests still in flight (a worker thread that was idle
+    ends at once when the server's loop ends)."""
+    deadline = time.monotonic() + wait_s
+    others = [t for t in threading.enumerate() if t is not threading.current_thread() and not t.daemon]
+    for t in others:
+        t.join(max(0.0, deadline - time.monotonic()))
+    return sum(1 for t in others if t.is_alive())
+
+
+def _end_process() -> None:
+    """End the process now, with status 0 (the server has stopped: `run_server`)."""
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:  # ended even when a stream cannot be flushed (nobody is left to tell)
+        os._exit(0)
