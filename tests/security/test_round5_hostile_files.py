@@ -52,10 +52,6 @@ def _byte_bomb_lines(field: str = "requirements") -> list[str]:
     return [f"{field}:", f"  - &s {big}", *(["  - *s"] * 3000)]
 
 
-@pytest.mark.xfail(strict=True, reason="round 5: a YAML alias of one big scalar counts as one node "
-                   "(task/formats/yamlio.py::BoundedLoader.compose_node counts nodes, not bytes); 3,000 aliases "
-                   "of a 2 MiB string pass, and task/hashing.py::content_hash json.dumps 6 GB: MemoryError traceback "
-                   "(no cap: the harness is OOM-killed)")
 def test_yaml_alias_of_a_big_string_is_refused_by_validate(tmp_path: Path) -> None:
     suite = tmp_path / "suite"
     task = _task(suite / "bomb", _byte_bomb_lines())
@@ -67,8 +63,6 @@ def test_yaml_alias_of_a_big_string_is_refused_by_validate(tmp_path: Path) -> No
     assert took < 30
 
 
-@pytest.mark.xfail(strict=True, reason="round 5: same byte bomb through `assay run` (yamlio.BoundedLoader "
-                   "counts nodes, hashing.content_hash expands): MemoryError traceback instead of exit 2")
 def test_yaml_alias_of_a_big_string_is_refused_by_run(tmp_path: Path) -> None:
     suite = tmp_path / "suite"
     _task(suite / "bomb", _byte_bomb_lines("tags"))
