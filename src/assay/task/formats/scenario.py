@@ -17,7 +17,14 @@ from assay.task.hashing import content_hash
 from assay.task.model import LEVELS, Engagement, FramingRule, ScenarioSpec, Task
 from assay.task.people import NpcSpec, load_npcs
 from assay.task.re2_translation import PatternError
-from assay.task.validation import FillBudget, FillTooLarge, PlaceholderError, fill_text, has_cjk, validate_task
+from assay.task.validation import (
+    FillBudget,
+    FillTooLarge,
+    PlaceholderError,
+    fill_text,
+    has_cjk,
+    validate_task,
+)
 
 __all__ = ["Brief", "Variant", "render", "variant_tasks"]
 
