@@ -195,9 +195,6 @@ def test_control_placeholders_of_ordinary_size_are_filled(tmp_path: Path) -> Non
 # --------------------------------------------------------------------------- numbers near the float limit
 
 
-@pytest.mark.xfail(strict=True, reason="round 5: a task's value.amount of 1.7e308 is finite, so validation takes it; "
-                   "two passed runs sum past a float (report/build.py: the value block) and report/export.py::write_json "
-                   "(json.dumps, NaN allowed) writes Infinity, which is not JSON (strict readers refuse the file)")
 def test_task_values_near_the_float_limit_keep_the_report_json_valid(tmp_path: Path) -> None:
     from tests.helpers import answer_task, assay
 

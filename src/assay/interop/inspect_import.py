@@ -70,6 +70,7 @@ from assay.record import (
 )
 from assay.store import Store
 from assay.task.hashing import json_digest
+from assay.task.model import MAX_VALUE_AMOUNT
 from assay.version import HARNESS_VERSION
 
 if TYPE_CHECKING:
@@ -176,7 +177,7 @@ def score_value(v: Any) -> float | None:
 class _Value(BaseModel):
     """A task's value as an export carries it; reports sum `amount` per `currency`."""
 
-    amount: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    amount: float | None = Field(default=None, ge=0, le=MAX_VALUE_AMOUNT, allow_inf_nan=False)
     currency: str = Field(pattern=r"^[A-Z]{3}$")
 
 

@@ -19,7 +19,7 @@ from assay.errors import InputError
 from assay.fs.paths import PathError, check_relative
 from assay.metrics import CAPABILITY_TAGS
 from assay.task.json_schemas import check_task_schema
-from assay.task.model import LEVELS, Task
+from assay.task.model import LEVELS, MAX_VALUE_AMOUNT, Task
 from assay.task.patterns import check_flags, check_pattern
 from assay.task.re2_translation import PatternError
 
@@ -241,6 +241,9 @@ def validate_task(task: Task, file: Path | str, *, weight_range: tuple[float, fl
     bad = non_finite(task)
     if bad is not None:
         raise InputError(file, bad, "not a finite number (NaN and infinities are refused)")
+    if task.value is not None and task.value.amount is not None and task.value.amount > MAX_VALUE_AMOUNT:
+        raise InputError(file, "value.amount", f"{task.value.amount:g} {task.value.currency} is more than the "
+                                               f"{MAX_VALUE_AMOUNT:g} a task's value may be (a report sums values)")
     if not (task.prompt and task.prompt.strip()) and not task.briefs and not task.messages:
         raise InputError(file, "prompt", "missing brief/prompt")
     for level, text in task.briefs.items():
