@@ -4,7 +4,6 @@ command opened (closed when it ends)."""
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
