@@ -214,6 +214,11 @@ def test_hostile_and_malformed_run_folders_are_refused_and_nothing_is_written(tm
     assert "result.json" in err and "uplift_bounded" in err
     err = _refused(cwd, str(run_with("rep", result_json={**data, "rep": 0})))
     assert "rep" in err
+    # Counts and repeats no run reaches (the store's integers would overflow at the insert).
+    err = _refused(cwd, str(run_with("bigrep", result_json={**data, "rep": 10**30})))
+    assert "result.json" in err and "rep" in err
+    err = _refused(cwd, str(run_with("bigturns", result_json={**data, "agent": {**data["agent"], "turns": 10**16}})))
+    assert "result.json" in err and "agent.turns" in err
     err = _refused(cwd, str(run_with("nan", result_json=b'{"kpi": NaN}')))
     assert "result.json" in err
     err = _refused(cwd, str(run_with("end", result_json={**data, "agent": {**data["agent"], "end_reason": "done"}})))
@@ -244,6 +249,10 @@ def test_hostile_and_malformed_run_folders_are_refused_and_nothing_is_written(tm
     shutil.copytree(runs_dir / "tiny-case.v1-L3-model-b-2", odd)
     err = _refused(cwd, str(odd))
     assert "not-a-run-name" in err and "bench.py run name" in err
+    far = tmp_path / "bad" / "void3" / f"tiny-case.v1-L3-model-b-{10**30}"
+    shutil.copytree(runs_dir / "tiny-case.v1-L3-model-b-2", far)
+    err = _refused(cwd, str(far))
+    assert far.name in err and "rep" in err and "2,147,483,647" in err
     # A folder that is not a run and holds none; a runs folder given with a missing --cases.
     err = _refused(cwd, str(tmp_path / "bad"))
     assert "holds no FDE-Gym run" in err

@@ -288,6 +288,15 @@ def test_a_bad_log_is_refused_naming_it_and_nothing_is_written(tmp_path: Path, p
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert "huge.json" in r.stderr and f"samples[1].scores.{name}.value" in r.stderr and "1e+308" in r.stderr
     assert not (tmp_path / ".assay").exists()
+    # An integer of a grade past the store's 32-bit INTEGER columns (the audit's removals).
+    log = inspect_ai.log.read_eval_log(good)
+    assert log.samples
+    log.samples[1].scores["assay_grader"].metadata["grade"]["audit"] = {"removed": 10**30}
+    wide = tmp_path / "wide.json"
+    inspect_ai.log.write_eval_log(log, str(wide))
+    with pytest.raises(InputError) as e:
+        convert_logs([Path(good), wide], "default")
+    assert e.value.file == str(wide) and e.value.field == "samples[1].scores.assay_grader.metadata.grade.audit.removed"
 
 
 def test_an_eval_set_folder_and_its_manifest_import_the_newest_log_of_each_task(tmp_path: Path) -> None:

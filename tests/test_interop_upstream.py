@@ -130,6 +130,11 @@ def test_bad_upstream_files_are_refused_and_nothing_is_written(tmp_path: Path) -
     shutil.copy(OMB / "economics_and_finance" / "cn_valuation.json", ungraded)
     r = assay("import", "omb", str(ungraded), cwd=tmp_path, env=_env())
     assert r.returncode == 2 and "ungraded.json" in r.stderr and "no graded response" in r.stderr
+    many = json.loads(good.read_text())  # a count past `runs.MAX_COUNT`, the bound every importer shares
+    many["tasks"][1]["usage"]["output_tokens"] = 10**30
+    (tmp_path / "many.json").write_text(json.dumps(many))
+    r = assay("import", "darebench", str(tmp_path / "many.json"), cwd=tmp_path, env=_env())
+    assert r.returncode == 2 and "many.json" in r.stderr and "output_tokens" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / ".assay").exists()
 
 

@@ -13,6 +13,7 @@ from assay.people.ledger import Ledger
 from assay.people.routing import LexicalRouter, RegexRouter, Router
 from assay.people.world import MAX_EVENTS, MAX_QUESTION_CHARS, AskError, StakeholderWorld, parse_duration
 from assay.task.people import NpcSpec, fill_placeholders, load_npcs
+from assay.task.validation import FillBudget, FillTooLarge, fill_text
 
 FIXTURE = Path(__file__).parent / "fixtures" / "npcs" / "npcs.json"
 PARAMS = {"cap": "500", "alice_patience": 6}
@@ -80,6 +81,27 @@ def test_placeholder_outside_a_string_in_a_file(tmp_path: Path) -> None:
 
 def test_fill_placeholders_whitespace_and_nesting() -> None:
     assert fill_placeholders({"a": ["x {{ k }} y"]}, {"k": 3}) == {"a": ["x 3 y"]}
+
+
+def test_fills_are_bounded_by_one_budget_counted_before_the_string_is_built() -> None:
+    """A big parameter named many times, in one string or across strings, typed or as text,
+    is refused by what it would add; the budget is shared, so many small fills add up too."""
+    big = "x" * 1024
+    with pytest.raises(FillTooLarge) as e:
+        fill_placeholders({"npcs": [{"role": "{{big}} " * 100}]}, {"big": big}, FillBudget(50_000))
+    assert e.value.field == "npcs[0].role" and "{{big}} 100 time(s)" in str(e.value)
+    with pytest.raises(FillTooLarge) as e:
+        fill_placeholders({"a": ["{{big}}"] * 100}, {"big": big}, FillBudget(50_000))
+    assert e.value.field == "a[49]"  # 49 fills of 1,017 more characters fit in 50,000
+    with pytest.raises(FillTooLarge):
+        fill_placeholders({"a": ["{{many}}"] * 100}, {"many": list(range(300))}, FillBudget(50_000))
+    budget = FillBudget(50_000)
+    for _ in range(49):  # the variants of one case share a budget
+        assert fill_text("{{big}}", {"big": big}, budget=budget) == big
+    with pytest.raises(FillTooLarge):
+        fill_text("{{big}}", {"big": big}, budget=budget)
+    assert fill_text("no placeholder", {}, budget=FillBudget(0)) == "no placeholder"
+    assert fill_text("{{a}}{{a}}", {"a": ""}, budget=FillBudget(0)) == ""  # shrinking costs nothing
 
 
 def test_spec_validation_errors() -> None:

@@ -144,6 +144,23 @@ def test_markdown_carries_value_curves_cost_and_families(tmp_path: Path) -> None
     assert "| a | fam | -0.1 | 2 | 1.8 |" in md.split("\n## scenario")[1]
 
 
+def test_report_json_never_holds_infinity_it_names_the_field_instead(tmp_path: Path) -> None:
+    """Values past what validation takes (stored before it bounded them) sum to infinity: the
+    report JSON is refused naming the field, and no file (nor its temporary) is left."""
+    from assay.errors import InputError
+    from assay.report.export import write_json
+
+    runs = [run("a", f"t{i}", 0.9, value=(1.7e308, "USD")) for i in (1, 2)]
+    out = tmp_path / "r.json"
+    with pytest.raises(InputError) as e:
+        write_json(build_report("c", runs), out)
+    assert e.value.file == str(out) and e.value.field is not None and "USD" in e.value.field
+    assert "not a finite number" in e.value.reason
+    assert list(tmp_path.iterdir()) == []
+    write_json(build_report("c", synthetic()), out)  # finite numbers: written, strict JSON
+    json.loads(out.read_text(), parse_constant=lambda c: pytest.fail(f"{c} in the report JSON"))
+
+
 def test_bootstrap_of_many_scores_on_few_levels_draws_counts_and_agrees() -> None:
     import numpy as np
 

@@ -73,6 +73,20 @@ def test_omb_ids_and_value_table_in_tasks_listing(tmp_path: Path) -> None:
     assert tasks["cn_valuation"]["value"] == {"amount": 5793.0, "currency": "CNY"}
 
 
+@pytest.mark.parametrize("cell", ["1.7e308", "inf", "1e13"])
+def test_a_value_table_row_past_the_value_bound_is_refused(tmp_path: Path, cell: str) -> None:
+    """A task's value is at most 10^12 (reports sum values): a value table row past it is
+    refused with its line, as a task file's `value.amount` is."""
+    from assay.errors import InputError
+    from assay.task.formats.values import parse_value_table
+
+    table = tmp_path / "economic_value.md"
+    table.write_text(f"| UUID | Domain | CNY | USD | Subset |\n|---|---|---|---|---|\n| 9001 | law | | {cell} | global |\n")
+    with pytest.raises(InputError) as e:
+        parse_value_table(table)
+    assert e.value.field == "USD" and e.value.line == 3 and "1e+12" in e.value.reason
+
+
 # ----------------------------------------------------------------------------- metrics
 
 

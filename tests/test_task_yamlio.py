@@ -29,6 +29,17 @@ def test_a_billion_laughs_is_refused_at_once_with_line_and_field() -> None:
     assert "alias" in e.value.reason and f"{MAX_ALIAS_NODES:,}" in e.value.reason
 
 
+def test_aliases_of_a_big_string_are_refused_by_the_text_they_bring_in() -> None:
+    """Few nodes, much text: aliases are counted by the characters they stand for too."""
+    big = "x" * (MAX_YAML_CHARS // 3)
+    text = "tags:\n  - &s " + big + "\n" + "  - *s\n" * 3
+    assert len(text) < MAX_YAML_CHARS
+    with pytest.raises(InputError) as e:
+        load_yaml_text(text, "task.yaml")
+    assert e.value.field == "tags[2]" and e.value.line == 4 and f"{MAX_YAML_CHARS:,} characters" in e.value.reason
+    assert load_yaml_text("tags:\n  - &s " + big + "\n  - *s\n", "task.yaml")["tags"][1] == big
+
+
 def test_anchors_used_for_shared_defaults_still_load() -> None:
     text = ("defaults: &d {tolerance: 0.01, relative: false}\n"
             "a: {<<: *d, number: 1}\nb: {<<: *d, number: 2}\nlist: &l [1, 2, 3]\nagain: *l\n")

@@ -46,9 +46,6 @@ def _raw(text: str) -> dict[str, int]:
     return {name: text.count(ch) for ch, name in RAW.items() if ch in text}
 
 
-@pytest.mark.xfail(strict=True, reason="round 5: report/export.py::_md_cell escapes pipes and newlines only; task ids "
-                   "from a downloaded suite's folder names reach the Markdown report with ESC sequences, CR and "
-                   "a bidi override raw (assay show, runs, report and the web app escape them)")
 def test_the_markdown_report_shows_control_characters_escaped(tmp_path: Path) -> None:
     cwd = _cwd(tmp_path)
     suite = _hostile_suite(tmp_path)

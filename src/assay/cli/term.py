@@ -4,7 +4,6 @@ command opened (closed when it ends)."""
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
@@ -61,9 +60,13 @@ def print_skips(skipped: list[tuple[str, str, str]]) -> None:
 
 
 def write_json(path: Path, data: Any) -> None:
+    """A `--json` file: strict JSON (no NaN or Infinity: `dumps_finite` names the field instead)."""
+    from assay.report.export import dumps_finite
+
+    text = dumps_finite(data, path, indent=2)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str), encoding="utf-8")
+    tmp.write_text(text, encoding="utf-8")
     tmp.replace(path)
 
 

@@ -40,7 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from assay import metrics
 from assay.errors import InputError
-from assay.interop.runs import Imported
+from assay.interop.runs import MAX_INTEGER, Count, Imported, bounded
 from assay.interop.upstream import imported_record, load_json
 from assay.record import (
     AssistantEvent,
@@ -82,15 +82,15 @@ class _Agent(_Strict):
     end_reason: str
     slug: str
     model: str | None = None
-    turns: int = 0
+    turns: Count = 0  # each count at most `runs.MAX_COUNT`, as every importer's
     usd: float | None = None
     seconds: float | None = None
-    commands: int = 0
+    commands: Count = 0
     summary: str = ""
     flags: list[str] = Field(default_factory=list)
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cached_tokens: int = 0
+    prompt_tokens: Count = 0
+    completion_tokens: Count = 0
+    cached_tokens: Count = 0
     error: str | None = None
     grade_error: str | None = None
 
@@ -123,7 +123,7 @@ class _Result(_Meta):
     name: str | None = None
     harness_version: str | None = None
     agent: _Agent
-    rep: int = Field(ge=1)
+    rep: int = Field(ge=1, le=MAX_INTEGER)
     stamp: dict[str, str] = Field(default_factory=dict)
 
 
@@ -274,7 +274,8 @@ def _void(folder: Path, path: Path, agent: _Agent, cases: _Cases, campaign: str)
                                        "the void run's repeat is unknown")
     task = cases.task(meta_path, engagement, variant, meta.level)
     task_id = task.id if task is not None else f"{engagement}/{variant}"
-    key = _key(campaign, task_id, task, agent.slug, meta.level, int(m.group("rep")))
+    rep = bounded(folder, "rep (the run folder's name)", int(m.group("rep")), MAX_INTEGER)
+    key = _key(campaign, task_id, task, agent.slug, meta.level, rep)
     end = _VOID.get(agent.end_reason, "grader_error")
     why = agent.error or (agent.grade_error or "")[-300:] or "no error recorded"
     reason = f"FDE-Gym void run ({agent.end_reason}): {safe_text(why)}"

@@ -37,7 +37,17 @@ from pydantic import BaseModel, Field, ValidationError
 
 from assay import jsonlimits, metrics
 from assay.errors import InputError
-from assay.interop.runs import Imported, ImportResult, model_price, price_overrides, store_imported
+from assay.interop.runs import (
+    MAX_INTEGER,
+    Imported,
+    ImportResult,
+    bounded,
+    bounded_ints,
+    bounded_usage,
+    model_price,
+    price_overrides,
+    store_imported,
+)
 from assay.llm.prices import Price, cost_usd
 from assay.record import (
     KINDS,
@@ -60,6 +70,7 @@ from assay.record import (
 )
 from assay.store import Store
 from assay.task.hashing import json_digest
+from assay.task.model import MAX_VALUE_AMOUNT
 from assay.version import HARNESS_VERSION
 
 if TYPE_CHECKING:
@@ -128,8 +139,13 @@ def read_inspect_log(path: Path) -> EvalLog:
 def _number(v: Any) -> float | None:
     if isinstance(v, bool):
         return 1.0 if v else 0.0
-    if isinstance(v, int | float):
-        return float(v) if math.isfinite(v) else None
+    if isinstance(v, int):
+        try:
+            return float(v)
+        except OverflowError:  # Inspect's reader takes any integer: one past a float's range is infinite here,
+            return math.inf if v > 0 else -math.inf  # and refused as beyond MAX_SCORE
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
     if isinstance(v, str):
         s = v.strip()
         if s.upper() in LETTER_VALUES:
@@ -161,7 +177,7 @@ def score_value(v: Any) -> float | None:
 class _Value(BaseModel):
     """A task's value as an export carries it; reports sum `amount` per `currency`."""
 
-    amount: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    amount: float | None = Field(default=None, ge=0, le=MAX_VALUE_AMOUNT, allow_inf_nan=False)
     currency: str = Field(pattern=r"^[A-Z]{3}$")
 
 
@@ -198,12 +214,14 @@ def _usage(mu: ModelUsage) -> Usage:
                  cache_write_tokens=max(0, mu.input_tokens_cache_write or 0))
 
 
-def _usages(sample: EvalSample, model: str, overrides: Mapping[str, Price]) -> tuple[UsageCost, UsageCost]:
-    """(the eval model's usage and cost, every other model's: a model-graded scorer, a judge)."""
+def _usages(path: Path, i: int, sample: EvalSample, model: str,
+            overrides: Mapping[str, Price]) -> tuple[UsageCost, UsageCost]:
+    """(the eval model's usage and cost, every other model's: a model-graded scorer, a judge);
+    a count past `runs.MAX_COUNT` is an InputError naming the sample and the model."""
     own = UsageCost()
     other = UsageCost()
     for name, mu in (sample.model_usage or {}).items():
-        usage = _usage(mu)
+        usage = bounded_usage(path, f"samples[{i}].model_usage.{safe_text(name)}", _usage(mu))
         part = UsageCost.of(usage, cost_usd(usage, model_price(name, overrides)))
         if name == model:
             own = own + part
@@ -261,10 +279,12 @@ def _started(sample: EvalSample, fallback: str) -> float:
     return 0.0
 
 
-def _grade(scores: Mapping[str, Score], first: Score, assay: _Assay | None, kinds: list[str]) -> Grade:
+def _grade(path: Path, i: int, scores: Mapping[str, Score], first: Score, assay: _Assay | None,
+           kinds: list[str]) -> Grade:
     meta = first.metadata or {}
     if assay is not None and isinstance(meta.get("grade"), dict):
-        return Grade.from_flat(safe_json(meta["grade"]), kinds)
+        where = f"samples[{i}].scores.{safe_text(next(iter(scores)))}.metadata.grade"
+        return bounded_ints(path, where, Grade.from_flat(safe_json(meta["grade"]), kinds))
     checks = {safe_text(name): safe_json(s.value) for name, s in scores.items()}
     extra = {"inspect": safe_json({"scorer": next(iter(scores)), "answer": first.answer,
                                    "explanation": first.explanation})}
@@ -281,9 +301,9 @@ def _sample_run(path: Path, i: int, log: EvalLog, sample: EvalSample, campaign: 
         {"task": spec.task, "input": sample.model_dump(mode="json", include={"input", "target", "choices"})})
     agent = AGENT_PREFIX + spec.model
     key = RunKey(campaign=campaign, task_id=safe_text(task_id), task_hash=task_hash, agent=safe_text(agent),
-                 level=assay.level if assay is not None else None, epoch=sample.epoch,
-                 options_hash=_options_hash(log))
-    usage, judge_usage = _usages(sample, spec.model, overrides)
+                 level=assay.level if assay is not None else None,
+                 epoch=bounded(path, f"samples[{i}].epoch", sample.epoch, MAX_INTEGER), options_hash=_options_hash(log))
+    usage, judge_usage = _usages(path, i, sample, spec.model, overrides)
     scores = dict(sample.scores or {})
     first = next(iter(scores.values()), None)
     end_reason: EndReason = "finished"
@@ -292,8 +312,9 @@ def _sample_run(path: Path, i: int, log: EvalLog, sample: EvalSample, campaign: 
     void_reason: str | None = None
     value = score_value(first.value) if first is not None else None
     if value is not None and abs(value) > MAX_SCORE:
+        shown = f"{value:g}" if math.isfinite(value) else "a number past a float's range"
         raise InputError(path, f"samples[{i}].scores.{next(iter(scores))}.value",
-                         f"{value:g} is beyond ±{MAX_SCORE:g}; assay reports means of scores, which such a value overflows")
+                         f"{shown} is beyond ±{MAX_SCORE:g}; assay reports means of scores, which such a value overflows")
     if sample.error is not None:
         end_reason, void_reason = "harness_error", f"Inspect sample error: {safe_text(sample.error.message)[:2000]}"
     elif first is None:
@@ -303,16 +324,17 @@ def _sample_run(path: Path, i: int, log: EvalLog, sample: EvalSample, campaign: 
     grade = Grade()
     passed: bool | None = None
     if void_reason is None and first is not None and value is not None:
-        grade = _grade(scores, first, assay, kinds)
+        grade = _grade(path, i, scores, first, assay, kinds)
         said = (first.metadata or {}).get("passed") if assay is not None else None
         threshold = metrics.SOLVED_THRESHOLD if "scenario" in kinds else metrics.PASS_THRESHOLD
         passed = said if isinstance(said, bool) else value >= threshold
         ju = (first.metadata or {}).get("judge_usage") if assay is not None else None
         if isinstance(ju, dict):
+            where = f"samples[{i}].scores.metadata.judge_usage"
             try:
-                judge_usage = judge_usage + UsageCost.model_validate(ju)
+                judge_usage = judge_usage + bounded_usage(path, where, UsageCost.model_validate(ju))
             except ValueError as e:
-                raise InputError(path, f"samples[{i}].scores.metadata.judge_usage", str(e)) from None
+                raise InputError(path, where, str(e)) from None
     note = f"imported from Inspect log {path.name}: task {spec.task}, sample {sample.id}, epoch {sample.epoch}"
     events, turns = _events(sample, safe_text(note))
     price = model_price(spec.model, overrides)

@@ -1,22 +1,76 @@
 """Storing runs converted from another framework's results: every input read and converted
 first (a bad one refused, nothing written), then each run whose key the campaign does not
-hold yet saved through `Store.save_run`, so importing the same file again adds nothing."""
+hold yet saved through `Store.save_run`, so importing the same file again adds nothing.
+
+The bounds every importer puts on the integers it takes from a file (`MAX_COUNT` for token
+counts, `MAX_INTEGER` for an epoch and a grade's counts), so an integer that no run holds is
+refused while converting, naming the file and the field, instead of overflowing the store's
+integers (an OverflowError at the insert, after other runs were stored) or a cost (`count *
+price` past a float)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, Field
 
 from assay.config import load_config
+from assay.errors import InputError
 from assay.llm.prices import Price, lookup_price
-from assay.record import Event, RunRecord
+from assay.record import Event, RunRecord, Usage
 from assay.store import Store
 
-__all__ = ["ImportResult", "Imported", "model_price", "price_overrides", "store_imported"]
+__all__ = ["MAX_COUNT", "MAX_INTEGER", "Count", "ImportResult", "Imported", "bounded", "bounded_ints", "bounded_usage",
+           "model_price", "price_overrides", "store_imported"]
 
 Imported = tuple[RunRecord, list[Event]]
+UsageT = TypeVar("UsageT", bound=Usage)
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+MAX_COUNT = 10**15
+"""Most one count of an imported run may be (tokens, turns: a million times a long campaign): a
+larger integer (JSON allows 4,300 digits) overflows the store's 64-bit integers and every cost."""
+MAX_INTEGER = 2**31 - 1
+"""Most an imported run's epoch (its repeat) and the counts of its grade (N/A items, judge votes,
+audit removals, router fallbacks) may be: the store's INTEGER columns are 32-bit on PostgreSQL."""
+
+Count = Annotated[int, Field(ge=-MAX_COUNT, le=MAX_COUNT)]
+"""A count in an importer's model of an upstream file (`bounded`, as a field's type)."""
+
+
+def bounded(path: Path, field: str, value: int, most: int = MAX_COUNT) -> int:
+    """`value`, an integer another framework's reader gave, once it is within ±`most` (a count:
+    `MAX_COUNT`; an epoch: `MAX_INTEGER`); InputError naming the file and the field otherwise."""
+    if abs(value) > most:
+        digits = len(str(abs(value))) if value.bit_length() < 14_000 else "thousands of"  # str() stops at 4,300 digits
+        what = "a count of tokens" if most == MAX_COUNT else "an epoch or a grade's count"
+        raise InputError(path, field, f"an integer of {digits} digits, beyond the ±{most:,} {what} may be")
+    return value
+
+
+def bounded_ints(path: Path, field: str, model: ModelT, most: int = MAX_INTEGER) -> ModelT:
+    """`model`, built from another framework's file (a grade), once every integer field of it and
+    of the models it holds is within ±`most` (`bounded`, naming the field). Free-form objects in
+    it (a check's values) are JSON the store keeps as text, and are left as they are."""
+    stack: list[tuple[str, Any]] = [(field, model)]
+    while stack:
+        where, v = stack.pop()
+        if isinstance(v, int) and not isinstance(v, bool):
+            bounded(path, where, v, most)
+        elif isinstance(v, BaseModel):
+            stack.extend((f"{where}.{k}", getattr(v, k)) for k in type(v).model_fields)
+        elif isinstance(v, list | tuple):
+            stack.extend((f"{where}[{n}]", x) for n, x in enumerate(v))
+    return model
+
+
+def bounded_usage(path: Path, field: str, usage: UsageT) -> UsageT:
+    """`usage` once each of its token counts is at most MAX_COUNT (`bounded`)."""
+    for name in Usage.model_fields:
+        bounded(path, f"{field}.{name}", getattr(usage, name))
+    return usage
 
 
 class ImportResult(BaseModel):

@@ -26,7 +26,7 @@ import math
 import re
 import uuid
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -36,7 +36,7 @@ from assay.fs.paths import PathError
 from assay.fs.reads import read_regular
 from assay.grade.judge import majority
 from assay.grade.rubric import ItemVerdict, score_items
-from assay.interop.runs import Imported, model_price, price_overrides
+from assay.interop.runs import Count, Imported, model_price, price_overrides
 from assay.llm.prices import cost_usd
 from assay.record import (
     AssistantEvent,
@@ -235,19 +235,12 @@ class _Grading(_Loose):
     runs: list[_GradingRun] = Field(default_factory=list)
 
 
-MAX_TOKENS = 10**15
-"""Most tokens one count of an upstream file may give (a million times a long campaign): a
-larger integer (JSON allows 4,300 digits) overflows the store's integers and every cost."""
-
-Tokens = Annotated[int, Field(le=MAX_TOKENS)]
-
-
 class _DareUsage(_Loose):
-    input_tokens: Tokens = 0
-    output_tokens: Tokens = 0
-    cache_read_tokens: Tokens = 0
-    cache_write_tokens: Tokens = 0
-    total_tokens: Tokens | None = None
+    input_tokens: Count = 0  # each count at most `runs.MAX_COUNT`, as every importer's
+    output_tokens: Count = 0
+    cache_read_tokens: Count = 0
+    cache_write_tokens: Count = 0
+    total_tokens: Count | None = None
     cost_usd: float | None = None
 
 

@@ -9,12 +9,31 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from assay.errors import InputError
+from assay.record import escape_controls
+
 if TYPE_CHECKING:
     from assay.store import Store
 
 
-def _dumps(value: Any, **kw: Any) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False, default=str, **kw)
+def dumps_finite(value: Any, file: Path, where: str = "", **kw: Any) -> str:
+    """`json.dumps(value)` for a file a person or program reads: JSON has no NaN or Infinity
+    (Python would write them, and strict readers refuse the file), so a number that is not
+    finite (a sum past a float's range) is an InputError naming the file and the field."""
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str, allow_nan=False, **kw)
+    except ValueError:
+        from assay.task.validation import non_finite
+
+        bad = non_finite(value, where)
+        if bad is None:
+            raise  # not a number's fault (a circular reference): a bug, not input
+        raise InputError(file, bad, "not a finite number (a sum past a float's range?); JSON has no Infinity or "
+                                    "NaN, so the file is not written") from None
+
+
+def _dumps(value: Any, file: Path, where: str = "") -> str:
+    return dumps_finite(value, file, where, indent=2)
 
 
 LINE_ROWS = ("runs", "tasks")
@@ -29,20 +48,24 @@ def write_json(report: dict[str, Any], path: Path, rows: Iterable[dict[str, Any]
     (`runs.stream_whole`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write("{")
-        for i, (key, value) in enumerate(report.items()):
-            f.write("," if i else "")
-            if key in LINE_ROWS:
-                f.write(f"\n  {_dumps(key)}: [")
-                n = 0
-                for row in rows if key == "runs" and rows is not None else value:
-                    f.write(("," if n else "") + "\n    " + json.dumps(row, ensure_ascii=False, default=str))
-                    n += 1
-                f.write("\n  ]" if n else "]")
-            else:  # the key's line as the whole dump has it: {key: value} without its braces
-                f.write(_dumps({key: value})[1:-2])
-        f.write("\n}" if report else "}")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write("{")
+            for i, (key, value) in enumerate(report.items()):
+                f.write("," if i else "")
+                if key in LINE_ROWS:
+                    f.write(f"\n  {_dumps(key, path)}: [")
+                    n = 0
+                    for row in rows if key == "runs" and rows is not None else value:
+                        f.write(("," if n else "") + "\n    " + dumps_finite(row, path, f"{key}[{n}]"))
+                        n += 1
+                    f.write("\n  ]" if n else "]")
+                else:  # the key's line as the whole dump has it: {key: value} without its braces
+                    f.write(_dumps({key: value}, path)[1:-2])
+            f.write("\n}" if report else "}")
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # no half-written file left beside the report
+        raise
     tmp.replace(path)
 
 COLUMNS = ["run_id", "task_id", "task_hash", "kinds", "agent", "level", "epoch", "status", "end_reason", "sandbox",
@@ -73,18 +96,20 @@ def write_csv(rows: Iterable[dict[str, Any]], path: Path) -> None:
 
 
 def _md_cell(v: Any) -> str:
-    """A Markdown table cell: text as given (pipes and line breaks escaped), numbers unrounded."""
+    """A Markdown table cell: text with its controls escaped as every view of assay shows them
+    (`record.escape_controls`: line breaks, ESC, bidi overrides, zero-width characters) and
+    pipes escaped, numbers to four significant digits."""
     if v is None:
         return "-"
     if isinstance(v, float):
         return f"{v:.4g}"
     if isinstance(v, list | tuple) and len(v) == 2 and all(isinstance(x, int | float) for x in v):
         return f"[{v[0]:.4g}, {v[1]:.4g}]"
-    return str(v).replace("|", "\\|").replace("\n", " ")
+    return escape_controls(str(v)).replace("|", "\\|")
 
 
 def _md_table(head: list[str], rows: list[list[Any]]) -> list[str]:
-    return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head),
+    return ["| " + " | ".join(_md_cell(h) for h in head) + " |", "|" + "---|" * len(head),
             *("| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows), ""]
 
 
@@ -119,7 +144,7 @@ def write_markdown(report: dict[str, Any], path: Path) -> None:
 
     m = summary_model(report)
     agents = m.agents
-    lines = [f"# assay report · campaign {m.campaign or '(all)'}", ""]
+    lines = [f"# assay report · campaign {escape_controls(m.campaign or '(all)')}", ""]
     lines += _md_table(["agent", "runs", "void", "pass rate", "cost (USD)", "tokens"],
                        [[a.agent, a.runs, a.void, a.pass_rate, a.cost_usd, a.tokens] for a in agents])
     for kind, cols in KIND_BLOCKS.items():
@@ -161,7 +186,7 @@ def write_markdown(report: dict[str, Any], path: Path) -> None:
                                 for fam, bl in baseline.items()])
     fm = report.get("failure_modes")
     if fm:
-        lines += [f"## failure modes (judge {fm['judge']})", ""]
+        lines += [f"## failure modes (judge {escape_controls(str(fm['judge']))})", ""]
         lines += _md_table(["agent", "failed", "category", "runs", "share"],
                            [[agent, a["failed"], c, n, a["shares"][c]] for agent, a in fm["agents"].items()
                             for c, n in a["counts"].items()])

@@ -34,6 +34,12 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=False)
 
 
+MAX_VALUE_AMOUNT = 1e12
+"""Most a task's value may be, in its currency (validation refuses more): upstream values are
+thousands (OneMillion-Bench's are about 6,000 USD or CNY a task), and a report sums values, so an
+amount near the float limit (1.7e308 is finite) makes the sum of two infinite."""
+
+
 class Value(_Strict):
     """Economic value of a task: an amount, or expert hours x wage x benefits multiplier."""
 

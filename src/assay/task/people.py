@@ -9,6 +9,7 @@ scenarios) can validate a spec without importing the environment that runs it
 from __future__ import annotations
 
 import datetime as dt
+import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -18,7 +19,7 @@ from assay.task.formats.jsonio import JSONSyntaxError, loads_json
 from assay.task.formats.yamlio import read_text
 from assay.task.patterns import compile_pattern
 from assay.task.re2_translation import PatternError
-from assay.task.validation import PLACEHOLDER, fill_text
+from assay.task.validation import PLACEHOLDER, FillBudget, FillTooLarge, fill_text
 
 __all__ = ["MAX_TOPICS_PER_MESSAGE", "Clock", "InboxMessage", "Npc", "NpcSpec", "PilotSpec", "Topic", "fill_placeholders", "load_npcs"]
 
@@ -217,33 +218,45 @@ def _extra_paths(m: BaseModel, where: str) -> list[str]:
 
 
 
-def fill_placeholders(value: Any, params: dict[str, Any]) -> Any:
+def fill_placeholders(value: Any, params: dict[str, Any], budget: FillBudget | None = None, where: str = "") -> Any:
     """`{{name}}` filled from params in every string of a JSON value; unfilled -> ValueError.
 
     A string that is exactly one placeholder takes the parameter's own JSON type (so a
-    variant can set `"patience": "{{patience}}"` to a number).
+    variant can set `"patience": "{{patience}}"` to a number). Every fill draws on one
+    `budget` (`validation.FillBudget`; a new one when none is given): a fill past it is a
+    FillTooLarge whose `field` is where in the value it was (`npcs[0].role`).
     """
+    budget = budget if budget is not None else FillBudget()
     if isinstance(value, dict):
-        return {k: fill_placeholders(v, params) for k, v in value.items()}
+        return {k: fill_placeholders(v, params, budget, f"{where}.{k}" if where else str(k)) for k, v in value.items()}
     if isinstance(value, list):
-        return [fill_placeholders(v, params) for v in value]
+        return [fill_placeholders(v, params, budget, f"{where}[{i}]") for i, v in enumerate(value)]
     if not isinstance(value, str) or "{{" not in value:
         return value
-    whole = PLACEHOLDER.fullmatch(value.strip())
-    if whole and whole.group(1) in params and not isinstance(params[whole.group(1)], str):
-        return params[whole.group(1)]
-    return fill_text(value, params)
+    try:
+        whole = PLACEHOLDER.fullmatch(value.strip())
+        if whole and whole.group(1) in params and not isinstance(params[whole.group(1)], str):
+            param = params[whole.group(1)]  # a value pydantic copies where the spec holds it: charged as its JSON
+            budget.take(len(json.dumps(param, ensure_ascii=False)) - len(value), whole.group(1), 1)
+            return param
+        return fill_text(value, params, budget=budget)
+    except FillTooLarge as e:
+        e.field = e.field or where or None
+        raise
 
 
-def load_npcs(path_or_dict: str | Path | dict[str, Any], params: dict[str, Any] | None = None) -> NpcSpec:
+def load_npcs(path_or_dict: str | Path | dict[str, Any], params: dict[str, Any] | None = None,
+              budget: FillBudget | None = None) -> NpcSpec:
     """Read a stakeholder spec (a path to npcs.json or the parsed dict), placeholders filled.
 
     Placeholders are filled from the variant's params; one left unfilled is a ValueError
     naming it. A file that is not valid JSON until filled (an unquoted `{{n}}`) is filled
     as text first, non-string values inserted as JSON. The file is a task file: read without
     following a link, within `jsonio`'s limits (size, depth, digits); InputError otherwise.
+    Every fill draws on `budget` (`validation.FillBudget`): past it, a FillTooLarge.
     """
     params = dict(params or {})
+    budget = budget if budget is not None else FillBudget()
     if isinstance(path_or_dict, dict):
         raw: Any = path_or_dict
     else:
@@ -254,7 +267,7 @@ def load_npcs(path_or_dict: str | Path | dict[str, Any], params: dict[str, Any] 
         except JSONSyntaxError:
             if "{{" not in text:
                 raise
-            raw = loads_json(fill_text(text, params, inside_json_string=True), path)
+            raw = loads_json(fill_text(text, params, inside_json_string=True, budget=budget), path)
     if not isinstance(raw, dict):
         raise ValueError("a stakeholder spec must be a JSON object with an `npcs` list")
-    return NpcSpec.model_validate(fill_placeholders(raw, params))
+    return NpcSpec.model_validate(fill_placeholders(raw, params, budget))

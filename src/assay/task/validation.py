@@ -19,7 +19,7 @@ from assay.errors import InputError
 from assay.fs.paths import PathError, check_relative
 from assay.metrics import CAPABILITY_TAGS
 from assay.task.json_schemas import check_task_schema
-from assay.task.model import LEVELS, Task
+from assay.task.model import LEVELS, MAX_VALUE_AMOUNT, Task
 from assay.task.patterns import check_flags, check_pattern
 from assay.task.re2_translation import PatternError
 
@@ -35,7 +35,11 @@ PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][\w.-]*)\s*\}\}")
 """`{{name}}` in briefs, rules and stakeholder specs, filled from a scenario variant's parameters."""
 
 
-class UnfilledPlaceholder(ValueError):
+class PlaceholderError(ValueError):
+    """A text or stakeholder spec whose placeholders cannot be filled."""
+
+
+class UnfilledPlaceholder(PlaceholderError):
     """A `{{name}}` the variant has no parameter for."""
 
     def __init__(self, name: str) -> None:
@@ -43,21 +47,65 @@ class UnfilledPlaceholder(ValueError):
         super().__init__(f"unfilled placeholder {{{{{name}}}}} (no variant parameter {name!r})")
 
 
-def fill_text(text: str, params: dict[str, Any], *, inside_json_string: bool = False) -> str:
+MAX_FILL_CHARS = 64 * 1024 * 1024
+"""Most characters placeholders may add, in all, to what one scenario case's variants fill
+(briefs, rules, stakeholder specs): a case's texts are kilobytes, but a 2 MiB parameter named
+6,000 times in a 50 KB `npcs.json` would be a 12 GB string."""
+
+
+class FillTooLarge(PlaceholderError):
+    """Placeholders that would add more than the fill's budget allows; `field` where, when known."""
+
+    def __init__(self, name: str, times: int, added: int, limit: int) -> None:
+        self.field: str | None = None
+        super().__init__(f"filling its placeholders would add {added:,} characters ({{{{{name}}}}} {times:,} "
+                         f"time(s) among them), more than the {limit:,} a case's variants may add in all")
+
+
+class FillBudget:
+    """What placeholders may still add: one budget for every fill of a case's variants, so
+    neither one text nor many variants can expand a parameter without bound. The size is
+    counted before a filled string is built."""
+
+    def __init__(self, chars: int = MAX_FILL_CHARS) -> None:
+        self.limit = chars
+        self.left = chars
+
+    def take(self, added: int, name: str, times: int) -> None:
+        if added > self.left:
+            raise FillTooLarge(name, times, self.limit - self.left + added, self.limit)
+        self.left -= max(0, added)
+
+
+def _param_text(v: Any, inside_json_string: bool) -> str:
+    if isinstance(v, str):
+        return json.dumps(v, ensure_ascii=False)[1:-1] if inside_json_string else v
+    return json.dumps(v, ensure_ascii=False)
+
+
+def fill_text(text: str, params: dict[str, Any], *, inside_json_string: bool = False,
+              budget: FillBudget | None = None) -> str:
     """Every `{{name}}` of `text` replaced by its parameter: text as it is, other values as JSON.
     `inside_json_string`: the text is raw JSON whose placeholders may stand inside strings, so a
-    text value is inserted JSON-escaped (without its quotes). UnfilledPlaceholder names a gap."""
-
-    def sub(m: re.Match[str]) -> str:
+    text value is inserted JSON-escaped (without its quotes). UnfilledPlaceholder names a gap;
+    FillTooLarge, a fill that would add more than `budget` (a budget of its own when none is
+    given) has left, counted before the string is built."""
+    values: dict[str, str] = {}
+    times: dict[str, int] = {}
+    added = 0
+    for m in PLACEHOLDER.finditer(text):
         name = m.group(1)
-        if name not in params:
-            raise UnfilledPlaceholder(name)
-        v = params[name]
-        if isinstance(v, str):
-            return json.dumps(v, ensure_ascii=False)[1:-1] if inside_json_string else v
-        return json.dumps(v, ensure_ascii=False)
-
-    return PLACEHOLDER.sub(sub, text)
+        if name not in values:
+            if name not in params:
+                raise UnfilledPlaceholder(name)
+            values[name] = _param_text(params[name], inside_json_string)
+        times[name] = times.get(name, 0) + 1
+        added += len(values[name]) - (m.end() - m.start())
+    if not values:
+        return text
+    most = max(times, key=lambda n: times[n] * len(values[n]))
+    (budget if budget is not None else FillBudget()).take(added, most, times[most])
+    return PLACEHOLDER.sub(lambda m: values[m.group(1)], text)
 
 
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002a6df]")
@@ -193,6 +241,9 @@ def validate_task(task: Task, file: Path | str, *, weight_range: tuple[float, fl
     bad = non_finite(task)
     if bad is not None:
         raise InputError(file, bad, "not a finite number (NaN and infinities are refused)")
+    if task.value is not None and task.value.amount is not None and task.value.amount > MAX_VALUE_AMOUNT:
+        raise InputError(file, "value.amount", f"{task.value.amount:g} {task.value.currency} is more than the "
+                                               f"{MAX_VALUE_AMOUNT:g} a task's value may be (a report sums values)")
     if not (task.prompt and task.prompt.strip()) and not task.briefs and not task.messages:
         raise InputError(file, "prompt", "missing brief/prompt")
     for level, text in task.briefs.items():

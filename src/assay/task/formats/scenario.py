@@ -17,7 +17,14 @@ from assay.task.hashing import content_hash
 from assay.task.model import LEVELS, Engagement, FramingRule, ScenarioSpec, Task
 from assay.task.people import NpcSpec, load_npcs
 from assay.task.re2_translation import PatternError
-from assay.task.validation import UnfilledPlaceholder, fill_text, has_cjk, validate_task
+from assay.task.validation import (
+    FillBudget,
+    FillTooLarge,
+    PlaceholderError,
+    fill_text,
+    has_cjk,
+    validate_task,
+)
 
 __all__ = ["Brief", "Variant", "render", "variant_tasks"]
 
@@ -42,19 +49,22 @@ class Brief(BaseModel):
     field: str | None = None
 
 
-def render(text: str, params: dict[str, Any], file: Path | str, variant: str, field: str | None = None) -> str:
-    """Fill `{{name}}` from the variant's params; an unfilled placeholder is an InputError."""
+def render(text: str, params: dict[str, Any], file: Path | str, variant: str, field: str | None = None,
+           budget: FillBudget | None = None) -> str:
+    """Fill `{{name}}` from the variant's params; an unfilled placeholder, or a fill past
+    `budget` (`validation.FillBudget`), is an InputError."""
     try:
-        return fill_text(text, params)
-    except UnfilledPlaceholder as e:
+        return fill_text(text, params, budget=budget)
+    except PlaceholderError as e:
         raise InputError(file, field, f"variant {variant!r}: {e}") from None
 
 
-def _npcs(path: Path, params: dict[str, Any], variant: str, field: str | None, *, strict: bool) -> NpcSpec:
+def _npcs(path: Path, params: dict[str, Any], variant: str, field: str | None, *, strict: bool,
+          budget: FillBudget | None = None) -> NpcSpec:
     """The variant's stakeholder spec; every way it can be bad is an InputError naming the file.
     `strict` (native scenarios): a key the schema does not declare is refused, as in every native file."""
     try:
-        spec = load_npcs(path, params)
+        spec = load_npcs(path, params, budget)
         unknown = spec.unknown_fields() if strict else []
         if unknown:
             shown = ", ".join(unknown[:5]) + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
@@ -72,6 +82,9 @@ def _npcs(path: Path, params: dict[str, Any], variant: str, field: str | None, *
         if e.field is None and field is not None:
             raise InputError(e.file, field, e.reason, e.line, e.column) from None
         raise
+    except FillTooLarge as e:  # the place in the spec where the budget ran out
+        where = ".".join(x for x in (field, e.field) if x) or None
+        raise InputError(path, where, f"variant {variant!r}: {e}") from None
     except (ValueError, OSError) as e:
         reason = "; ".join(m.strip() for m in str(e).splitlines()[:4])
         raise InputError(path, field, f"variant {variant!r}: {reason}") from None
@@ -90,10 +103,12 @@ def variant_tasks(*, scenario_id: str, fmt: str, case: Path, variants: list[Vari
     policies, ...); the variant's KPIs fall back to `baseline` when it is a number."""
     digests: dict[str, str] = {}
     tasks: list[Task] = []
+    budget = FillBudget()  # what placeholders may add over every variant of the case
     for v in variants:
-        filled = {lv: render(b.text, v.params, b.file, v.name, b.field) for lv, b in briefs.items() if lv in LEVELS}
-        extra = render(rules_extra.text, v.params, rules_extra.file, v.name, rules_extra.field)
-        people = _npcs(npcs, v.params, v.name, npcs_field, strict=fmt == "native")
+        filled = {lv: render(b.text, v.params, b.file, v.name, b.field, budget) for lv, b in briefs.items()
+                  if lv in LEVELS}
+        extra = render(rules_extra.text, v.params, rules_extra.file, v.name, rules_extra.field, budget)
+        people = _npcs(npcs, v.params, v.name, npcs_field, strict=fmt == "native", budget=budget)
         lang = language or ("zh" if has_cjk(filled["L3"]) or (people.clock is not None and
                                                              (people.clock.lang or "").startswith("zh")) else "en")
         kpi_baseline = v.kpi_baseline if v.kpi_baseline is not None else (

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from assay.errors import InputError
 from assay.task.formats.yamlio import read_text
-from assay.task.model import Task, Value
+from assay.task.model import MAX_VALUE_AMOUNT, Task, Value
 
 TABLE_NAME = "economic_value.md"
 
@@ -52,6 +52,9 @@ def parse_value_table(path: Path) -> dict[str, Value]:
         amount, currency = (cny, "CNY") if cny is not None else (usd, "USD")
         if amount is not None and amount < 0:
             raise InputError(path, currency, f"row {key!r} has a negative amount", line=n)
+        if amount is not None and not amount <= MAX_VALUE_AMOUNT:  # NaN and infinity too
+            raise InputError(path, currency, f"row {key!r}: {amount:g} is more than the {MAX_VALUE_AMOUNT:g} a "
+                                             "task's value may be (a report sums values)", line=n)
         out[key] = Value(amount=amount, currency=currency)
     if header is None:
         raise InputError(path, None, "no Markdown table found")

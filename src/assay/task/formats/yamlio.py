@@ -8,6 +8,9 @@ strings) is cheap for PyYAML, which shares aliased nodes, but every later walk o
 field where the limit was passed:
 - aliases that together stand for more than MAX_ALIAS_NODES nodes, and an alias of a node that
   holds it (a cycle);
+- aliases that make the document's scalars, every alias written out, longer than MAX_YAML_CHARS
+  characters (3,000 aliases of one 2 MiB string are 3,001 nodes, but 6 GB of text once anything
+  walks the value: the content hash's `json.dumps` does);
 - nesting deeper than MAX_DEPTH (PyYAML composes recursively);
 - integers of more digits than Python converts (a bare ValueError otherwise);
 - a document of more than MAX_YAML_CHARS characters.
@@ -36,7 +39,8 @@ MAX_DEPTH = 64
 MAX_ALIAS_NODES = 10_000
 """Aliases may stand for this many nodes in all (an anchor reused for shared defaults stays far below)."""
 MAX_YAML_CHARS = 4 * 1024 * 1024
-"""A YAML document longer than this is refused (a task file is far smaller)."""
+"""A YAML document longer than this is refused (a task file is far smaller), and so is one whose
+scalars, every alias written out, are longer than this."""
 
 
 class _Refused(yaml.MarkedYAMLError):
@@ -59,7 +63,8 @@ class BoundedLoader(yaml.composer.Composer, CParser, yaml.constructor.SafeConstr
         self._path: list[str] = []
         self._expanded = 0  # nodes of the document as if every alias were expanded
         self._via_aliases = 0  # of which aliases stand for
-        self._sizes: dict[int, int] = {}  # id(anchored node) -> its size, aliases expanded
+        self._chars = 0  # characters of the document's scalars as if every alias were expanded
+        self._sizes: dict[int, tuple[int, int]] = {}  # id(anchored node) -> its nodes and characters, aliases expanded
         self._fields: dict[int, str | None] = {}  # id(node) -> its field path (for errors in construction)
 
     def _field(self, extra: str = "") -> str | None:
@@ -82,29 +87,37 @@ class BoundedLoader(yaml.composer.Composer, CParser, yaml.constructor.SafeConstr
             event = self._next_event()
             target = self.anchors.get(event.anchor)
             if target is not None:
-                size = self._sizes.get(id(target))
-                if size is None:
+                sizes = self._sizes.get(id(target))
+                if sizes is None:
                     raise _Refused(f"alias *{event.anchor} refers to a node that contains it (a cycle)",
                                    event.start_mark, self._field(step))
+                size, chars = sizes
                 self._expanded += size
                 self._via_aliases += size
+                self._chars += chars
                 if self._via_aliases > MAX_ALIAS_NODES:
                     raise _Refused(f"aliases expand to more than {MAX_ALIAS_NODES:,} nodes (an alias bomb?); "
                                    f"at alias *{event.anchor}", event.start_mark, self._field(step))
+                if self._chars > MAX_YAML_CHARS:
+                    raise _Refused(f"aliases expand the document's text to more than {MAX_YAML_CHARS:,} characters "
+                                   f"(an alias bomb?); at alias *{event.anchor} of {chars:,} characters",
+                                   event.start_mark, self._field(step))
             return super().compose_node(parent, index)
         if len(self._path) >= MAX_DEPTH:
             raise _Refused(f"nested deeper than {MAX_DEPTH} levels", self._next_event().start_mark, self._field(step))
         anchor = self._next_event().anchor
-        before = self._expanded
+        before, chars_before = self._expanded, self._chars
         self._path.append(step)
         try:
             node = super().compose_node(parent, index)
         finally:
             self._path.pop()
         self._expanded += 1
+        if isinstance(node, yaml.ScalarNode):
+            self._chars += len(node.value)
         self._fields[id(node)] = self._field(step)
         if anchor is not None:
-            self._sizes[id(node)] = self._expanded - before
+            self._sizes[id(node)] = (self._expanded - before, self._chars - chars_before)
         return node
 
     def construct_object(self, node: Any, deep: bool = False) -> Any:
