@@ -27,15 +27,15 @@ from pydantic import BaseModel
 from rich.console import Console
 
 from assay import sequential
-from assay.campaign.plan import Plan, PlannedRun
-from assay.campaign.runner import RunContext
-from assay.campaign.scheduler import CampaignResult, Executor, run_campaign
 from assay.errors import InputError
 from assay.report.compare import Side, finished
 from assay.report.model import Evidence, EvidenceInterval, EvidencePaired, Power, StopCode
 from assay.store import Store
 
 if TYPE_CHECKING:
+    from assay.campaign.plan import Plan, PlannedRun
+    from assay.campaign.runner import RunContext
+    from assay.campaign.scheduler import CampaignResult, Executor
     from assay.campaign.service import PreparedCampaign
 
 __all__ = ["DEFAULT_MAX_EPOCHS", "DEFAULT_ROUND_SIZE", "Design", "compare_evidence", "plan_power",
@@ -120,13 +120,15 @@ def _sd(seen: sequential.Moments) -> float:
 class _State:
     """The statistics after each round, recomputed from the stored scores of the rounds so far."""
 
-    def __init__(self, agents: Sequence[str], alpha: float, margin: float | None) -> None:
-        self.agents, self.alpha = list(agents), alpha
+    def __init__(self, agents: Sequence[str], alpha: float, margin: float | None, *, means: bool = True) -> None:
+        """`means`: keep each agent's confidence sequence per kind (`intervals`); without, only
+        the paired test (what `assay compare` shows)."""
+        self.agents, self.alpha, self.means = list(agents), alpha, means
         self.cs: dict[tuple[str, str], sequential.ConfidenceSequence] = {}
         self.paired = sequential.PairedTest(alpha, margin) if len(agents) == 2 else None
 
     def add(self, keys: Sequence[Key], sides: dict[str, Side]) -> None:
-        for agent in self.agents:
+        for agent in self.agents if self.means else ():
             side = sides.get(agent, {})
             by_kind: dict[str, list[float]] = defaultdict(list)
             for k in keys:
@@ -207,6 +209,9 @@ async def run_rounds(prepared: PreparedCampaign, ctx: RunContext, *, console: Co
                      show_progress: bool, execute: Executor) -> tuple[CampaignResult, Evidence, set[str]]:
     """Run round after round until the rule is met, the rounds, the budget or an agent ends;
     the totals, the evidence block, and the key digests of the rounds run."""
+    from assay.campaign.plan import Plan
+    from assay.campaign.scheduler import CampaignResult, run_campaign
+
     o, store = prepared.options, ctx.store
     design = design_of(prepared)
     _check_design(store, o.campaign, design)
@@ -298,7 +303,7 @@ def compare_evidence(store: Store, campaign: str, against: str | None, a: str, b
     for k in shared:
         grouped[index[k]].append(k)
     # Sides by position, not name: with --against-campaign both may be the same agent.
-    state = _State(["A", "B"], alpha, design.margin if design is not None else None)
+    state = _State(["A", "B"], alpha, design.margin if design is not None else None, means=False)
     for r in sorted(grouped):
         state.add(sorted(grouped[r], key=lambda k: (k[0], k[1] or "", k[2])), {"A": side_a, "B": side_b})
     paired = state.paired_block() if shared else None

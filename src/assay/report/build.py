@@ -138,7 +138,7 @@ def stored_report(store: Store, campaign: str | None, *, agents: Collection[str]
         data = ReportData(q)
         labelled = labelled_runs(q, labels) if labels else None
         summaries = agent_summaries(data, labelled, labels)
-        void_outliers(summaries, q.task_kinds())
+        void_outliers(summaries, q.task_voids())
         fronts, points = pareto_fronts(data.groups)
         deltas = search_deltas(q, data.groups)
         baseline = human_baseline(q, data.agents)
@@ -203,9 +203,7 @@ def _finished(rows: Iterable[Any]) -> dict[str, dict[str, set[str]]]:
     """Per agent (sorted), per kind it ran (void runs count), the tasks it finished (a done
     run). `rows`: `ReportQuery.task_kinds`."""
     out: dict[str, dict[str, set[str]]] = defaultdict(dict)
-    for agent, kind, task, finished, _covered, _block, _runs, _void in rows:
-        if kind is None:
-            continue
+    for agent, kind, task, finished, _covered, _block in rows:
         done = out[agent].setdefault(kind, set())
         if finished:
             done.add(task)
@@ -228,26 +226,11 @@ def fault_warnings(summaries: Mapping[str, dict[str, Any]], broken: Mapping[tupl
 def void_outliers(summaries: Mapping[str, dict[str, Any]], rows: Iterable[Any]) -> None:
     """Set each agent's `void_outlier`: is its void rate out of line with the other agents' on
     the same tasks (`metrics.void_outlier`)? None when no other agent ran its tasks. `rows`:
-    runs and void runs per agent and task (and kind and block: `ReportQuery.task_kinds`)."""
-    per_task: dict[str, dict[str, list[int]]] = defaultdict(dict)
-    for agent, _kind, task, _finished, _covered, _block, runs, void in rows:
-        acc = per_task[task].setdefault(agent, [0, 0])
-        acc[0] += int(runs)
-        acc[1] += int(void)
-    sums: dict[str, list[int]] = {}
-    for agents in per_task.values():
-        if len(agents) < 2:
-            continue
-        runs_all, void_all = sum(a[0] for a in agents.values()), sum(a[1] for a in agents.values())
-        for agent, (runs, void) in agents.items():
-            acc = sums.setdefault(agent, [0, 0, 0, 0])
-            acc[0] += runs
-            acc[1] += void
-            acc[2] += runs_all - runs
-            acc[3] += void_all - void
-    for agent, (runs, void, others_runs, others_void) in sums.items():
-        summaries[agent]["void_outlier"] = (metrics.void_outlier(void, runs, others_void, others_runs)
-                                            if others_runs else None)
+    per agent, its runs and void runs on the tasks another agent ran too, and the other
+    agents' there (`ReportQuery.task_voids`)."""
+    for agent, runs, void, others_runs, others_void in rows:
+        summaries[agent]["void_outlier"] = (metrics.void_outlier(int(void), int(runs), int(others_void),
+                                                                 int(others_runs)) if others_runs else None)
 
 
 def search_deltas(q: ReportQuery, groups: Iterable[Group]) -> dict[str, dict[str, dict[str, Any]]]:

@@ -115,8 +115,8 @@ class ReportData:
         for agent, block, n, c, tasks in q.pass_pairs():
             self.pairs[(agent, block)][(int(n), int(c))] += int(tasks)
         self.block_tasks: dict[tuple[str, str], list[str]] = defaultdict(list)
-        for agent, kind, task, _finished, covered, block, _runs, _void in q.task_kinds():
-            if kind is not None and block and covered:
+        for agent, _kind, task, _finished, covered, block in q.task_kinds():
+            if block and covered:
                 self.block_tasks[(agent, block)].append(task)
         self.scores = _block_scores(q)
         self.costs: dict[tuple[str, str], tuple[list[float], list[int]]] = defaultdict(lambda: ([], []))

@@ -100,9 +100,12 @@ class Reads(StoreBase):
                         ).where(c.campaign == campaign)
         current = select(literal(1)).where(c.run_id == runs_t.c.run_id).exists()
         replaced = select(runs_t.c.record).where(runs_t.c.campaign == campaign, ~current)
+        stored = select(func.count()).select_from(runs_t).where(runs_t.c.campaign == campaign)
         with self.engine.connect() as conn:
             n, unknown, usd = conn.execute(totals).one()
             n, unknown, usd = int(n), int(unknown or 0), float(usd or 0.0)
+            if conn.execute(stored).scalar_one() == n:  # no attempt was replaced
+                return AttemptCosts(attempts=n, unknown=unknown, usd=usd)
             for (text,) in conn.execute(replaced):
                 rec = RunRecord.model_validate_json(text)
                 n += 1

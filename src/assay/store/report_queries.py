@@ -323,16 +323,13 @@ class ReportQuery:
         return t
 
     def task_kinds(self) -> list[Any]:
-        """(agent, kind, task, finished (some run done), covered (some run scored), block, runs,
-        void runs) per agent, kind, task and block: the tasks each agent finished per kind (task
-        sets), each block covers (its `tasks`), and each agent's void runs on the tasks other
-        agents ran too (`build.void_outliers`). Runs without a kind have kind None. Read once
-        per selection."""
+        """(agent, kind, task, finished (some run done), covered (some run scored), block) per
+        agent, kind, task and block of the runs with a kind: the tasks each agent finished per
+        kind (task sets) and each block covers (its `tasks`). Read once per selection."""
         if self._task_kinds is None:
             t = self._tasks().c
-            stmt = (select(t.agent, t.kind, t.task_id, func.max(t.done), func.max(t.scored), t.block,
-                           _isum(t.runs), _isum(t.void))
-                    .group_by(t.agent, t.kind, t.task_id, t.block)
+            stmt = (select(t.agent, t.kind, t.task_id, func.max(t.done), func.max(t.scored), t.block)
+                    .where(t.kind.is_not(None)).group_by(t.agent, t.kind, t.task_id, t.block)
                     .order_by(code_point_order(t.agent, self.backend), t.kind, t.block,
                               code_point_order(t.task_id, self.backend)))
             self._task_kinds = self._all(stmt)
@@ -352,6 +349,21 @@ class ReportQuery:
             out += self._all(select(per.c.agent, per.c.block, cast(per.c.n, BigInteger), cast(per.c.c, BigInteger),
                                     func.count()).group_by(per.c.agent, per.c.block, per.c.n, per.c.c))
         return out
+
+    def task_voids(self) -> list[Any]:
+        """Per agent over the tasks another agent ran too: its runs and void runs there, and
+        the other agents' (`metrics.void_outlier`'s input). Only the tasks run by more than
+        one agent are grouped further."""
+        t = self._tasks().c
+        shared = select(t.task_id).group_by(t.task_id).having(func.count(distinct(t.agent)) > 1)
+        own = (select(t.agent, t.task_id, func.sum(t.runs).label("runs"), func.sum(t.void).label("void"))
+               .where(t.task_id.in_(shared)).group_by(t.agent, t.task_id).subquery())
+        per_task = (select(own.c.task_id, func.sum(own.c.runs).label("runs"), func.sum(own.c.void).label("void"))
+                    .group_by(own.c.task_id).subquery())
+        stmt = (select(own.c.agent, _isum(own.c.runs), _isum(own.c.void), _isum(per_task.c.runs - own.c.runs),
+                       _isum(per_task.c.void - own.c.void))
+                .join_from(own, per_task, own.c.task_id == per_task.c.task_id).group_by(own.c.agent))
+        return self._all(stmt)
 
     def _valued_tasks(self) -> Any:
         """Per (agent, task) with valued runs in the rubric block: valued runs n, their passes c,
