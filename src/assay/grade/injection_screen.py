@@ -5,7 +5,7 @@ grader that they were written for. The screen is the part that is not a list of 
 more call to the task's judge (its first model, through `JudgeService.ask_raw`, cached like
 every judge call), asked only which passages of the agent's text (every text of the run a
 judge is shown, cut as it is shown: the task's judge's views and the audit's meta-judge's,
-`audit._gather`; each fenced between boundary markers and declared untrusted) are addressed
+`audit.injection.gather`; each fenced between boundary markers and declared untrusted) are addressed
 to whoever grades, evaluates or reviews it, claim the work meets its criteria, give a
 verdict or score, or try to change how it is graded, each quoted verbatim, as JSON.
 
