@@ -106,6 +106,34 @@ def test_viewers_of_a_big_run_do_not_make_the_app_unavailable(tmp_path: Path) ->
     assert b"bytes more of this event" in body and f"/api/runs/{rid}/events/".encode() in body
 
 
+def test_readers_of_a_big_runs_json_do_not_make_the_app_unavailable(tmp_path: Path) -> None:
+    """`/api/runs/{id}` is what `assay show --json` prints, whole: it is streamed from the store
+    a page of events at a time, so eight readers of a 36 MiB transcript leave /healthz answering
+    and each gets the whole run. Built whole per request it peaked at 1.66 GB here; streamed,
+    1.13 GB (the threads that send the pieces keep freed memory in their malloc arenas)."""
+    cwd, rid = _big_run(tmp_path)
+    want = json.loads(assay("show", rid, "--json", cwd=cwd).stdout)
+    with served(cwd) as (base, _port, proc):
+        with urllib.request.urlopen(f"{base}/api/runs/{rid}", timeout=120) as r:
+            got = json.loads(r.read())
+        until = time.monotonic() + 30
+        readers = _viewers(base, f"/api/runs/{rid}", 8, until)
+        worst, rss = 0.0, 0
+        time.sleep(1.0)
+        while time.monotonic() < until:
+            t = time.monotonic()
+            with contextlib.suppress(OSError):  # a refused /healthz counts with the time it took
+                urllib.request.urlopen(f"{base}/healthz", timeout=20).read()
+            worst = max(worst, time.monotonic() - t)
+            rss = max(rss, _rss_mb(proc.pid))
+            time.sleep(0.2)
+        for v in readers:
+            v.join(timeout=0.1)
+    assert got == want
+    assert worst < HEALTH_S, f"/healthz took up to {worst:.1f} s; server RSS up to {rss} MB"
+    assert rss < 1400, f"server RSS up to {rss} MB"
+
+
 def test_sigterm_stops_the_app_within_a_few_seconds_while_big_pages_render(tmp_path: Path) -> None:
     cwd, rid = _big_run(tmp_path)
     with served(cwd) as (base, _port, proc):

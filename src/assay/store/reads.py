@@ -10,6 +10,7 @@ the database (`attempt_costs`). Reports aggregate the current runs instead
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from sqlalchemy import Connection, case, func, literal, select
@@ -184,19 +185,39 @@ class Reads(StoreBase):
 
     def events(self, run_id: str) -> list[Event]:
         """The run's events in ``seq`` order (a unique id prefix is accepted too)."""
+        return list(self.iter_events(run_id))
+
+    def iter_events(self, run_id: str, batch: int = 64, max_bytes: int = 1 << 20) -> Iterator[Event]:
+        """The run's events in ``seq`` order, read a page at a time: at most `batch` events and
+        `max_bytes` of stored text (at least one event), so a long transcript is never held
+        whole; a unique id prefix is accepted too."""
         with self.engine.connect() as conn:
             rid = self._resolve(conn, run_id)
-            if rid is None:
-                return []
-            rows = [(s, t, k, json.loads(d)) for s, t, k, d in conn.execute(
-                select(events_t.c.seq, events_t.c.t, events_t.c.kind, events_t.c.data)
-                .where(events_t.c.run_id == rid)
-                .order_by(events_t.c.seq)
-            )]
-            final: str | None = None
-            if any(FINAL_MESSAGE_REF in d for _s, _t, _k, d in rows):
-                final = final_message_of(conn, rid)
-        for _s, _t, _k, d in rows:
-            if d.pop(FINAL_MESSAGE_REF, None) is not None:
-                d["content"] = final
-        return [event_from_wire(s, t, k, d) for s, t, k, d in rows]
+        if rid is None:
+            return
+        c = events_t.c
+        final: str | None = None
+        last = -1
+        while True:
+            with self.engine.connect() as conn:
+                sizes = conn.execute(select(c.seq, func.length(c.data)).where(c.run_id == rid, c.seq > last)
+                                     .order_by(c.seq).limit(batch)).all()
+                if not sizes:
+                    return
+                page: list[int] = []
+                total = 0
+                for seq, size in sizes:
+                    if page and total + (size or 0) > max_bytes:
+                        break
+                    page.append(seq)
+                    total += size or 0
+                rows = [(s, t, k, json.loads(d)) for s, t, k, d in conn.execute(
+                    select(c.seq, c.t, c.kind, c.data).where(c.run_id == rid, c.seq >= page[0], c.seq <= page[-1])
+                    .order_by(c.seq))]
+                if final is None and any(FINAL_MESSAGE_REF in d for _s, _t, _k, d in rows):
+                    final = final_message_of(conn, rid)
+            for s, t, k, d in rows:
+                if d.pop(FINAL_MESSAGE_REF, None) is not None:
+                    d["content"] = final
+                yield event_from_wire(s, t, k, d)
+            last = page[-1]

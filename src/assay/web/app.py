@@ -16,7 +16,7 @@ import datetime
 import json
 import math
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TextIO
@@ -24,7 +24,7 @@ from urllib.parse import parse_qs, quote
 
 import jinja2
 from fastapi import FastAPI, HTTPException, Request
-from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 
 from assay.defaults import DEFAULTS
@@ -132,6 +132,19 @@ def _env() -> jinja2.Environment:
                              finalize=_shown)
     env.filters.update(num=_num, pct=_pct, money=_money, usd=_usd, ci=_ci, pretty=_tojson, compact=_compact, urlq=quote, utc=_utc)
     return env
+
+
+def _run_json(store: Store, rec: RunRecord) -> Iterator[bytes]:
+    """`assay show --json` of a run, as `/api/runs/{id}` sends it: the run's row, then its events
+    read from the store a page at a time and sent one by one, so a long transcript is never
+    held whole and other requests are served between its pieces."""
+    def dump(obj: Any) -> bytes:
+        return json.dumps(obj, ensure_ascii=False, default=str).encode()
+
+    yield b'{"run": ' + dump(run_row(rec)) + b', "events": ['
+    for i, e in enumerate(store.iter_events(rec.run_id)):
+        yield (b", " if i else b"") + dump(e.wire())
+    yield b"]}"
 
 
 def _json_safe(obj: Any) -> Any:
@@ -428,15 +441,14 @@ def create_app(store_url: str, suites: list[Path] | None = None, *, token: str |
                                                      tasks=True)))
 
     @app.get("/api/runs/{run_id}")
-    def api_run(run_id: str) -> JSONResponse:
+    def api_run(run_id: str) -> StreamingResponse:
         try:
             rec = store.get_run(run_id)
         except ValueError as e:
             raise HTTPException(400, str(e)) from None
         if rec is None:
             raise HTTPException(404, f"no run {run_id!r}")
-        events = store.events(rec.run_id)
-        return JSONResponse(_json_safe({"run": run_row(rec), "events": [e.wire() for e in events]}))
+        return StreamingResponse(_run_json(store, rec), media_type="application/json")
 
     @app.get("/api/runs/{run_id}/events/{seq}")
     def api_run_event(run_id: str, seq: str) -> JSONResponse:
