@@ -77,6 +77,25 @@ def _rss_mb(pid: int) -> int:
         return 0
 
 
+def _health_under(base: str, path: str, pid: int, seconds: float = 30) -> tuple[float, int]:
+    """(the longest /healthz, the server's peak RSS in MB) while 8 visitors read `path` again
+    and again for `seconds`."""
+    until = time.monotonic() + seconds
+    viewers = _viewers(base, path, 8, until)
+    worst, rss = 0.0, 0
+    time.sleep(1.0)
+    while time.monotonic() < until:
+        t = time.monotonic()
+        with contextlib.suppress(OSError):  # a refused /healthz counts with the time it took
+            urllib.request.urlopen(f"{base}/healthz", timeout=20).read()
+        worst = max(worst, time.monotonic() - t)
+        rss = max(rss, _rss_mb(pid))
+        time.sleep(0.2)
+    for v in viewers:
+        v.join(timeout=0.1)
+    return worst, rss
+
+
 def test_viewers_of_a_big_run_do_not_make_the_app_unavailable(tmp_path: Path) -> None:
     cwd, rid = _big_run(tmp_path)
     with served(cwd) as (base, _port, proc):
@@ -85,19 +104,7 @@ def test_viewers_of_a_big_run_do_not_make_the_app_unavailable(tmp_path: Path) ->
             body = r.read()
         size = len(body)
         alone = time.monotonic() - t0
-        until = time.monotonic() + 30
-        viewers = _viewers(base, f"/runs/{rid}", 8, until)
-        worst, rss = 0.0, 0
-        time.sleep(1.0)
-        while time.monotonic() < until:
-            t = time.monotonic()
-            with contextlib.suppress(OSError):  # a refused /healthz counts with the time it took
-                urllib.request.urlopen(f"{base}/healthz", timeout=20).read()
-            worst = max(worst, time.monotonic() - t)
-            rss = max(rss, _rss_mb(proc.pid))
-            time.sleep(0.2)
-        for v in viewers:
-            v.join(timeout=0.1)
+        worst, rss = _health_under(base, f"/runs/{rid}", proc.pid)
     assert worst < HEALTH_S, (f"/healthz took up to {worst:.1f} s; one view of the run alone: {alone:.1f} s, "
                               f"{size / 1e6:.0f} MB; server RSS up to {rss} MB")
     # The page is a bounded window: each big event clipped, saying so, the whole event a link away.
@@ -116,19 +123,7 @@ def test_readers_of_a_big_runs_json_do_not_make_the_app_unavailable(tmp_path: Pa
     with served(cwd) as (base, _port, proc):
         with urllib.request.urlopen(f"{base}/api/runs/{rid}", timeout=120) as r:
             got = json.loads(r.read())
-        until = time.monotonic() + 30
-        readers = _viewers(base, f"/api/runs/{rid}", 8, until)
-        worst, rss = 0.0, 0
-        time.sleep(1.0)
-        while time.monotonic() < until:
-            t = time.monotonic()
-            with contextlib.suppress(OSError):  # a refused /healthz counts with the time it took
-                urllib.request.urlopen(f"{base}/healthz", timeout=20).read()
-            worst = max(worst, time.monotonic() - t)
-            rss = max(rss, _rss_mb(proc.pid))
-            time.sleep(0.2)
-        for v in readers:
-            v.join(timeout=0.1)
+        worst, rss = _health_under(base, f"/api/runs/{rid}", proc.pid)
     assert got == want
     assert worst < HEALTH_S, f"/healthz took up to {worst:.1f} s; server RSS up to {rss} MB"
     assert rss < 1400, f"server RSS up to {rss} MB"

@@ -364,18 +364,24 @@ def create_app(store_url: str, suites: list[Path] | None = None, *, token: str |
                     labels=labels, my_labels=mine,
                     labellable=_labellable(rec) if who is not None and who.role == "expert" else [])
 
+    def api_run_of(run_id: str) -> RunRecord:
+        """The run a JSON route names (a unique id prefix too): 400 when the prefix is
+        ambiguous, 404 when there is no such run."""
+        try:
+            rec = store.get_run(run_id)
+        except ValueError as e:
+            raise HTTPException(400, str(e)) from None
+        if rec is None:
+            raise HTTPException(404, f"no run {run_id!r}")
+        return rec
+
     def label_run(request: Request, run_id: str, entries: list[Any]) -> RunRecord:
         """Store the signed-in expert's labels of the run's judged rubric items."""
         who = me(request)
         if who is None or who.role != "expert":
             raise HTTPException(403, "only an account with the expert role labels rubric items "
                                      "(assay users add NAME --role expert)")
-        try:
-            rec = store.get_run(run_id)
-        except ValueError as bad:
-            raise HTTPException(400, str(bad)) from None
-        if rec is None:
-            raise HTTPException(404, f"no run {run_id!r}")
+        rec = api_run_of(run_id)
         allowed = set(_labellable(rec))
         if not allowed:
             raise HTTPException(409, f"run {rec.run_id} has no judge-graded rubric item to label")
@@ -442,12 +448,7 @@ def create_app(store_url: str, suites: list[Path] | None = None, *, token: str |
 
     @app.get("/api/runs/{run_id}")
     def api_run(run_id: str) -> StreamingResponse:
-        try:
-            rec = store.get_run(run_id)
-        except ValueError as e:
-            raise HTTPException(400, str(e)) from None
-        if rec is None:
-            raise HTTPException(404, f"no run {run_id!r}")
+        rec = api_run_of(run_id)
         return StreamingResponse(_run_json(store, rec), media_type="application/json")
 
     @app.get("/api/runs/{run_id}/events/{seq}")
@@ -457,12 +458,7 @@ def create_app(store_url: str, suites: list[Path] | None = None, *, token: str |
         number = _seq(seq)
         if number is None:
             raise HTTPException(400, f"seq: an event's sequence number, 0 to {MAX_SEQ}")
-        try:
-            rec = store.get_run(run_id)
-        except ValueError as e:
-            raise HTTPException(400, str(e)) from None
-        if rec is None:
-            raise HTTPException(404, f"no run {run_id!r}")
+        rec = api_run_of(run_id)
         event = stored_event(store, rec.run_id, number)
         if event is None:
             raise HTTPException(404, f"run {rec.run_id} has no event {number}")
