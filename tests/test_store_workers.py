@@ -129,6 +129,63 @@ def test_claims_saves_heartbeats_and_releases_in_opposite_orders_never_deadlock(
         check.close()
 
 
+def test_claims_that_read_the_table_at_different_moments_and_saves_of_reclaimed_keys_never_deadlock(
+        pg_url: str) -> None:
+    """Six claimers claim random subsets of 24 keys with leases that lapse at once and give
+    back half of what they won, while two savers store void attempts whose numbers the claims
+    then hand out again. Two claims read the lease table at different moments (one sees a
+    lease another worker just inserted, the other does not), and a save meets lease rows that
+    appeared after it locked the key's rows. PostgreSQL detects no deadlock: a claim writes
+    (drops, take-overs, inserts) in one pass in key order, and a save releases only the lease
+    rows it locked (before: 2 to 23 deadlocks in a run of this test)."""
+    keys = [make_record(f"t{i:02d}", campaign="c").key for i in range(24)]
+    digests = [k.digest for k in keys]
+    open_store(pg_url).close()
+    before = _deadlocks(pg_url)
+    errors: list[BaseException] = []
+    rounds = 200
+    go = threading.Barrier(8)
+
+    def claimer(i: int) -> None:
+        store = open_store(pg_url)
+        rnd = random.Random(i)
+        try:
+            go.wait()
+            for _ in range(rounds):
+                won = store.claim_many("c", rnd.sample(digests, rnd.randint(3, 24)), f"claimer{i}", 0.0)
+                if rnd.random() < 0.5:
+                    store.release(f"claimer{i}", "c", list(won))
+        except BaseException as e:
+            errors.append(e)
+        finally:
+            store.close()
+
+    def saver(i: int) -> None:
+        store = open_store(pg_url)
+        try:
+            go.wait()
+            for r in range(rounds // 3):
+                order = keys if (i + r) % 2 else keys[::-1]
+                outcomes = store.save_runs([(make_record(k.task_id, campaign="c", attempt=1000 + r * 10 + i,
+                                                         status="void", end_reason="api_error", score=None),
+                                             make_events(1)) for k in order])
+                errors.extend(o.error for o in outcomes if o.error is not None)
+        except BaseException as e:
+            errors.append(e)
+        finally:
+            store.close()
+
+    threads = [threading.Thread(target=claimer, args=(i,)) for i in range(6)]
+    threads += [threading.Thread(target=saver, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert not any(t.is_alive() for t in threads)
+    assert errors == []
+    assert _deadlocks(pg_url) == before
+
+
 def test_two_saves_of_the_same_keys_without_leases_in_opposite_orders_never_deadlock(pg_url: str) -> None:
     """Two savers store void attempts of the same 24 keys, one ascending and one descending,
     with no lease rows to lock first (their leases lapsed and were dropped): each save's

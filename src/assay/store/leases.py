@@ -14,6 +14,7 @@ stored or leases given back (`assay.store.watch`), and reads where they stand wi
 from __future__ import annotations
 
 import functools
+import itertools
 import time
 from collections.abc import Collection, Sequence
 from typing import Any
@@ -31,10 +32,12 @@ __all__ = ["LEASE_ORDER", "LeaseStates", "Leases"]
 # One lock order for every statement that locks lease rows on PostgreSQL (claims, saves,
 # heartbeats, releases): (campaign, key_digest) in the database's own order, locked by one
 # `SELECT ... ORDER BY ... FOR UPDATE` before the rows are changed (PostgreSQL sorts, then
-# locks the rows in that order). New lease rows are inserted after every lock, in sorted
-# order. Two transactions that lock in one order never wait on each other in a cycle, so
-# workers never deadlock; a deadlock or serialization failure all the same (another program
-# on the database) is retried (`Store.write`).
+# locks the rows in that order). After every lock, a transaction writes its keys in one
+# pass in that order (a claim's drops, take-overs and inserts alike) and changes only rows it
+# locked or inserts new ones (a save releases only the lease rows it locked). Two
+# transactions that lock in one order, then write in one order, never wait on each other in
+# a cycle, so workers never deadlock; a deadlock or serialization failure all the same
+# (another program on the database) is retried (`Store.write`).
 _lk = leases_t.c
 LEASE_ORDER = (_lk.campaign, _lk.key_digest)
 _HOLDER_LOCK = select(_lk.key_digest).where(_lk.holder == bindparam("h")).order_by(*LEASE_ORDER).with_for_update()
@@ -124,35 +127,44 @@ class Leases(StoreBase):
         if not free:
             return {}
         done = {d for (d,) in conn.execute(GRADED_KEYS, {"c": campaign, "ds": free})}
-        leftover = [d for d in done if d in leases]  # finished keys' leases (holder died after saving)
-        if leftover:
-            conn.execute(_CLAIM_DROP, {"c": campaign, "ds": leftover})
         free = [d for d in free if d not in done]
-        if not free:
-            return {}
-        stored = dict(conn.execute(_CLAIM_ATTEMPTS, {"c": campaign, "ds": free}).all())
+        stored = dict(conn.execute(_CLAIM_ATTEMPTS, {"c": campaign, "ds": free}).all()) if free else {}
         won: dict[str, int] = {}
         for d in free:
             lease = leases.get(d)
             won[d] = max(int(stored.get(d) or 0), lease.attempt if lease is not None else 0) + 1
-        row = {"holder": holder, "heartbeat_at": now, "ttl_s": ttl_s, "claimed_at": now}
-        taken = [{"c": campaign, "d": d, "a": won[d], "h": holder, "now": now, "ttl": ttl_s}
-                 for d in sorted(free) if d in leases]
-        if taken:
-            conn.execute(_CLAIM_TAKE_OVER, taken)
-        # after every lock, in sorted order: two claims inserting the same new keys queue, never cross
-        new = [{"campaign": campaign, "key_digest": d, "attempt": won[d], **row}
-               for d in sorted(free) if d not in leases]
-        if new:
-            ins = _claim_insert(self._backend)
-            if ins is None:
-                conn.execute(leases_t.insert(), new)
+        # The writes, in one pass over the keys in sorted order: the leases of finished keys
+        # dropped (their holder died after saving), expired leases taken over, new ones
+        # inserted. A claim that waits on another's write of a key has written only smaller
+        # keys, so two claims that read the table at different moments (one sees a lease the
+        # other does not) never wait on each other in a cycle.
+        ops = sorted([(d, "drop") for d in done if d in leases]
+                     + [(d, "take" if d in leases else "new") for d in free])
+        inserted: set[str] = set()
+        for op, group in itertools.groupby(ops, key=lambda o: o[1]):
+            ds = [d for d, _ in group]
+            if op == "drop":
+                conn.execute(_CLAIM_DROP, {"c": campaign, "ds": ds})
+            elif op == "take":
+                conn.execute(_CLAIM_TAKE_OVER, [{"c": campaign, "d": d, "a": won[d], "h": holder, "now": now,
+                                                 "ttl": ttl_s} for d in ds])
             else:
-                inserted = {r[0] for r in conn.execute(ins, new)}
-                # not inserted: another worker inserted that lease after our read (PostgreSQL); theirs stands
-                for d in [d for d in won if d not in inserted and d not in leases]:
-                    del won[d]
+                inserted.update(self._insert_leases(conn, [
+                    {"campaign": campaign, "key_digest": d, "attempt": won[d], "holder": holder,
+                     "heartbeat_at": now, "ttl_s": ttl_s, "claimed_at": now} for d in ds]))
+        # not inserted: another worker inserted that lease after our read (PostgreSQL); theirs stands
+        for d in [d for d in won if d not in leases and d not in inserted]:
+            del won[d]
         return won
+
+    def _insert_leases(self, conn: Connection, rows: list[dict[str, Any]]) -> set[str]:
+        """Insert new lease rows in their order; the key digests inserted (on PostgreSQL, one
+        another worker inserted since this claim read the table is skipped: theirs stands)."""
+        ins = _claim_insert(self._backend)
+        if ins is None:
+            conn.execute(leases_t.insert(), rows)
+            return {r["key_digest"] for r in rows}
+        return {r[0] for r in conn.execute(ins, rows)}
 
     def heartbeat(self, holder: str) -> int:
         """Renew every lease of `holder` in one statement; how many it still holds. On

@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 # costs more CPU than SQLite takes to run it. The save locks the keys' lease rows in the one
 # lock order (`assay.store.leases.LEASE_ORDER`).
 _lk = leases_t.c
-_SAVE_LOCK_LEASES = select(_lk.key_digest).where(
+_SAVE_LOCK_LEASES = select(_lk.campaign, _lk.key_digest, _lk.attempt).where(
     tuple_(_lk.campaign, _lk.key_digest).in_(bindparam("keys", expanding=True))
 ).order_by(*LEASE_ORDER).with_for_update()
 _SAVED_IDS = select(runs_t.c.run_id).where(runs_t.c.run_id.in_(bindparam("ids", expanding=True)))
@@ -195,9 +195,13 @@ class Saves(StoreBase):
                     if s.record.run_id in there:
                         s.stored = True
                 todo = [s for s in batch if s.record.run_id not in there]
+            releases = sorted((s.lease() for s in todo), key=lambda r: (r["c"], r["d"]))
             if self._backend == "postgresql" and todo:  # every lease row this save changes, in the one lock order
                 keys = sorted({(s.record.key.campaign, s.record.key.digest) for s in todo})
-                conn.execute(_SAVE_LOCK_LEASES, {"keys": keys})
+                locked = {(c, d, a) for c, d, a in conn.execute(_SAVE_LOCK_LEASES, {"keys": keys})}
+                # only rows locked here are released: a lease row that appeared since (a later
+                # claim of the key) is another worker's, and deleting it would wait on that worker
+                releases = [r for r in releases if (r["c"], r["d"], r["a"]) in locked]
             finished = self._finished_keys(conn, [s for s in todo if s.record.status != "void"])
             take: list[SaveOutcome] = []
             for s in todo:
@@ -219,8 +223,9 @@ class Saves(StoreBase):
                     conn.execute(_INSERT_EVENTS, events)
                 conn.execute(_INSERT_GRADE, [s.grade_row() for s in take])
                 current.upsert(conn, [s.current_row() for s in take])
+            if releases:
+                conn.execute(_SAVE_RELEASE, releases)
             if todo:
-                conn.execute(_SAVE_RELEASE, sorted((s.lease() for s in todo), key=lambda r: (r["c"], r["d"])))
                 self._notify(conn, {s.record.key.campaign for s in todo})
             for s in take:
                 s.stored = True
