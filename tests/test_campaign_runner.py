@@ -185,23 +185,102 @@ async def test_a_check_that_crashes_on_the_reference_too_makes_the_task_broken(
     rec = await run_one(discover([folder])[0], FakeFactory("fake", finish("done")), home[1])
     assert (rec.status, rec.end_reason, rec.score) == ("broken", "finished", None)
     assert rec.void_reason is not None and rec.void_reason.startswith(
-        "the task's grader fails on its reference too (checks): check crashed")
+        "the task's grader fails on its reference deliverable (checks): check crashed")
     assert "no such column" in rec.void_reason
     assert [f.part for f in rec.grade.faults] == ["checks"]
 
 
-async def test_without_a_reference_a_crashing_check_is_the_agents_scored_failure(
+async def test_without_a_reference_checks_crashing_on_an_untouched_workspace_make_the_task_broken(
         tmp_path: Path, home: tuple[Path, Store]) -> None:
-    """The same checks on a task without a reference: nothing shows that a right deliverable
-    faults too (an untouched workspace faulting shows only that doing nothing faults, and any
-    agent can deliver that), so the fault is the agent's: scored 0, recorded, not broken."""
+    """The same checks on a task without a reference: they fail on an untouched workspace too
+    (SPEC), so the task is broken, with the reason."""
     folder = write_task(tmp_path / "s" / "checked", {
         "prompt": "Write anything.", "grading": {"type": "automated", "checks": "checks.py"}},
         {"checks.py": CRASHING_CHECKS})
     rec = await run_one(discover([folder])[0], FakeFactory("fake", finish("done")), home[1])
-    assert (rec.status, rec.end_reason, rec.score, rec.passed, rec.void_reason) == (
-        "done", "finished", 0.0, False, None)
-    assert [f.part for f in rec.grade.faults] == ["checks"] and "no such column" in rec.grade.faults[0].reason
+    assert (rec.status, rec.end_reason, rec.score, rec.passed) == ("broken", "finished", None, None)
+    assert rec.void_reason is not None and rec.void_reason.startswith(
+        "the task's grader fails on an untouched workspace (checks): check crashed")
+
+
+def writes(path: str, content: str) -> Any:
+    """An act that writes `content` to `path` in its workspace, then finishes."""
+    done = finish("done")
+
+    async def act(env: AgentEnv) -> AgentOutcome:
+        assert env.workspace is not None
+        (env.workspace / path).write_text(content)
+        return await done(env)
+
+    return act
+
+
+CHECKS_OF_A_NUMBER = (
+    "import json, os\n"
+    "def grade(workspace, final_message):\n"
+    "    path = os.path.join(workspace, 'result.json')\n"
+    "    if not os.path.exists(path):\n"
+    "        return {'right': 0.0}\n"
+    "    with open(path) as f:\n"
+    "        return {'right': 1.0 if json.load(f)['total'] == 7 else 0.0}\n")
+
+
+async def test_checks_crashing_only_on_what_the_agent_wrote_are_its_scored_failure(
+        tmp_path: Path, home: tuple[Path, Store]) -> None:
+    """Checks that work on an untouched workspace but crash on the agent's file: the task is
+    not broken, the agent's run scores 0 with the fault, and a solver's run beside it scores."""
+    folder = write_task(tmp_path / "s" / "checked", {
+        "prompt": "Write {\"total\": 7} to result.json.", "grading": {"type": "automated", "checks": "checks.py"}},
+        {"checks.py": CHECKS_OF_A_NUMBER})
+    task = discover([folder])[0]
+    bad = FakeFactory("bad", writes("result.json", "not json"))
+    good = FakeFactory("good", writes("result.json", '{"total": 7}'))
+    rec = await run_one(task, bad, home[1])
+    assert (rec.status, rec.score, rec.passed, rec.void_reason) == ("done", 0.0, False, None)
+    assert [f.part for f in rec.grade.faults] == ["checks"]
+    solved = await run_one(task, good, home[1])
+    assert (solved.status, solved.score, solved.grade.faults) == ("done", 1.0, [])
+
+
+async def test_whether_a_task_is_broken_does_not_depend_on_the_run_asking(
+        tmp_path: Path, home: tuple[Path, Store]) -> None:
+    """Checks that fail on an untouched workspace but grade a right result: every run of the
+    task is broken, the one that solved it as well as the one that crashed the checks, so no
+    agent can have the task left out by failing loudly (round 5). Asked once: the verdict is
+    kept in the store."""
+    folder = write_task(tmp_path / "s" / "checked", {
+        "prompt": "Write {\"total\": 7} to result.json.", "grading": {"type": "automated", "checks": "checks.py"}},
+        {"checks.py": CHECKS_OF_A_NUMBER.replace("        return {'right': 0.0}\n", "        raise KeyError('x')\n")})
+    task = discover([folder])[0]
+    good = FakeFactory("good", writes("result.json", '{"total": 7}'))
+    bad = FakeFactory("bad", writes("result.json", "not json"))
+    solved = await run_one(task, good, home[1])
+    crashed = await run_one(task, bad, home[1])
+    assert solved.status == crashed.status == "broken"
+    assert solved.void_reason == crashed.void_reason and solved.void_reason is not None
+    assert "untouched workspace (checks)" in solved.void_reason
+    assert solved.grade.faults == [] and [f.part for f in crashed.grade.faults] == ["checks"]
+    kept = [k for k in _cache_keys(home[1]) if k.startswith("task-health:")]
+    assert len(kept) == 1
+
+
+async def test_a_task_graded_by_a_judge_alone_is_never_probed(tmp_path: Path, home: tuple[Path, Store]) -> None:
+    """A rubric task whose items are task patterns: nothing of the task's own runs a program
+    on the deliverable, so no probe is run and nothing is kept."""
+    folder = write_task(tmp_path / "s" / "talk", {
+        "prompt": "Say hello.", "rubric": {"items": [
+            {"id": "hi", "text": "says hello", "weight": 1, "tag": "IF", "check": {"regex": "hello"}}]}})
+    rec = await run_one(discover([folder])[0], FakeFactory("fake", finish("hello")), home[1])
+    assert rec.status == "done" and rec.score == 1.0
+    assert not [k for k in _cache_keys(home[1]) if k.startswith("task-health:")]
+
+
+def _cache_keys(store: Store) -> list[str]:
+    from sqlalchemy import select
+
+    from assay.store.models import judge_cache_t
+    with store.engine.connect() as conn:
+        return [k for (k,) in conn.execute(select(judge_cache_t.c.key))]
 
 
 async def test_surrogates_in_a_final_message_are_stored_escaped(tmp_path: Path, home: tuple[Path, Store]) -> None:

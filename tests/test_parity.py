@@ -171,18 +171,20 @@ def test_darebench_check_values_are_averaged_before_any_clipping(darebench: Camp
     assert run["score"] == pytest.approx(1.0)  # mean(1.5, 0.5) = 1.0, within [0, 1] as a score
 
 
-def test_darebench_check_without_a_number_is_a_scored_fault_and_an_empty_one_scores_0(darebench: Campaign) -> None:
+def test_darebench_check_without_a_number_makes_the_task_broken_and_an_empty_one_scores_0(
+        darebench: Campaign) -> None:
     """No numeric value at all: upstream's mean over nothing would give 0.0 (a broken check
-    scored as failed work); SPEC: a fault, recorded. DareBench tasks have no reference, so
-    nothing shows that a right answer faults too (the check faulting on an untouched workspace
-    would show only that doing nothing faults, which any agent can deliver): the run scores 0
-    with the fault in `grade.faults`, it is neither void nor a broken task. An empty dict
-    scores 0 as upstream."""
+    scored as failed work). SPEC: a fault; and since this check gives no number on an untouched
+    workspace either (DareBench tasks have no reference), the task is broken: its run is left
+    out of every number and listed with the reason, never a void run. An empty dict scores 0 as
+    upstream."""
     faulted = darebench.run("task_parity_03")
-    assert faulted["status"] == "done" and faulted["score"] == 0.0 and faulted["void_reason"] is None
+    assert faulted["status"] == "broken" and faulted["score"] is None
     assert [f["part"] for f in faulted["grade"]["faults"]] == ["checks"]
     assert "no numeric value" in faulted["grade"]["faults"][0]["reason"]
-    assert darebench.report["broken_tasks"] == []
+    (broken,) = darebench.report["broken_tasks"]
+    assert broken["task_id"].endswith("task_parity_03")
+    assert "untouched workspace (checks)" in broken["reason"] and "no numeric value" in broken["reason"]
     empty = darebench.run("task_parity_04")
     assert empty["status"] == "done" and empty["score"] == 0.0  # _average_scores({}) = 0.0
     assert darebench.result.returncode == 0  # no run is void
@@ -275,13 +277,13 @@ def test_darebench_sat_rate_is_null_without_required_artifacts(darebench: Campai
     with a required artifact, so it is null here, while accuracy is the mean of the done runs."""
     contract = darebench.agent()["contract"]
     assert contract["sat_rate"] is None
-    # accuracy = mean over the 17 done runs: P01 0.5, P02 1, P03 0 (a fault), P04 0, P05 0.8, P06 0.5,
-    # P07 0.9, P08 0.75, P09 0.6, P10 1, P11 0.85, P12 1, P13 0.85, P14 0.6, P15 0 (a fault),
-    # P16 0.2 (sum 9.55), and P19
-    # (test_darebench_check_values_are_averaged_before_any_clipping holds upstream's number for it)
+    # accuracy = mean over the 16 done runs: P01 0.5, P02 1, P04 0, P05 0.8, P06 0.5, P07 0.9,
+    # P08 0.75, P09 0.6, P10 1, P11 0.85, P12 1, P13 0.85, P14 0.6, P15 0 (a fault), P16 0.2
+    # (sum 9.55), and P19 (test_darebench_check_values_are_averaged_before_any_clipping holds
+    # upstream's number for it); P03 is a broken task, left out
     p19 = darebench.run("task_parity_19")["score"]
-    assert contract["accuracy"] == pytest.approx((9.55 + p19) / 17)
-    assert darebench.agent()["void"] == 0  # P03 and P15 (the judge gives no total) score 0 with their faults
+    assert contract["accuracy"] == pytest.approx((9.55 + p19) / 16)
+    assert darebench.agent()["void"] == 0  # P15 (the judge gives no total) scores 0 with its fault
 
 
 def test_darebench_web_search_task_is_skipped_without_a_backend(darebench: Campaign) -> None:

@@ -30,7 +30,8 @@ VOID_REASONS = frozenset({"api_error", "interrupted", "harness_error", "grader_e
 """End reasons of a harness fault (SPEC "void, scored, broken: who failed decides"): the run is void."""
 RunStatus = Literal["done", "void", "broken"]
 """`done`: scored; `void`: the harness failed (re-run on resume); `broken`: the task's own grader
-fails on its reference too, so its runs are left out of every agent's numbers alike."""
+fails on its reference deliverable (or, with none, an untouched workspace), so its runs are
+left out of every agent's numbers alike."""
 MAX_VOID_ATTEMPTS = 3
 """A run key still void after this many attempts is stored as a failed run (score 0, `void_attempts`)
 until `assay run --retry-void` runs it again."""

@@ -333,7 +333,7 @@ def test_graders_failing_on_the_reference_make_broken_tasks_and_retries_void(tmp
     assert "held-out file missing" in broken["crash/base"]
     assert "timed out after 3 s" in broken["hang/base"]
     assert "equals the baseline" in broken["same/base"]
-    assert all(why.startswith("the task's grader fails on its reference too (kpi)") for why in broken.values())
+    assert all(why.startswith("the task's grader fails on its reference deliverable (kpi)") for why in broken.values())
     from assay.store import Store
 
     st = Store(f"sqlite:///{tmp_path / '.assay' / 'assay.db'}")

@@ -88,22 +88,32 @@ def _means(rep: dict[str, Any]) -> dict[str, float]:
 
 
 def test_crashing_the_checks_does_not_remove_a_failed_task(tmp_path: Path) -> None:
+    """The checks crash on an untouched workspace, and the task ships no reference. Round 5:
+    the attacker's crash asked the untouched-workspace probe, so the task left every agent's
+    numbers only when some agent crashed it, and the attacker's mean rose to the solver's.
+    Now the verdict is the task's: the task is broken (SPEC: its grader fails on an untouched
+    workspace) in a campaign without the attacker too, with the same reason, and the attacker's
+    numbers are the honest failer's."""
     cwd = _cwd(tmp_path)
     suite = tmp_path / "suite"
     answer_task(suite / "easy")
     _hard_task(suite / "hard", with_reference=False)
     solver, honest, attacker = _agents(tmp_path)
-    r = assay("run", str(suite), "--agent", solver, "--agent", honest, "--agent", attacker, "-q", cwd=cwd)
+    r = assay("run", str(suite), "--agent", solver, "--agent", honest, "-q", "--campaign", "without", cwd=cwd)
     assert r.returncode == 0, r.stdout[-1500:] + r.stderr[-1500:]
-    rep = report(cwd)
-    runs = {(x["agent"].split("/")[-1].removesuffix(".jsonl"), x["task_id"].split("/")[-1]): x for x in rep["runs"]}
-    assert runs[("solver", "hard")]["score"] == 1.0 and runs[("honest", "hard")]["score"] == 0.0
-    att = runs[("attacker", "hard")]
-    # What issue 25 asks: anything that follows from what the agent delivered is a scored failure.
-    assert att["status"] == "done", (att["status"], att.get("void_reason"), rep.get("broken_tasks"))
-    assert att["score"] == 0.0
-    means = _means(rep)
-    assert means["attacker"] == means["honest"] < means["solver"], means
+    r = assay("run", str(suite), "--agent", solver, "--agent", honest, "--agent", attacker, "-q",
+              "--campaign", "with", cwd=cwd)
+    assert r.returncode == 0, r.stdout[-1500:] + r.stderr[-1500:]
+    without, with_ = report(cwd, "--campaign", "without"), report(cwd, "--campaign", "with")
+    assert [b["task_id"].split("/")[-1] for b in without["broken_tasks"]] == ["hard"]
+    assert [(b["task_id"], b["reason"]) for b in with_["broken_tasks"]] == [
+        (b["task_id"], b["reason"]) for b in without["broken_tasks"]]
+    assert "untouched workspace (checks)" in with_["broken_tasks"][0]["reason"]
+    runs = {(x["agent"].split("/")[-1].removesuffix(".jsonl"), x["task_id"].split("/")[-1]): x for x in with_["runs"]}
+    assert {runs[(a, "hard")]["status"] for a in ("solver", "honest", "attacker")} == {"broken"}
+    means = _means(with_)
+    assert means["attacker"] == means["honest"], means
+    assert _means(without)["solver"] == means["solver"]
 
 
 def test_control_with_a_reference_the_crash_is_a_scored_zero(tmp_path: Path) -> None:

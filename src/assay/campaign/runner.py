@@ -2,7 +2,7 @@
 
 Every failure becomes a value on the record (an end reason), never an exception that
 takes the campaign down. Who failed decides (SPEC): a grading fault on the agent's work is a
-scored failure, a task whose own grader fails on its reference is broken
+scored failure, a task whose own grader fails on its reference (or an untouched workspace) is broken
 (`assay.campaign.health`), and only a harness fault is void: stored, re-run on resume, and
 after `MAX_VOID_ATTEMPTS` stored as a failed run. The agent's sandbox is closed before
 grading starts, so nothing the agent left running can change what is graded.
@@ -62,7 +62,7 @@ class RunContext:
     judge: JudgeService | None = None
     brave: SearchBackend | None = None  # the campaign's Brave client under `--search brave`
     saver: RunSaver = field(init=False)  # finished runs go to `store` through it (group commit)
-    health: TaskHealth = field(init=False)  # is a task broken, when grading a run left faults
+    health: TaskHealth = field(init=False)  # is a task broken (its grader faults on its probe deliverable)
 
     def __post_init__(self) -> None:
         self.saver = RunSaver(self.store)
@@ -146,7 +146,7 @@ class _Run:
         self.ctx = ctx
         self.attempt = attempt
         self.probe = probe  # a run of the task's own deliverable for `TaskHealth`: not stored
-        self.broken_reason: str | None = None  # the task's grader fails on its own deliverable too
+        self.broken_reason: str | None = None  # the task's grader fails on its probe deliverable
         self.run_id = uuid.uuid4().hex[:16]
         self.started_wall = time.time()
         self.t0 = time.monotonic()
@@ -258,7 +258,8 @@ class _Run:
                 task=task, level=self.planned.level, workspace=self.workspace, final_message=out.final_message,
                 events=self.transcript.events, end_reason=out.end_reason, judge=self.ctx.judge,
                 delivered=self.scenario.delivered(self.workspace) if self.scenario is not None else None,
-                commands=self.commands, injection_screen=self.ctx.options.injection_screen == "on"))
+                commands=self.commands, injection_screen=self.ctx.options.injection_screen == "on",
+                probe=self.planned.agent.spec if self.probe else None))
             self.graded.grade.grade_seconds = round(time.monotonic() - t_grade, 4)
         except GraderError as e:
             self._void_grade(str(e))
@@ -269,7 +270,7 @@ class _Run:
         faults = self.graded.grade.faults
         for f in faults:
             self.transcript.error("grader", f"{f.part}: {f.reason}")
-        if faults and not self.probe:
+        if not self.probe:  # every run asks: whether a task is broken is never up to a run's faults
             try:
                 self.broken_reason = await self.ctx.health.broken_reason(self.planned, faults)
             except HarnessError as e:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from assay.errors import GradingFault
 from assay.grade.contract_checks import check_mean, run_checks
 from assay.grade.contract_judge import judge_contract
-from assay.grade.inputs import GradeInput
+from assay.grade.inputs import UNTOUCHED, GradeInput
 from assay.grade.openclaw import to_openclaw
 from assay.record import ContractGrade, Event, UsageCost
 from assay.task.model import Task
@@ -59,7 +59,7 @@ async def grade_contract(inp: GradeInput, grade: ContractGrade) -> ContractScore
         else:
             grade.checks = dict(checks)
             auto = check_mean(checks)
-    if g.type in ("judge", "hybrid"):
+    if g.type in ("judge", "hybrid") and inp.probe != UNTOUCHED:  # a probe of an untouched workspace asks no judge
         transcript = to_openclaw(inp.events, task_id=task.id, model=model, final_message=inp.final_message)
         verdict, judge_usage = await judge_contract(inp, transcript)
         grade.judge = verdict

@@ -18,7 +18,7 @@ from assay.grade.audit import audit_run
 from assay.grade.contract import check_contract
 from assay.grade.contract_checks import make_python_check
 from assay.grade.contract_grading import grade_contract
-from assay.grade.inputs import GradeInput
+from assay.grade.inputs import UNTOUCHED, GradeInput
 from assay.grade.kpi import framing, score_scenario
 from assay.grade.rubric import ItemVerdict, items_needing_judge, machine_verdicts, score_items, worst_verdicts
 from assay.record import (
@@ -66,7 +66,11 @@ async def _rubric(inp: GradeInput, grade: Grade) -> tuple[float | None, UsageCos
     pending = items_needing_judge(task)
     usage = UsageCost()
     info = None
-    if pending:
+    if pending and inp.probe == UNTOUCHED:  # a probe of an untouched workspace asks no judge
+        verdicts.update({it.id: ItemVerdict(id=it.id, weight=it.weight, tag=it.tag, hit=it.weight < 0,
+                                            check=False, reason="not judged: a probe of an untouched workspace")
+                         for it in pending})
+    elif pending:
         if inp.judge is None:
             raise GraderError(f"task {task.id} has rubric items without checks and no judge was given")
         judged, usage, info = await inp.judge.judge_items(task, inp.final_message, pending)
@@ -165,10 +169,12 @@ async def grade_run(inp: GradeInput) -> GradeOutcome:
         passed: bool | None = grade.scenario.solved
     else:
         passed = None if score is None else score >= task.pass_threshold()
-    # The evidence audit (docs/audit.md): a judge-given positive the trace does not support is removed.
-    score, grade.audit, judge_usage = await audit_run(inp, grade, score, judge_usage)
+    # The evidence audit (docs/audit.md): a judge-given positive the trace does not support is
+    # removed. A probe is graded for its faults only: no audit.
+    if inp.probe is None:
+        score, grade.audit, judge_usage = await audit_run(inp, grade, score, judge_usage)
     if grade.scenario is None:  # the audited score decides (a re-judge without injected text may lower it)
         passed = None if score is None else score >= task.pass_threshold()
-    if grade.audit.removed:
+    if grade.audit is not None and grade.audit.removed:
         passed = False
     return GradeOutcome(score=score, passed=passed, grade=grade, judge_usage=judge_usage)

@@ -11,6 +11,9 @@ from typing import Any, Protocol
 from assay.record import CaseGrade, Event, UsageCost
 from assay.task.model import RubricItem, ScenarioSpec, Task
 
+UNTOUCHED = "noop"
+"""The policy that delivers an untouched workspace: the probe of a task without a reference."""
+
 __all__ = ["DeliveredSystem", "GradeInput", "JudgeService"]
 
 
@@ -50,3 +53,7 @@ class GradeInput:
     delivered: DeliveredSystem | None = None  # scenario tasks
     commands: list[str] = field(default_factory=list)  # every command the agent ran
     injection_screen: bool = True  # the audit asks the judge which passages address the grader
+    probe: str | None = None
+    """The policy of a probe of the task's grader (`assay.campaign.health`), else None. A probe is
+    graded for its faults only: no evidence audit, and no judge asked on `noop`'s untouched
+    workspace (its judged parts count as not met)."""

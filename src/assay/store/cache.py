@@ -35,6 +35,23 @@ class JudgeCache(StoreBase):
 
         self.write(work)
 
+    def cache_add(self, key: str, value: str) -> str:
+        """Keep `value` under `key` unless an entry is there already; the entry kept (the first
+        one written wins, whichever worker wrote it: a verdict every worker shares)."""
+        now = time.time()
+        ins = self._insert(judge_cache_t)
+        there = select(judge_cache_t.c.value).where(judge_cache_t.c.key == key)
+
+        def work(conn: Connection) -> str:
+            if ins is not None:
+                conn.execute(ins.values(key=key, value=value, created_at=now).on_conflict_do_nothing(
+                    index_elements=["key"]))
+            elif conn.execute(there).first() is None:
+                conn.execute(judge_cache_t.insert().values(key=key, value=value, created_at=now))
+            return str(conn.execute(there).scalar_one())
+
+        return self.write(work)
+
     def cache_get(self, key: str) -> str | None:
         with self.engine.connect() as conn:
             return conn.execute(
