@@ -206,3 +206,36 @@ def test_a_head_keeps_the_cut_string_marked_and_leaves_the_rest_out() -> None:
     assert loads_head('{"a":[1,2,{"b":"c"},3', "M") == {"a": [1, 2, {"b": "c"}]}  # 3 may be 30
     assert loads_head('[[[[[[1]]]]]]', max_depth=3) == [[[]]]
     assert loads_head("", "M") is None and loads_head("nonsense", "M") is None
+
+
+def test_a_play_sessions_poll_gives_a_window_and_the_rest_follows(tmp_path: Path) -> None:
+    """A page that polls a big play session from the start gets about `POLL_BYTES` of events
+    at a time with `more`, and asking from each `next` gives every event once, in order; a
+    poll from the end gives none and no `more`."""
+    from assay.task.discover import discover
+    from assay.web.play_session import POLL_BYTES, PlaySession
+    from tests.helpers import answer_task
+
+    task = discover([answer_task(tmp_path / "t1")])[0]
+    session = PlaySession(id="s", task=task, name="ann", campaign="web", level=None, epoch=1)
+    session.env = {"brief": "b", "tools": [], "limits": None}
+    big = "x" * (POLL_BYTES // 3)
+    sent = [{"kind": "tool_result", "content": f"{n}:" + (big if n % 2 else "small")} for n in range(20)]
+    session.merge({"events": [[2 * n, ev] for n, ev in enumerate(sent)], "next": 40})
+    got: list[dict[str, object]] = []
+    since, polls = 0, 0
+    while True:
+        view = session.view(since)
+        polls += 1
+        assert view["events"], view["next"]
+        assert len(json.dumps(view["events"])) <= POLL_BYTES + 100 or len(view["events"]) == 1
+        got += view["events"]
+        since = view["next"]
+        if not view["more"]:
+            break
+    assert got == sent and since == 40
+    assert polls >= 3  # ~3.5 MB of events came in windows, not in one response
+    again = session.view(14)  # a window can start anywhere the page asks
+    assert again["events"][0] == sent[7]
+    end = session.view(40)
+    assert end["events"] == [] and end["more"] is False and end["next"] == 40

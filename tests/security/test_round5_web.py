@@ -172,10 +172,10 @@ def _post(base: str, path: str, body: dict) -> dict:
 
 
 def test_control_polling_a_big_play_session_leaves_the_app_answering(tmp_path: Path) -> None:
-    """Control (holds): a visitor's own session of 60 write_file actions of 1 MiB (a ~115 MB page
-    copy in the server) polled with ?since=0: /healthz asked while a poll is answered comes back
-    within 2 s. (Ad hoc, six such pollers at once held /healthz up to 5.8 s once: a stress point,
-    not kept as a test.)"""
+    """Control: a visitor's own session of 60 write_file actions of 1 MiB (a ~115 MB transcript
+    in the server) polled with ?since=0: each poll answers a window of about 1 MiB
+    (`play_session.POLL_BYTES`; before, the whole transcript, and /healthz waited up to 2.8 s
+    on a loaded machine), so /healthz asked while a poll is answered comes back within 2 s."""
     from tests.helpers import answer_task
 
     os.chmod(tmp_path, 0o711)

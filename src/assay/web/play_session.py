@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,7 +19,12 @@ from assay.store.play import RecordedAction, StoredPlay
 from assay.task.model import Task
 from assay.web.worker_link import WorkerLink
 
-__all__ = ["PlaySession"]
+__all__ = ["POLL_BYTES", "PlaySession"]
+
+POLL_BYTES = 1 << 20
+"""At most about this many bytes of transcript events in one poll (at least one event): a page
+that asks from the start of a big session gets it a window at a time (`more`), so no poll
+builds a response of the whole transcript on the server's event loop."""
 
 @dataclass
 class PlaySession:
@@ -49,6 +55,7 @@ class PlaySession:
     restart: bool = False  # the worker is being stopped to replay the session without a stuck action
     _idx: list[int] = field(default_factory=list)
     _events: list[dict[str, Any]] = field(default_factory=list)
+    _ends: list[int] = field(default_factory=list)  # each event's end in the transcript's bytes, as JSON
     _next: int = 0
 
     @property
@@ -77,6 +84,7 @@ class PlaySession:
             if i >= self._next:
                 self._idx.append(int(i))
                 self._events.append(ev)
+                self._ends.append((self._ends[-1] if self._ends else 0) + len(json.dumps(ev)))
         self._next = max(self._next, int(view.get("next", self._next)))
         self.turns = int(view.get("turns", self.turns))
         self.elapsed_s = float(view.get("elapsed_s", self.elapsed_s))
@@ -89,10 +97,11 @@ class PlaySession:
         self.replaying = bool(self.actions)
         self.env = None
         self.done = None
-        self._idx, self._events, self._next = [], [], 0
+        self._idx, self._events, self._ends, self._next = [], [], [], 0
 
     def view(self, since: int = 0) -> dict[str, Any]:
-        """What the page polls: state, brief, tools, the transcript since `since`, the grade."""
+        """What the page polls: state, brief, tools, the transcript since `since` (a window of
+        about `POLL_BYTES`; `more` when the rest follows), the grade."""
         data: dict[str, Any] = {
             "session": self.id, "state": self.state(), "task_id": self.task.id, "title": self.task.title,
             "agent": self.spec, "campaign": self.campaign, "level": self.level, "epoch": self.epoch,
@@ -100,12 +109,16 @@ class PlaySession:
         }
         if self.env is not None:
             start = bisect.bisect_left(self._idx, since)
-            data["events"] = self._events[start:]
-            data["next"] = max(self._next, since)
+            before = self._ends[start - 1] if start else 0
+            end = max(start + 1, bisect.bisect_right(self._ends, before + POLL_BYTES))
+            data["events"] = self._events[start:end]
+            more = end < len(self._events)
+            data["next"] = self._idx[end] if more else max(self._next, since)
+            data["more"] = more  # the page asks again at once, from `next`
             data.update(self.env)
             data["elapsed_s"] = self.elapsed_s if self.ready.is_set() else 0.0
         else:
-            data.update(events=[], next=since, brief=None, tools=[], limits=None, elapsed_s=0.0)
+            data.update(events=[], next=since, more=False, brief=None, tools=[], limits=None, elapsed_s=0.0)
         if self.record is not None:
             data["run"] = run_row(self.record)
         return data

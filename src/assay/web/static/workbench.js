@@ -161,6 +161,7 @@
       setup(data);
       (data.events || []).forEach(render);
       next = data.next;
+      if (data.more) { timer = setTimeout(poll, 0); return; }  // the rest of the transcript first
       state = data.state;
       $("state").textContent = state;
       $("turns").textContent = data.turns;
