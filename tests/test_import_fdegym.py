@@ -219,6 +219,9 @@ def test_hostile_and_malformed_run_folders_are_refused_and_nothing_is_written(tm
     assert "result.json" in err and "rep" in err
     err = _refused(cwd, str(run_with("bigturns", result_json={**data, "agent": {**data["agent"], "turns": 10**16}})))
     assert "result.json" in err and "agent.turns" in err
+    # Dollars no run spends: a report summing them would leave a float's range (docs/SECURITY.md G16).
+    err = _refused(cwd, str(run_with("bigusd", result_json={**data, "agent": {**data["agent"], "usd": 1e300}})))
+    assert "usage.cost_usd" in err and "1e+300" in err and "tiny-case" in err
     err = _refused(cwd, str(run_with("nan", result_json=b'{"kpi": NaN}')))
     assert "result.json" in err
     err = _refused(cwd, str(run_with("end", result_json={**data, "agent": {**data["agent"], "end_reason": "done"}})))

@@ -58,13 +58,14 @@ def _import(convert: Callable[[list[Path], str], list[Imported]], files: list[Pa
             store: str | None, create: bool) -> None:
     """Read and convert every file (a bad one: exit 2, nothing written), then store the new runs."""
     from assay.config import load_config, store_url
-    from assay.interop.runs import store_imported
+    from assay.interop.runs import bounded_runs, store_imported
 
     try:
         url = store_url(store, load_config())
         if not campaign.strip():
             raise InputError(None, "--campaign", "empty campaign name")
-        result = store_imported(convert(files, campaign), command_store(url, create=create), campaign, files)
+        converted = bounded_runs(convert(files, campaign), files)  # refused before the store is opened
+        result = store_imported(converted, command_store(url, create=create), campaign, files)
     except InputError as e:
         fail(e)
     term.out.print(f"{result.added} run(s) stored in campaign {campaign!r} ({result.void} void), "

@@ -22,16 +22,21 @@ from assay.llm.prices import Price, lookup_price
 from assay.record import Event, RunRecord, Usage
 from assay.store import Store
 
-__all__ = ["MAX_COUNT", "MAX_INTEGER", "Count", "ImportResult", "Imported", "bounded", "bounded_ints", "bounded_usage",
+__all__ = ["MAX_AMOUNT", "MAX_COUNT", "MAX_INTEGER", "Count", "ImportResult", "Imported", "bounded", "bounded_ints", "bounded_runs", "bounded_usage",
            "model_price", "price_overrides", "store_imported"]
 
 Imported = tuple[RunRecord, list[Event]]
 UsageT = TypeVar("UsageT", bound=Usage)
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
-MAX_COUNT = 10**15
-"""Most one count of an imported run may be (tokens, turns: a million times a long campaign): a
-larger integer (JSON allows 4,300 digits) overflows the store's 64-bit integers and every cost."""
+MAX_COUNT = 10**12
+"""Most one count of an imported run may be (tokens, turns: a thousand times a long campaign): a
+larger integer (JSON allows 4,300 digits) overflows the store's 64-bit integers and every cost,
+and 9 million runs at this bound still sum within them (the report sums tokens in SQL)."""
+MAX_AMOUNT = 10**9
+"""Most an imported run's dollars (its agent's and its judge's cost) and seconds (its duration)
+may be: the report sums them over every run, and a billion per run keeps any store's sum a
+finite float."""
 MAX_INTEGER = 2**31 - 1
 """Most an imported run's epoch (its repeat) and the counts of its grade (N/A items, judge votes,
 audit removals, router fallbacks) may be: the store's INTEGER columns are 32-bit on PostgreSQL."""
@@ -87,6 +92,7 @@ def store_imported(converted: list[Imported], store: Store, campaign: str, paths
     """Store the converted runs whose keys the campaign does not hold yet; a finished run whose
     key the campaign holds only as void is stored as the key's next attempt (it replaces the
     void one in reports, as a re-run on resume does)."""
+    bounded_runs(converted, paths)  # every run checked before any is stored
     attempts = store.attempts(campaign)
     done = store.finished_digests(campaign)
     result = ImportResult(campaign=campaign, files=[str(p) for p in paths], samples=len(converted))
@@ -104,6 +110,22 @@ def store_imported(converted: list[Imported], store: Store, campaign: str, paths
         result.void += record.status == "void"
         result.run_ids.append(record.run_id)
     return result
+
+
+def bounded_runs(converted: list[Imported], paths: list[Path]) -> list[Imported]:
+    """`converted` once the costs and the duration of each run are within 0 and `MAX_AMOUNT`;
+    InputError naming the run and the field otherwise (checked again by `store_imported`, and
+    by a command before it opens the store, so a refusal writes nothing)."""
+    for record, _ in converted:
+        amounts = {"usage.cost_usd": record.usage.cost_usd, "judge_usage.cost_usd": record.judge_usage.cost_usd,
+                   "duration_s": record.duration_s}
+        for field, value in amounts.items():
+            if value is not None and not 0 <= value <= MAX_AMOUNT:
+                k = record.key
+                raise InputError(paths[0] if len(paths) == 1 else None,
+                                 f"the run of task {k.task_id} (epoch {k.epoch}): {field}",
+                                 f"{value:g} is not within 0 and {MAX_AMOUNT:,} (dollars or seconds)")
+    return converted
 
 
 def price_overrides() -> dict[str, Price]:
