@@ -1,11 +1,14 @@
 """What a newcomer meets first (issue 27, part 5): a mistyped store folder is refused instead
 of made, `assay runs` finds the ids `assay show` takes, a too-short id prefix says so, and a
-command where every run was skipped says that nothing ran and exits 1."""
+command where every run was skipped says that nothing ran and exits 1, and a fault of assay's
+own ends in one line and a crash log, not a traceback."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+
+import pytest
 
 from tests.helpers import answer_task, assay
 
@@ -102,3 +105,29 @@ def test_limit_runs_the_first_n_tasks_of_each_path_in_discovery_order(tmp_path: 
     assert ran == want and len(ran) == 4
     r = assay("run", str(paths[0]), "--agent", "noop", "--limit", "0", cwd=tmp_path)
     assert r.returncode == 2 and "--limit" in r.stderr
+
+
+def test_a_fault_of_assay_itself_ends_in_a_message_and_a_crash_log_not_a_traceback(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """SPEC: no command ever ends in a traceback. An exception assay did not expect (a bug of its
+    own, e.g. a database refusing a value) prints one line naming it and a file holding the
+    traceback, readable by this user only, and exits 1."""
+    import stat
+
+    import assay.cli as cli
+
+    def broken() -> None:
+        raise RuntimeError("value too long for type character varying(64)")
+
+    monkeypatch.setattr(cli, "app", broken)
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    with pytest.raises(SystemExit) as ended:
+        cli.main()
+    assert ended.value.code == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert "RuntimeError: value too long for type character varying(64)" in err and "every finished run is kept" in err
+    (log,) = tmp_path.glob("assay-crash-*.log")
+    assert str(log) in err
+    assert "Traceback" in log.read_text() and "def broken" not in err
+    assert stat.S_IMODE(log.stat().st_mode) == 0o600
