@@ -86,16 +86,21 @@ ProbeRunner = Callable[["PlannedRun"], Awaitable[RunRecord]]
 class TaskHealth:
     """One campaign process's verdicts on its tasks' graders (see the module docstring)."""
 
-    def __init__(self, store: Store, run_probe: ProbeRunner) -> None:
+    def __init__(self, store: Store, run_probe: ProbeRunner, options_digest: str) -> None:
+        """`options_digest`: the digest of the campaign's options that can change a result
+        (`RunOptions.result_options`), never an agent's own: one verdict for every agent."""
         self._store = store
         self._run_probe = run_probe
+        self._options = options_digest
         self._probes: dict[str, asyncio.Task[Probe]] = {}
 
-    @staticmethod
-    def _cache_key(planned: PlannedRun) -> str:
-        """The verdict's key in the store's cache (at most 64 characters, the column's width)."""
+    def _cache_key(self, planned: PlannedRun) -> str:
+        """The verdict's key in the store's cache (at most 64 characters, the column's width):
+        the task's content and level and the campaign's result options, the same for every
+        agent (a run key's options hash holds the agent's own options: a script's digest, a
+        model's spec; a key with them would give each agent a verdict of its own)."""
         k = planned.key
-        whole = f"{HARNESS_VERSION}/{k.task_hash}/{k.level}/{k.options_hash}"
+        whole = f"{HARNESS_VERSION}/{k.task_hash}/{k.level}/{self._options}"
         return CACHE_PREFIX + hashlib.sha256(whole.encode()).hexdigest()[:64 - len(CACHE_PREFIX)]
 
     async def broken_reason(self, planned: PlannedRun, faults: list[Fault]) -> str | None:

@@ -48,6 +48,7 @@ from assay.llm.messages import ImagePart
 from assay.record import MAX_VOID_ATTEMPTS, VOID_REASONS, Event, Fault, Grade, RunRecord, UsageCost, safe_text
 from assay.scenario.lifecycle import ScenarioRun
 from assay.store import Store
+from assay.task.hashing import json_digest
 from assay.version import HARNESS_VERSION
 
 __all__ = ["GRACE_S", "RunContext", "effective_limits", "execute_run", "lost_run", "runs_root"]
@@ -66,7 +67,8 @@ class RunContext:
 
     def __post_init__(self) -> None:
         self.saver = RunSaver(self.store)
-        self.health = TaskHealth(self.store, lambda planned: execute_run(planned, self, probe=True))
+        self.health = TaskHealth(self.store, lambda planned: execute_run(planned, self, probe=True),
+                                 json_digest(self.options.result_options()))
 
     @property
     def isolated(self) -> bool:
