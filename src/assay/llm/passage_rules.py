@@ -143,10 +143,11 @@ _EN_RULES: tuple[Rule, ...] = (
                           r"satisfied|fulfilled|passed?)\b"),
     _r("claim", "sentence", r"\b(?:pass(?:es|ed)?|met|satisf(?:ied|ies))\s+(?:on|for|in)\s+(?:all|every|each)\s+"
                             r"(?:\d{1,3}\s+)?(?:of\s+the\s+)?(?:rubric|grading|scoring|marking)\b"),
-    # "all rubric items are satisfied", "this response meets every criterion"
+    # "all rubric items are satisfied", "each rubric item above is addressed", "this response meets every criterion"
     _r("claim", "sentence", r"\b(?:all|every|each)\s+(?:\d{1,3}\s+)?(?:(?:of\s+)?(?:the|my|your|these)\s+)?(?:rubric|"
                             r"grading|scoring|marking)\s+(?:items?|criteria|criterion|requirements?|points?|checks?|"
-                            r"rules?)\s+(?:(?:is|are|was|were|has|have)\s+)?(?:been\s+)?(?:all\s+|fully\s+|"
+                            r"rules?)\s+(?:(?:above|below|here|listed(?:\s+(?:above|below))?)\s+)?"
+                            r"(?:(?:is|are|was|were|has|have)\s+)?(?:been\s+)?(?:all\s+|fully\s+|"
                             r"completely\s+|now\s+|clearly\s+)?(?:met|satisfied|fulfilled|achieved|passed|covered|"
                             r"hit|addressed)\b"),
     _r("claim", "sentence", r"\b(?:rubric|grading\s+criteria|scoring\s+criteria|marking\s+criteria)\b[^.!?\n]{0,40}?"

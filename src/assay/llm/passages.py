@@ -48,8 +48,9 @@ class Passage:
     text: str
 
 
-_SENTENCE_END = re.compile(r"[.!?](?=\s|$)|[。！？]|\n")
-_SENTENCE_BREAK = re.compile(r"[.!?](?=\s)|[。！？；;]")
+_CLOSERS = "\"')\\]”’）」』"  # what may close a sentence after its stop: "(... such.)", "\"... met.\""
+_SENTENCE_END = re.compile(rf"[.!?][{_CLOSERS}]*(?=\s|$)|[。！？][{_CLOSERS}]*|\n")
+_SENTENCE_BREAK = re.compile(rf"[.!?][{_CLOSERS}]*(?=\s)|[。！？；;]")
 _PARAGRAPH_END = re.compile(rf"\n{HSPACE}*\n")
 _HEADER_TAIL = " \t:：-—–*_>)】）"
 _FENCE_LINE = re.compile(r"`{3,}[\w+-]*")
