@@ -16,7 +16,11 @@ from typing import Any
 from assay.fs.paths import DIR_FLAGS, PathError, mode_kind, open_subdir
 from assay.fs.reads import open_regular_at
 
-__all__ = ["SKIP_IN_DIGEST", "file_digest", "tree_digest"]
+__all__ = ["SKIP_IN_DIGEST", "TREE_DEPTH", "file_digest", "tree_digest"]
+
+TREE_DEPTH = 64
+"""A tree with folders nested more than this many levels below its root is refused (PathError):
+task files are downloaded, and each level is a frame and an open folder of the walk."""
 
 
 def _feed_fd(h: Any, fd: int) -> None:
@@ -42,7 +46,7 @@ SKIP_IN_DIGEST = frozenset({"__pycache__", ".git", ".pytest_cache"})
 def tree_digest(path: str | Path, h: Any | None = None, label: str = "") -> str:
     """sha256 over a file or folder: each entry by relative path, files by content, links by
     their text (never followed), special files by their kind (never opened); bytecode left out.
-    Feeds `h` when given (and returns its hex digest so far)."""
+    Feeds `h` when given (and returns its hex digest so far). PathError past `TREE_DEPTH`."""
     h = h if h is not None else hashlib.sha256()
     root = Path(path)
     try:
@@ -55,7 +59,7 @@ def tree_digest(path: str | Path, h: Any | None = None, label: str = "") -> str:
         return h.hexdigest()
     fd = os.open(root, DIR_FLAGS)
     try:
-        _digest_dir(h, fd, label)
+        _digest_dir(h, fd, label, 0)
     finally:
         os.close(fd)
     return h.hexdigest()
@@ -81,7 +85,9 @@ def _digest_entry(h: Any, dir_fd: int | None, name: str, rel: str, st: os.stat_r
     h.update(b"\0")
 
 
-def _digest_dir(h: Any, dir_fd: int, prefix: str) -> None:
+def _digest_dir(h: Any, dir_fd: int, prefix: str, depth: int) -> None:
+    if depth > TREE_DEPTH:
+        raise PathError(f"{prefix or '.'}: folders nested deeper than {TREE_DEPTH} levels")
     with os.scandir(dir_fd) as it:
         entries = sorted(it, key=lambda e: e.name)
     for e in entries:
@@ -95,6 +101,6 @@ def _digest_dir(h: Any, dir_fd: int, prefix: str) -> None:
                     h.update(f"gone:{rel}\0".encode("utf-8", "surrogateescape"))
                 else:  # the folder is an entry itself: an empty one counts
                     h.update(f"dir:{rel}\0".encode("utf-8", "surrogateescape"))
-                    _digest_dir(h, sub, rel)
+                    _digest_dir(h, sub, rel, depth + 1)
         else:
             _digest_entry(h, dir_fd, e.name, rel, st)

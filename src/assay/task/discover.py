@@ -24,6 +24,9 @@ from assay.task.formats.yamlio import load_json
 from assay.task.model import Task
 
 SKIP_DIRS = {".git", "__pycache__", ".assay", "node_modules", ".venv", "venv"}
+SEARCH_DEPTH = 64
+"""Folders more than this many levels below a given path are not searched for tasks (an error
+names the first one): a suite is downloaded, and its folders are walked without recursion."""
 
 
 def read_native_folder(folder: Path) -> list[Task]:
@@ -112,23 +115,34 @@ def _walk(root: Path, errors: list[InputError]) -> Iterable[tuple[str, Path]]:
         return
     if not root.is_dir():
         return
-    for dirpath, dirnames, filenames in os.walk(root):
-        here = Path(dirpath)
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.startswith("."))
+    stack = [(root, 0)]  # folders to look in, walked top-down in name order without recursion
+    while stack:
+        here, depth = stack.pop()
+        try:
+            with os.scandir(here) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError:
+            continue  # unreadable or gone: os.walk skips it the same way
+        dirs = [e for e in entries if e.is_dir() and e.name not in SKIP_DIRS and not e.name.startswith(".")]
         keep = []
-        for d in dirnames:
-            sub = here / d
+        for e in dirs:
+            sub = here / e.name
             k = kind_of(sub)
             if k is not None:
                 yield k, sub
-            else:
-                keep.append(d)
-        dirnames[:] = keep
-        for name in sorted(filenames):
-            fp = here / name
-            k = kind_of(fp)
-            if k is not None:
-                yield k, fp
+            elif not e.is_symlink():
+                keep.append(sub)
+        for e in entries:
+            if not e.is_dir():
+                fp = here / e.name
+                k = kind_of(fp)
+                if k is not None:
+                    yield k, fp
+        if keep and depth >= SEARCH_DEPTH:
+            errors.append(InputError(keep[0], None, f"folders nested more than {SEARCH_DEPTH} levels below "
+                                                    f"{root}: not searched for tasks"))
+            continue
+        stack.extend((sub, depth + 1) for sub in reversed(keep))
 
 
 @dataclass

@@ -14,7 +14,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from assay.errors import InputError
 from assay.fs import digests as fs_digests
+from assay.fs.paths import PathError
 from assay.task.model import Task
 
 __all__ = ["content_hash", "file_digest", "json_digest", "task_files"]
@@ -65,7 +67,10 @@ def content_hash(task: Task, digests: dict[str, str] | None = None) -> str:
     for label, path in task_files(task):
         key = str(path)
         if key not in cache:
-            cache[key] = fs_digests.tree_digest(path)
+            try:
+                cache[key] = fs_digests.tree_digest(path)
+            except PathError as e:  # a downloaded task's tree the harness will not walk
+                raise InputError(path, label, str(e)) from None
         h.update(f"\0{label}\0{cache[key]}".encode())
     return h.hexdigest()[:16]
 
