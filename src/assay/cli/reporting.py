@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
@@ -75,12 +75,16 @@ def report(
     from assay.report.model import summary_model
     from assay.report.table import leaderboard, runs_table
 
-    # Outputs that list runs, and the failure-mode judge, which reads the runs a report covers.
-    listing = runs or failure_judge is not None or any(v is not None for v in (json_out, csv_out, md_out, html))
+    # Outputs that show runs as a table (the runs table, --md, --html) read each run's table
+    # row; --json, --csv and the failure-mode judge only their ids (they read whole runs
+    # themselves, one at a time).
+    details: Literal["table", "ids"] | None = (
+        "table" if runs or md_out is not None or html is not None
+        else "ids" if failure_judge is not None or json_out is not None or csv_out is not None else None)
     for name in targets:
         rep = stored_report(st, name, agents=agents or None, kind=kind, labels=human_labels,
-                                     shared_tasks=shared_tasks, details="table" if listing else False,
-                                     tasks=json_out is not None)
+                            shared_tasks=shared_tasks, details=details or False,
+                            tasks="stream" if json_out is not None else False)
         if agents and name is not None and not agents & set(campaign_agents(st, name)):
             sys.stderr.write(f"note: campaign {name!r} has no runs of {', '.join(sorted(agents))}\n")
         model = summary_model(rep)

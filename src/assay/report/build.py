@@ -120,14 +120,16 @@ def build_report(campaign: str | None, runs: Iterable[RunRecord],
 
 def stored_report(store: Store, campaign: str | None, *, agents: Collection[str] | None = None,
                   kind: str | None = None, labels: list[dict[str, Any]] | None = None, shared_tasks: bool = False,
-                  details: bool | Literal["table"] = False, tasks: bool = False,
+                  details: bool | Literal["table", "ids"] = False, tasks: bool | Literal["stream"] = False,
                   keys: Collection[str] | None = None,
                   skipped: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The report of `campaign`'s current runs in the store (every campaign's: None; of
     `agents` and of primary kind `kind` only, when given; of these run key digests only,
     `keys`), computed by the store (`ReportQuery`). `details`: the per-run rows, whole (True:
-    each record read, one at a time) or as the HTML runs table shows them ("table"); `tasks`:
-    the per-task rows. The runs it lists (either form) are the ones it covers, in report
+    each record read, one at a time), as the HTML runs table shows them ("table"), or only
+    their ids ("ids": `{"run_id": ...}`, for an output that streams the whole rows itself);
+    `tasks`: the per-task rows (a list, or "stream": an iterator that builds each row as it is
+    read, from compact tuples, for `export.write_json`). The runs it lists (either form) are the ones it covers, in report
     order: after `--shared-tasks`, the ones it keeps; broken runs among them."""
     with _query(store, campaign, agents, kind, keys) as q:
         broken = _broken(q.broken())
@@ -143,10 +145,14 @@ def stored_report(store: Store, campaign: str | None, *, agents: Collection[str]
         deltas = search_deltas(q, data.groups)
         baseline = human_baseline(q, data.agents)
         warnings = mixing_warnings(q.mixed_hashes(), q.versions())
-        task_rows = _task_rows(q.task_rows()) if tasks else []
+        task_rows: Iterable[dict[str, Any]] = _task_rows(q.task_rows()) if tasks else []
+        if tasks is True:
+            task_rows = list(task_rows)
         # The listing keeps the broken runs: they are listed, not counted.
-        ids = q.run_ids() if details is True else []
+        ids = q.run_ids() if details in (True, "ids") else []
         rows: list[dict[str, Any]] = [table_row(r) for r in q.table_rows()] if details == "table" else []
+    if details == "ids":
+        rows = [{"run_id": run_id} for run_id in ids]
     if details is True:
         rows = [run_row(r) for r in _stream(store, ids)]
     report = {
@@ -395,17 +401,20 @@ def _front(per_agent: dict[str, list[float]], unpriced: set[str]) -> list[dict[s
             for i in metrics.pareto_front(points)]
 
 
-def _task_rows(rows: Iterable[Any]) -> list[dict[str, Any]]:
+def _task_rows(rows: Iterable[Any]) -> Iterator[dict[str, Any]]:
     """pass@k and pass^k per (agent, task, level, options), k = 1..epochs run. `rows`:
-    `ReportQuery.task_rows`."""
-    out = []
-    for agent, task_id, level, _options, n, c, total, search in sorted(
-            rows, key=lambda r: (r[0], r[1], r[2] or "", r[3])):
-        n, c = int(n), int(c)
-        out.append({
-            "agent": agent, "task_id": task_id, "level": level, "search": search,
-            "epochs": n, "passes": c, "mean_score": total / n,
-            "pass_at_k": {str(k): v for k, v in enumerate(metrics.pass_at_k_curve(n, c), start=1)},
-            "pass_hat_k": {str(k): v for k, v in enumerate(metrics.pass_hat_k_curve(n, c), start=1)},
-        })
-    return out
+    `ReportQuery.task_rows`, kept as plain tuples, in order; each row's dict is built as it is
+    taken."""
+    kept = sorted((tuple(r) for r in rows), key=lambda r: (r[0], r[1], r[2] or "", r[3]))
+    return (_task_row(*r) for r in kept)
+
+
+def _task_row(agent: str, task_id: str, level: str | None, _options: str, n: int, c: int, total: float,
+              search: str | None) -> dict[str, Any]:
+    n, c = int(n), int(c)
+    return {
+        "agent": agent, "task_id": task_id, "level": level, "search": search,
+        "epochs": n, "passes": c, "mean_score": total / n,
+        "pass_at_k": {str(k): v for k, v in enumerate(metrics.pass_at_k_curve(n, c), start=1)},
+        "pass_hat_k": {str(k): v for k, v in enumerate(metrics.pass_hat_k_curve(n, c), start=1)},
+    }

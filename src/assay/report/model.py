@@ -438,9 +438,10 @@ class Report(_Model):
 
 
 def summary_model(report: dict[str, Any]) -> Report:
-    """The report's numbers as a `Report`, without its per-run rows (`runs` empty: whoever
-    lists runs reads the rows themselves, never all validated at once)."""
-    return Report.model_validate({**report, "runs": []})
+    """The report's numbers as a `Report`, without its per-run and per-task rows (`runs` and
+    `tasks` empty: whoever lists them reads the rows themselves, never all validated at once;
+    `tasks` may be an iterator that only `export.write_json` takes)."""
+    return Report.model_validate({**report, "runs": [], "tasks": []})
 
 
 class PairedStats(_Model):
