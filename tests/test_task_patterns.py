@@ -249,3 +249,19 @@ def test_compiled_patterns_are_cached() -> None:
 def test_translation_is_readable_re2() -> None:
     assert to_re2(r"^TOTAL: \d+\.\d{2}$", "m") == r"(?m:^)TOTAL\:\x{20}[\p{Nd}]+\.[\p{Nd}]{2}(?m:$)"
     assert to_re2(r"(?i)abc") == "(?i)abc"
+
+
+def test_the_shipped_unicode_classes_are_this_pythons_own() -> None:
+    """`\\w` and `\\d` as code point ranges are read from assay/data/unicode_classes.json for
+    this Python's Unicode version (no scan of every code point at start-up); they must be what
+    Python's `re` finds, and a version the table lacks is computed."""
+    import json
+    import unicodedata
+
+    from assay.task.pattern_marks import UNICODE_TABLE, computed_ranges, unicode_ranges
+
+    shipped = json.loads(UNICODE_TABLE.read_text())
+    assert unicodedata.unidata_version in shipped
+    for name in ("word", "digit"):
+        assert unicode_ranges(name) == computed_ranges(name)
+        assert [tuple(r) for r in shipped[unicodedata.unidata_version][name]] == list(computed_ranges(name))

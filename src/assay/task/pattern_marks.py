@@ -18,12 +18,15 @@ from __future__ import annotations
 
 import array
 import functools
+import json
 import re
+import unicodedata
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 __all__ = ["ASCII_WORD", "MARK_BASE", "MARK_BYTES", "MARK_CHARS", "MARK_LAST", "MAX_CP", "MAX_LOOKAROUNDS", "Look",
-           "MarkedMatch", "is_mark", "mark_text", "unicode_ranges"]
+           "MarkedMatch", "UNICODE_TABLE", "computed_ranges", "is_mark", "mark_text", "unicode_ranges"]
 
 MAX_LOOKAROUNDS = 8
 """Distinct lookaround bodies (and `\\b`) one pattern may have: a marker holds one bit for each."""
@@ -82,11 +85,24 @@ def _word_table(ascii_only: bool) -> Any:
     return table
 
 
+UNICODE_TABLE = Path(__file__).resolve().parents[1] / "data" / "unicode_classes.json"
+"""`computed_ranges` of "word" and "digit" for the Unicode versions of the Pythons assay runs on,
+by `unicodedata.unidata_version` (tests/test_task_patterns.py checks this Python's)."""
+
+
 @functools.cache
 def unicode_ranges(name: str) -> tuple[tuple[int, int], ...]:
-    """The code points of Python's Unicode `\\w` or `\\d` as ranges, found by Python's `re` itself
-    over a string of every code point (computed once, ~0.05 s): only a negated class holding a
-    negated category (`[^\\W\\d]`) needs them, RE2 having no class difference."""
+    """The code points of Python's Unicode `\\w` or `\\d` as ranges: only a negated class holding
+    a negated category (`[^\\W\\d]`) needs them, RE2 having no class difference. Read from
+    `UNICODE_TABLE` for this Python's Unicode version, else computed (`computed_ranges`)."""
+    shipped = json.loads(UNICODE_TABLE.read_text()).get(unicodedata.unidata_version, {}).get(name)
+    if shipped is not None:
+        return tuple((int(a), int(b)) for a, b in shipped)
+    return computed_ranges(name)
+
+
+def computed_ranges(name: str) -> tuple[tuple[int, int], ...]:
+    """`unicode_ranges` found by Python's `re` itself over a string of every code point (0.2 s)."""
     every = array.array("I", range(MAX_CP + 1)).tobytes().decode("utf-32-le", "surrogatepass")
     runs = re.finditer({"word": r"\w+", "digit": r"\d+"}[name], every)
     return tuple((m.start(), m.end() - 1) for m in runs)
