@@ -21,7 +21,7 @@ from jinja2 import Environment, select_autoescape
 from markupsafe import Markup
 
 from assay.report.build import MIN_HUMAN_RUNS
-from assay.report.model import summary_model
+from assay.report.model import Report, ScenarioBlock, summary_model
 from assay.report.table import COMMON_COLUMNS, HEADLINES, KIND_COLUMNS
 
 W, H = 600, 320
@@ -189,10 +189,11 @@ def curves_svg(kind: str, name: str, series: list[tuple[str, dict[str, float]]])
     return _svg("curve", parts, f"{kind} {name} per agent")
 
 
-def levels_svg(series: list[tuple[str, dict[str, dict[str, Any]]]]) -> Markup:
-    """Scenario mean S per level (L0 full brief .. L3 discover everything), one line per agent."""
+def levels_svg(series: list[tuple[str, dict[str, float]]]) -> Markup:
+    """Scenario mean S per level (L0 full brief .. L3 discover everything), one line per agent:
+    `series` holds each agent's mean S by level."""
     levels = sorted({lv for _a, by in series for lv in by})
-    vals = [v["mean_s"] for _a, by in series for v in by.values()]
+    vals = [v for _a, by in series for v in by.values()]
     ax = _Axes((-0.5, len(levels) - 0.5), _domain(vals))
     parts = _frame(ax, "scenario: mean S per level", "level (L0 full brief .. L3 discover everything)", "mean S",
                    xticks=False)
@@ -200,7 +201,7 @@ def levels_svg(series: list[tuple[str, dict[str, dict[str, Any]]]]) -> Markup:
         parts.append(f'<text class="tick" x="{ax.px(i):.1f}" y="{H - MB + 14}" text-anchor="middle">{escape(lv)}</text>')
     for j, (agent, by) in enumerate(series):
         color = COLORS[j % len(COLORS)]
-        pts = [(levels.index(lv), by[lv]["mean_s"]) for lv in levels if lv in by]
+        pts = [(levels.index(lv), by[lv]) for lv in levels if lv in by]
         d = " ".join(f"{'M' if n == 0 else 'L'}{ax.px(x):.1f},{ax.py(y):.1f}" for n, (x, y) in enumerate(pts))
         parts.append(f'<path class="curve level" d="{d}" stroke="{color}"><title>{escape(agent)}</title></path>')
         parts += [f'<circle cx="{ax.px(x):.1f}" cy="{ax.py(y):.1f}" r="3" fill="{color}"><title>{escape(agent)} '
@@ -211,51 +212,48 @@ def levels_svg(series: list[tuple[str, dict[str, dict[str, Any]]]]) -> Markup:
     return _svg("levels", parts, "scenario mean S per level and agent")
 
 
-def kind_sections(report: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per kind present: its plots and the tables of the same numbers (the terminal's columns,
-    over the report's models: `model.summary_model`)."""
+def kind_sections(model: Report) -> list[dict[str, Any]]:
+    """Per kind present: its plots and the tables of the same numbers (the terminal's columns),
+    read from the report's models (`model.summary_model`)."""
     out = []
-    models = {a.agent: a for a in summary_model(report).agents}
     for kind, head, label in HEADLINES:
-        having = [a for a in report["agents"] if kind in a]
+        having = [(a.agent, b) for a in model.agents if (b := getattr(a, kind)) is not None]
         if not having:
             continue
-        having.sort(key=lambda a: (a[kind][head] is None, -(a[kind][head] or 0.0), a["agent"]))
-        scored = [a for a in having if a[kind][head] is not None]
-        plots = [bars_svg(kind, label, [(a["agent"], a[kind][head], a[kind].get("ci95")) for a in scored])]
-        priced = [(a["agent"], a[kind]["cost_usd"], a[kind][head]) for a in scored if a[kind].get("cost_usd") is not None]
+        having.sort(key=lambda ab: (getattr(ab[1], head) is None, -(getattr(ab[1], head) or 0.0), ab[0]))
+        scored = [(agent, b) for agent, b in having if getattr(b, head) is not None]
+        plots = [bars_svg(kind, label, [(agent, getattr(b, head), b.ci95) for agent, b in scored])]
+        priced = [(agent, b.cost_usd, getattr(b, head)) for agent, b in scored if b.cost_usd is not None]
         if priced:
-            plots.append(pareto_svg(kind, priced, [p["agent"] for p in report.get("pareto", {}).get(kind, [])]))
+            plots.append(pareto_svg(kind, priced, [p.agent for p in model.pareto.get(kind, [])]))
         pareto_rows = []
-        fronts, points = report.get("pareto", {}), report.get("pareto_points", {})
-        if all(f"{kind}/{m}" in points for m in MODALITIES):  # both modalities ran: one plot each
+        if all(f"{kind}/{m}" in model.pareto_points for m in MODALITIES):  # both modalities ran: one plot each
             for m in MODALITIES:
                 scope = f"{kind}/{m}"
-                on = [p["agent"] for p in fronts.get(scope, [])]
-                pts = [(p["agent"], p["cost_usd"], p["mean_score"]) for p in points[scope]]
+                on = [p.agent for p in model.pareto.get(scope, [])]
+                pts = [(p.agent, p.cost_usd, p.mean_score) for p in model.pareto_points[scope]]
                 plots.append(pareto_svg(kind, pts, on, modality=m))
                 pareto_rows += [[a, m, f"{c:.4g}", f"{v:.4g}", "yes" if a in on else "no"] for a, c, v in pts]
         for field, name in (("pass_at_k", "pass@k"), ("pass_hat_k", "pass^k")):
-            series = [(a["agent"], a[kind][field]) for a in having if a[kind].get(field)]
+            series = [(agent, getattr(b, field)) for agent, b in having if getattr(b, field)]
             if series:
                 plots.append(curves_svg(kind, name, series))
-        leveled = [(a["agent"], a[kind]["levels"]) for a in having if a[kind].get("levels")]
+        leveled = [(agent, {lv: level.mean_s for lv, level in b.levels.items()}) for agent, b in having
+                   if isinstance(b, ScenarioBlock) and b.levels]
         if leveled:
             plots.append(levels_svg(leveled))
         cols = [*KIND_COLUMNS[kind], *COMMON_COLUMNS]
-        rows = [[a["agent"], str(len(a[kind].get("tasks", []))), *(f(getattr(models[a["agent"]], kind)) for _n, f in cols)]
-                for a in having]
-        ts = report.get("task_sets", {}).get(kind, {})
-        families = [[a["agent"], fam, f"{f['mean_s']:.4g}", str(len(f["variants"])), f"{f['spread']:.4g}", str(f["runs"])]
-                    for a in having for fam, f in a[kind].get("families", {}).items()]
+        rows = [[agent, str(len(b.tasks)), *(f(b) for _n, f in cols)] for agent, b in having]
+        ts = model.task_sets.get(kind)
+        families = [[agent, fam, f"{f.mean_s:.4g}", str(len(f.variants)), f"{f.spread:.4g}", str(f.runs)]
+                    for agent, b in having if isinstance(b, ScenarioBlock) for fam, f in b.families.items()]
         out.append({"kind": kind, "plots": plots, "head": ["agent", "tasks", *(n for n, _f in cols)], "rows": rows,
                     "families": families, "pareto_rows": pareto_rows,
-                    "baseline": [[fam, ", ".join(b["people"]), str(b["runs"]), f"{b['mean']:.4g}", _ci_cell(b["ci95"]),
-                                  "; ".join(f"{a} {v['mean']:.4g} ({v['runs']} runs)" for a, v in b["agents"].items())
-                                  or "-"]
-                                 for fam, b in report.get("human_baseline", {}).get(kind, {}).items()],
-                    "differ": bool(ts.get("differ")), "missing": ts.get("missing", {}),
-                    "shared": len(ts.get("shared", []))})
+                    "baseline": [[fam, ", ".join(b.people), str(b.runs), f"{b.mean:.4g}", _ci_cell(b.ci95),
+                                  "; ".join(f"{a} {v.mean:.4g} ({v.runs} runs)" for a, v in b.agents.items()) or "-"]
+                                 for fam, b in model.human_baseline.get(kind, {}).items()],
+                    "differ": bool(ts and ts.differ), "missing": ts.missing if ts else {},
+                    "shared": len(ts.shared) if ts else 0})
     return out
 
 
@@ -337,7 +335,7 @@ svg .curve{fill:none;stroke-width:2}svg .tick,svg .lbl,svg .val{fill:#333}svg .a
 <h2>Leaderboard</h2><table id="leaderboard"><tr><th>agent</th><th>runs</th><th>void</th><th>pass rate</th>
 {% for k in kinds %}<th>{{ k[2] }}</th>{% endfor %}<th>value earned</th><th>cost (USD)</th><th>tokens</th></tr>
 {% for a in agents %}<tr><td>{{ a.agent }}</td><td>{{ a.runs }}</td><td>{{ a.void }}</td><td>{{ pct(a.pass_rate) }}</td>
-{% for k in kinds %}<td>{{ num(a[k[0]][k[1]]) if k[0] in a else '-' }}</td>{% endfor %}
+{% for k in kinds %}<td>{{ num(a[k[0]][k[1]]) if a[k[0]] is not none else '-' }}</td>{% endfor %}
 <td>{{ money(a.economic_value) }}</td><td>{{ num(a.cost_usd) }}</td><td>{{ a.tokens }}</td></tr>{% endfor %}
 </table>
 {% for s in sections %}<section class="kind" id="kind-{{ s.kind }}"><h2>{{ s.kind }}</h2>
@@ -377,12 +375,16 @@ svg .curve{fill:none;stroke-width:2}svg .tick,svg .lbl,svg .val{fill:#333}svg .a
 
 
 def render_html(report: dict[str, Any]) -> str:
+    """The HTML report: its numbers read from the report's models (`model.summary_model`), its
+    runs table from the report's run rows."""
     env = Environment(autoescape=select_autoescape(default=True))
-    kinds = [k for k in HEADLINES if any(k[0] in a for a in report["agents"])]
+    model = summary_model(report)
+    kinds = [k for k in HEADLINES if any(getattr(a, k[0]) is not None for a in model.agents)]
     return env.from_string(TEMPLATE).render(
-        campaign=report.get("campaign") or "(all)", agents=report["agents"], kinds=kinds,
-        sections=kind_sections(report), warnings=report.get("warnings", []), shared_tasks=report.get("shared_tasks"),
-        failure_modes=report.get("failure_modes"), min_human_runs=MIN_HUMAN_RUNS, n_runs=len(report["runs"]), run_columns=RUN_COLUMNS, runs_json=_runs_json(report), script=Markup(SCRIPT),
+        campaign=model.campaign or "(all)", agents=model.agents, kinds=kinds,
+        sections=kind_sections(model), warnings=model.warnings, shared_tasks=model.shared_tasks,
+        failure_modes=model.failure_modes, min_human_runs=MIN_HUMAN_RUNS, n_runs=len(report["runs"]),
+        run_columns=RUN_COLUMNS, runs_json=_runs_json(report), script=Markup(SCRIPT),
         pct=lambda v: "-" if v is None else f"{100 * v:.1f}%",
         num=lambda v: "-" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v)),
         money=lambda e: " / ".join(f"{v:,.0f} {c}" for c, v in sorted(e.items())) or "-",

@@ -32,6 +32,7 @@ from assay.errors import InputError
 from assay.record import RunRecord, escape_controls
 from assay.report.build import run_row, stored_report
 from assay.report.html import kind_sections
+from assay.report.model import summary_model
 from assay.store import Store
 from assay.store.accounts import has_accounts
 from assay.store.labels import MAX_NOTE_CHARS, ItemLabel, labels_of_run, save_labels, stored_labels
@@ -297,7 +298,7 @@ def create_app(store_url: str, suites: list[Path] | None = None, *, token: str |
         every = block["report"]["runs"]
         return page(request, "campaign.html", title=f"campaign {name}", c=block, runs=wanted.apply(every),
                     n_runs=len(every), f=wanted, agents=sorted({r["agent"] for r in every}),
-                    sections=kind_sections(block["report"]))
+                    sections=kind_sections(summary_model(block["report"])))
 
     def run_view(rec: RunRecord, start: int = 0) -> dict[str, Any]:
         """What the run page and the side-by-side page show of one run: its transcript's window
