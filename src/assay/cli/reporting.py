@@ -98,7 +98,8 @@ def report(
                 rep["failure_modes"] = asyncio.run(classify_failures(failure_judge, st, records))
             except InputError as e:
                 fail(e)
-        _print_blocks(model, rep.get("failure_modes"))
+            model = summary_model(rep)
+        _print_blocks(model)
         for w in model.warnings:
             sys.stderr.write(f"warning: campaign {name}: {w}\n")
         if runs:
@@ -120,13 +121,13 @@ def _failure_judge(failure_modes: bool, judge: list[str] | None) -> str | None:
         fail(e)
 
 
-def _print_blocks(model: Report, failure_modes: dict[str, Any] | None) -> None:
+def _print_blocks(model: Report) -> None:
     from assay.report.table import failure_table, kind_tables
 
     for block in kind_tables(model):
         term.out.print(block)
-    if failure_modes is not None:
-        term.out.print(failure_table(failure_modes))
+    if model.failure_modes is not None:
+        term.out.print(failure_table(model.failure_modes))
 
 
 @app.command()

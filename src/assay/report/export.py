@@ -184,14 +184,14 @@ def write_markdown(report: dict[str, Any], path: Path) -> None:
                                [[fam, ", ".join(bl.people), bl.runs, bl.mean, bl.ci95,
                                  "; ".join(f"{ag} {v.mean:.4g} ({v.runs} runs)" for ag, v in bl.agents.items())]
                                 for fam, bl in baseline.items()])
-    fm = report.get("failure_modes")
-    if fm:
-        lines += [f"## failure modes (judge {escape_controls(str(fm['judge']))})", ""]
+    fm = m.failure_modes
+    if fm is not None:
+        lines += [f"## failure modes (judge {escape_controls(fm.judge)})", ""]
         lines += _md_table(["agent", "failed", "category", "runs", "share"],
-                           [[agent, a["failed"], c, n, a["shares"][c]] for agent, a in fm["agents"].items()
-                            for c, n in a["counts"].items()])
+                           [[agent, a.failed, c, n, a.shares[c]] for agent, a in fm.agents.items()
+                            for c, n in a.counts.items()])
         lines += _md_table(["run", "agent", "task", "category", "reason"],
-                           [[m["run_id"], m["agent"], m["task_id"], m["category"], m["reason"]] for m in fm["runs"]])
+                           [[f.run_id, f.agent, f.task_id, f.category, f.reason] for f in fm.runs])
     lines += ["## runs", ""]
     lines += _md_table(["run", "task", "agent", "level", "epoch", "status", "end", "score", "passed"],
                        [[r["run_id"], r["task_id"], r["agent"], r["level"], r["epoch"], r["status"], r["end_reason"],

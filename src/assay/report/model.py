@@ -414,6 +414,31 @@ class Noise(_Model):
     agents: list[NoiseAgent]
 
 
+class FailureModeRow(_Model):
+    """One failed run's category and the judge's one-line reason."""
+
+    run_id: str
+    agent: str
+    task_id: str
+    category: str
+    reason: str
+
+
+class FailureAgent(_Model):
+    failed: int
+    counts: dict[str, int] = Field(description="category -> failed runs")
+    shares: dict[str, float] = Field(description="category -> share of the agent's failed runs")
+
+
+class FailureModes(_Model):
+    """`assay report --failure-modes`: the judge, one row per failed run, per agent the counts."""
+
+    judge: str
+    categories: dict[str, str] = Field(description="category -> what it means")
+    runs: list[FailureModeRow]
+    agents: dict[str, FailureAgent]
+
+
 class Report(_Model):
     """The report (`assay report --json`, `assay run --json`)."""
 
@@ -432,7 +457,7 @@ class Report(_Model):
     human_baseline: dict[str, dict[str, Baseline]]
     broken_tasks: list[BrokenTask]
     warnings: list[str]
-    failure_modes: dict[str, Any] | None = None
+    failure_modes: FailureModes | None = None
     sequential: Evidence | None = None
     adaptive: Adaptive | None = None
 

@@ -14,7 +14,7 @@ from assay.record import escape_controls
 
 if TYPE_CHECKING:
     from assay.report.curate import CurationResult
-    from assay.report.model import AgentSummary, Compare, Report
+    from assay.report.model import AgentSummary, Compare, FailureModes, Report
     from assay.store.listing import RunRow
 
 
@@ -292,14 +292,14 @@ def dry_run_table(rows: list[dict[str, Any]], campaign: str) -> Table:
     return table
 
 
-def failure_table(fm: dict[str, Any]) -> Table:
+def failure_table(fm: FailureModes) -> Table:
     """`assay report --failure-modes`: per agent, its failed runs and the share of each error category."""
-    cats = [*fm["categories"], "unclassified"]
-    used = [c for c in cats if any(c in a["counts"] for a in fm["agents"].values())]
-    return _grid(f"failure modes of failed runs (judge {fm['judge']})", ["agent", "failed", *used],
-                 [[Text(agent), str(a["failed"]), *(f"{_pct(a['shares'].get(c, 0.0))} ({a['counts'].get(c, 0)})"
-                                                    for c in used)]
-                  for agent, a in fm["agents"].items()])
+    cats = [*fm.categories, "unclassified"]
+    used = [c for c in cats if any(c in a.counts for a in fm.agents.values())]
+    return _grid(f"failure modes of failed runs (judge {fm.judge})", ["agent", "failed", *used],
+                 [[Text(agent), str(a.failed), *(f"{_pct(a.shares.get(c, 0.0))} ({a.counts.get(c, 0)})"
+                                                 for c in used)]
+                  for agent, a in fm.agents.items()])
 
 
 def runs_listing_table(rows: list[RunRow], *, more: bool) -> Table:
