@@ -110,6 +110,7 @@ class _Worker:
         replay = [Action(kind=a.kind, tool=a.tool, args=dict(a.args), text=a.text) for a in play.actions]
         self.factory = HumanFactory(play.name, replay=replay, elapsed_s=launch.elapsed_s)
         self.stopping = False  # the run is being stopped: an action cut short by it is not an answer
+        self.mirrored = 0  # the server's mirror holds the transcript's events before this index
 
     @property
     def agent(self) -> HumanAgent:
@@ -166,7 +167,9 @@ class _Worker:
     async def _do(self, req: dict[str, Any]) -> dict[str, Any]:
         op = req["op"]
         if op == "view":
-            return {"ok": True, **self.view(max(0, int(req.get("since", 0))))}
+            since = max(0, int(req.get("since", 0)))
+            self.mirrored = max(self.mirrored, since)  # the server asks from the end of its mirror
+            return {"ok": True, **self.view(since)}
         if op == "act":
             a = req["action"]
             out = await self.agent.act(Action(kind=str(a["kind"]), tool=str(a.get("tool", "")),
@@ -238,7 +241,9 @@ async def _serve(sock: socket.socket) -> int:
         worker.agent.finished = True
         worker.agent.ready.set()
         worker.agent._drain()
-    done["view"] = worker.view(0)  # the whole transcript: the server's mirror of a finished session
+    # The rest of the transcript for the server's mirror of the finished session: what it has
+    # not asked for yet (not the whole transcript again, in one line of the channel).
+    done["view"] = worker.view(worker.mirrored)
     await channel.send({"event": "status", **worker.status()})
     await channel.send(done)
     for t in list(helpers):
