@@ -3,19 +3,25 @@ the copies of an agent's workspace that grading works on, with the same quota.""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
+import multiprocessing
 import os
 import shutil
+import threading
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 from assay.config import settings
 from assay.env.volume import WorkspaceVolume
-from assay.fs.copying import CopyLimits, CopyReport, copy_tree
+from assay.fs.copying import CopyError, CopyLimits, CopyReport, copy_tree
 from assay.fs.writes import write_file
 from assay.task.model import Task
 
-__all__ = ["discard_copy", "grading_copy", "grading_copy_limits", "materialise", "needs_workspace", "new_workspace"]
+__all__ = ["copy_apart", "discard_copy", "grading_copy", "grading_copy_limits", "materialise", "needs_workspace",
+           "new_workspace"]
 
 
 def needs_workspace(task: Task) -> bool:
@@ -47,7 +53,7 @@ def grading_copy(workspace: Path, dest: Path, *, limits: CopyLimits | None = Non
     if vol.kind != "none":
         lim = dataclasses.replace(lim, max_bytes=min(lim.max_bytes, vol.quota_bytes))
     try:
-        report = copy_tree(workspace, dest, limits=lim, owner=owner, merge=True)
+        report = copy_apart(workspace, dest, lim, owner)
         if owner is not None:
             os.chown(dest, owner, owner)
         os.chmod(dest, 0o700)
@@ -55,6 +61,31 @@ def grading_copy(workspace: Path, dest: Path, *, limits: CopyLimits | None = Non
         discard_copy(vol)
         raise
     return vol, report
+
+
+_copier: ProcessPoolExecutor | None = None
+_copier_lock = threading.Lock()
+
+
+def copy_apart(src: Path, dest: Path, limits: CopyLimits, owner: int | None) -> CopyReport:
+    """`copy_tree(src, dest, merge=True)` in a process of its own (started by the fork server,
+    two at most), the calling thread waiting: a tree of 100,000 folders an agent made is a
+    long run of small system calls, and in a thread of the harness it kept the interpreter
+    lock from the event loop between them (docs/SECURITY.md G17). The copy's own errors are
+    raised as they are; a copy process that died is a CopyError."""
+    global _copier
+    with _copier_lock:
+        if _copier is None:
+            _copier = ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("forkserver"))
+            atexit.register(_copier.shutdown, cancel_futures=True)
+        pool = _copier
+    try:
+        return pool.submit(copy_tree, src, dest, limits=limits, owner=owner, merge=True).result()
+    except BrokenProcessPool:
+        with _copier_lock:
+            if _copier is pool:
+                _copier = None
+        raise CopyError(f"{src}: the process copying it for grading died") from None
 
 
 def discard_copy(vol: WorkspaceVolume) -> None:
