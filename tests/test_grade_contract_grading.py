@@ -601,3 +601,20 @@ def test_the_judge_sees_a_native_tasks_criteria_beside_its_rubric(workspace: Pat
     upstream = native.model_copy(update={"source": "darebench"})
     theirs = judge_prompt(upstream, [], "42", workspace)
     assert theirs.split("## Grading Rubric\n", 1)[1].startswith("Score it.\n\n") and "states the total" not in theirs
+
+
+def test_refusals_of_the_checks_copy_are_listed_once_and_at_most_a_thousand() -> None:
+    """An agent can make the checks' copy refuse 100,000 entries (links out of the tree): the
+    grade lists each refusal once, the first `REFUSED_KEPT`, then one entry counting the rest,
+    also across several copies (darebench and native checks of one run), in linear time."""
+    from assay.grade.contract_checks import MORE, REFUSED_KEPT, note_refused
+
+    refused: list[tuple[str, str]] = []
+    first = [(f"l{i}", "a link out of the tree") for i in range(90_000)]
+    note_refused(refused, first)
+    note_refused(refused, first[:10] + [("x", "a FIFO")])  # a second copy of the same run: no repeats
+    assert len(refused) == REFUSED_KEPT + 1 and refused[:2] == first[:2]
+    assert refused[-1] == (MORE, f"and {90_000 - REFUSED_KEPT + 1} more entries left out of the copy, not listed")
+    small: list[tuple[str, str]] = []
+    note_refused(small, [("a", "r"), ("a", "r"), ("...", "a FIFO")])
+    assert small == [("a", "r"), ("...", "a FIFO")]
