@@ -52,7 +52,7 @@ _CLOSERS = "\"')\\]”’）」』"  # what may close a sentence after its stop:
 _SENTENCE_END = re.compile(rf"[.!?][{_CLOSERS}]*(?=\s|$)|[。！？][{_CLOSERS}]*|\n")
 _SENTENCE_BREAK = re.compile(rf"[.!?][{_CLOSERS}]*(?=\s)|[。！？；;]")
 _PARAGRAPH_END = re.compile(rf"\n{HSPACE}*\n")
-_HEADER_TAIL = " \t:：-—–*_>)】）"
+_HEADER_TAIL = " \t:：-—–*_>)】）.。"
 _FENCE_LINE = re.compile(r"`{3,}[\w+-]*")
 _JSON_TOKEN = re.compile(r'"(?:[^"\\\n]|\\.){0,4000}"|[{}\[\]]')
 _PAIRS = {"}": "{", "]": "["}
