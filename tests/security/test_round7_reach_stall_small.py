@@ -67,7 +67,7 @@ ANSWER_TASK = {
 
 @needs_bwrap
 def test_many_refused_links_do_not_stall_another_run(tmp_path: Path) -> None:
-    """40,000 absolute symlinks in the workspace: each is a refusal of the checks' grading copy.
+    """20,000 absolute symlinks in the workspace: each is a refusal of the checks' grading copy.
     Round 7: the grade's list of refusals was deduplicated by a membership test against the
     growing list, on the event loop (O(n^2): 90,000 took about 49 s, every run frozen). An honest
     run of twenty one-second commands beside it keeps its pace (no gap of 15 s between its
@@ -76,7 +76,7 @@ def test_many_refused_links_do_not_stall_another_run(tmp_path: Path) -> None:
     _checks_task(tasks / "links", "def grade(workspace, final_message):\n    return {'ok': 1}\n")
     write_task(tasks / "honest", ANSWER_TASK)
     make = ("python3 -c \"import os\nos.makedirs('l', exist_ok=True)\n"
-            "[os.symlink('/etc/passwd', 'l/%d' % i) for i in range(40000)]\"")
+            "[os.symlink('/etc/passwd', 'l/%d' % i) for i in range(20000)]\"")
     attacker = _script(tmp_path / "a.jsonl", [{"tool": "run_command", "args": {"command": make, "timeout_s": 600}},
                                               {"say": "done"}])
     honest = _script(tmp_path / "h.jsonl", HONEST_SLOW)

@@ -10,9 +10,10 @@ import multiprocessing
 import os
 import shutil
 import threading
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
+
+from pebble import ProcessPool
+from pebble.common import ProcessExpired
 
 from assay.config import settings
 from assay.env.volume import WorkspaceVolume
@@ -63,29 +64,29 @@ def grading_copy(workspace: Path, dest: Path, *, limits: CopyLimits | None = Non
     return vol, report
 
 
-_copier: ProcessPoolExecutor | None = None
+_copier: ProcessPool | None = None
 _copier_lock = threading.Lock()
 
 
 def copy_apart(src: Path, dest: Path, limits: CopyLimits, owner: int | None) -> CopyReport:
-    """`copy_tree(src, dest, merge=True)` in a process of its own (started by the fork server,
-    two at most), the calling thread waiting: a tree of 100,000 folders an agent made is a
-    long run of small system calls, and in a thread of the harness it kept the interpreter
-    lock from the event loop between them (docs/SECURITY.md G17). The copy's own errors are
-    raised as they are; a copy process that died is a CopyError."""
+    """`copy_tree(src, dest, merge=True)` in a process of its own (pebble's pool, started by the
+    fork server, two at most; its workers end with the harness, even after kill -9), the calling
+    thread waiting: a tree of 100,000 folders an agent made is a long run of small system
+    calls, and in a thread of the harness it kept the interpreter lock from the event loop
+    between them (docs/SECURITY.md G17). The copy's own errors are raised as they are; a copy
+    process that died is a CopyError."""
     global _copier
     with _copier_lock:
-        if _copier is None:
-            _copier = ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("forkserver"))
-            atexit.register(_copier.shutdown, cancel_futures=True)
+        if _copier is None or not _copier.active:
+            _copier = ProcessPool(max_workers=2, context=multiprocessing.get_context("forkserver"))
+            atexit.register(_copier.stop)
         pool = _copier
     try:
-        return pool.submit(copy_tree, src, dest, limits=limits, owner=owner, merge=True).result()
-    except BrokenProcessPool:
-        with _copier_lock:
-            if _copier is pool:
-                _copier = None
-        raise CopyError(f"{src}: the process copying it for grading died") from None
+        report: CopyReport = pool.schedule(copy_tree, args=(src, dest),
+                                           kwargs={"limits": limits, "owner": owner, "merge": True}).result()
+    except ProcessExpired as e:
+        raise CopyError(f"{src}: the process copying it for grading died ({e})") from None
+    return report
 
 
 def discard_copy(vol: WorkspaceVolume) -> None:
