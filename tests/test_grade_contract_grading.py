@@ -176,6 +176,19 @@ async def test_checks_work_on_a_copy(workspace: Path) -> None:
     assert (workspace / "answer.txt").read_text() == "keep"
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="the checks' own uid needs a root harness")
+async def test_the_checks_copy_is_made_for_the_checks_uid_whole(workspace: Path) -> None:
+    """The checks' copy is made for their uid in the copy's own process (no walk of the agent's
+    tree in the harness afterwards): every entry, at any depth, is theirs to change."""
+    (workspace / "a" / "b").mkdir(parents=True)
+    (workspace / "a" / "b" / "f.txt").write_text("x")
+    os.symlink("f.txt", workspace / "a" / "b" / "l")
+    code = ('import os\ndef grade(t, w):\n    me = os.getuid()\n'
+            '    bad = [n for d, ds, fs in os.walk(w) for n in ds + fs if os.lstat(os.path.join(d, n)).st_uid != me]\n'
+            '    open(w + "/a/b/new.txt", "w").write("y")\n    return {"x": float(not bad and me != 0)}\n')
+    assert await run_checks(darebench_task(code), workspace, [], "") == {"x": 1.0}
+
+
 async def test_values_kept_as_given_and_the_mean_clipped(workspace: Path) -> None:
     code = 'def grade(t, w):\n    return {"a": 2, "b": -1, "c": 0.5, "d": True}\n'
     task = darebench_task(code)
@@ -606,15 +619,16 @@ def test_the_judge_sees_a_native_tasks_criteria_beside_its_rubric(workspace: Pat
 def test_refusals_of_the_checks_copy_are_listed_once_and_at_most_a_thousand() -> None:
     """An agent can make the checks' copy refuse 100,000 entries (links out of the tree): the
     grade lists each refusal once, the first `REFUSED_KEPT`, then one entry counting the rest,
-    also across several copies (darebench and native checks of one run), in linear time."""
-    from assay.grade.contract_checks import MORE, REFUSED_KEPT, note_refused
+    also across several copies of one run, in linear time."""
+    from assay.grade.contract_checks import MORE, REFUSED_KEPT, CopyRefusals
 
-    refused: list[tuple[str, str]] = []
+    refused = CopyRefusals()
     first = [(f"l{i}", "a link out of the tree") for i in range(90_000)]
-    note_refused(refused, first)
-    note_refused(refused, first[:10] + [("x", "a FIFO")])  # a second copy of the same run: no repeats
-    assert len(refused) == REFUSED_KEPT + 1 and refused[:2] == first[:2]
-    assert refused[-1] == (MORE, f"and {90_000 - REFUSED_KEPT + 1} more entries left out of the copy, not listed")
-    small: list[tuple[str, str]] = []
-    note_refused(small, [("a", "r"), ("a", "r"), ("...", "a FIFO")])
-    assert small == [("a", "r"), ("...", "a FIFO")]
+    refused.add(first)
+    refused.add(first[:10] + [("x", "a FIFO")])  # a second copy of the same run: no repeats
+    entries = refused.entries()
+    assert len(entries) == REFUSED_KEPT + 1 and entries[:2] == first[:2]
+    assert entries[-1] == (MORE, f"and {90_000 - REFUSED_KEPT + 1} more entries left out of the copy, not listed")
+    small = CopyRefusals()
+    small.add([("a", "r"), ("a", "r"), ("...", "a FIFO")])
+    assert small.entries() == [("a", "r"), ("...", "a FIFO")]

@@ -170,12 +170,14 @@ class Sandbox:
 
     # ------------------------------------------------------------------ workspace
 
-    def prepare(self) -> None:
+    def prepare(self, *, owned: bool = False) -> None:
         """Hand the workspace to the sandbox uid: chown -R uid:uid, mode 0700 on the root.
 
         Idempotent; call again after the harness wrote files into it as root. Symlinks are
         chowned themselves, never followed; a multiply-linked file owned by someone else is
-        left alone (it may be a hard link to a file outside the workspace).
+        left alone (it may be a hard link to a file outside the workspace). `owned`: the tree
+        was made for the uid (a copy with `owner=uid`), so only its root is handed over and
+        nothing below it is walked.
         """
         if not self.workspace.is_dir():
             raise HarnessError(f"workspace {self.workspace} is not a directory")
@@ -184,21 +186,8 @@ class Sandbox:
             root_st = os.lstat(self.workspace)
             if root_st.st_uid != uid or root_st.st_gid != uid:
                 os.chown(self.workspace, uid, uid, follow_symlinks=False)
-            for dirpath, dirnames, filenames, dfd in os.fwalk(self.workspace, follow_symlinks=False):
-                rel_dir = os.path.relpath(dirpath, self.workspace)
-                for name in (*dirnames, *filenames):
-                    rel = name if rel_dir == "." else f"{rel_dir}/{name}"
-                    if rel in self.keep_owner:
-                        continue
-                    try:
-                        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
-                    except FileNotFoundError:
-                        continue
-                    if st.st_uid == uid and st.st_gid == uid:
-                        continue
-                    if not stat.S_ISDIR(st.st_mode) and st.st_nlink > 1 and st.st_uid != uid:
-                        continue
-                    os.chown(name, uid, uid, dir_fd=dfd, follow_symlinks=False)
+            if not owned:
+                self._hand_over_tree(uid)
             for path in [self.workspace, *(h for h, _ in self.ro_binds)]:
                 for anc in path.parents:
                     if not _searchable_by(anc, uid):
@@ -206,6 +195,24 @@ class Sandbox:
                             f"{path} is not reachable by sandbox uid {uid}: {anc} lacks search "
                             f"permission for it (give it o+x, e.g. chmod 0711 {anc})")
         os.chmod(self.workspace, 0o700)
+
+    def _hand_over_tree(self, uid: int) -> None:
+        """chown what lies below the workspace root to `uid` (see `prepare`)."""
+        for dirpath, dirnames, filenames, dfd in os.fwalk(self.workspace, follow_symlinks=False):
+            rel_dir = os.path.relpath(dirpath, self.workspace)
+            for name in (*dirnames, *filenames):
+                rel = name if rel_dir == "." else f"{rel_dir}/{name}"
+                if rel in self.keep_owner:
+                    continue
+                try:
+                    st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                if st.st_uid == uid and st.st_gid == uid:
+                    continue
+                if not stat.S_ISDIR(st.st_mode) and st.st_nlink > 1 and st.st_uid != uid:
+                    continue
+                os.chown(name, uid, uid, dir_fd=dfd, follow_symlinks=False)
 
     # ------------------------------------------------------------------ commands
 

@@ -3,22 +3,19 @@ the copies of an agent's workspace that grading works on, with the same quota.""
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import dataclasses
-import multiprocessing
 import os
 import shutil
-import threading
 from pathlib import Path
 
-from pebble import ProcessPool
 from pebble.common import ProcessExpired
 
 from assay.config import settings
 from assay.env.volume import WorkspaceVolume
 from assay.fs.copying import CopyError, CopyLimits, CopyReport, copy_tree
 from assay.fs.writes import write_file
+from assay.procpool import WorkerPool
 from assay.task.model import Task
 
 __all__ = ["copy_apart", "discard_copy", "grading_copy", "grading_copy_limits", "materialise", "needs_workspace",
@@ -64,26 +61,18 @@ def grading_copy(workspace: Path, dest: Path, *, limits: CopyLimits | None = Non
     return vol, report
 
 
-_copier: ProcessPool | None = None
-_copier_lock = threading.Lock()
+COPIER = WorkerPool("grading copies", 2)
 
 
 def copy_apart(src: Path, dest: Path, limits: CopyLimits, owner: int | None) -> CopyReport:
-    """`copy_tree(src, dest, merge=True)` in a process of its own (pebble's pool, started by the
-    fork server, two at most; its workers end with the harness, even after kill -9), the calling
-    thread waiting: a tree of 100,000 folders an agent made is a long run of small system
+    """`copy_tree(src, dest, merge=True)` in a process of its own (`COPIER`, two at most), the
+    calling thread waiting: a tree of 100,000 folders an agent made is a long run of small system
     calls, and in a thread of the harness it kept the interpreter lock from the event loop
     between them (docs/SECURITY.md G17). The copy's own errors are raised as they are; a copy
     process that died is a CopyError."""
-    global _copier
-    with _copier_lock:
-        if _copier is None or not _copier.active:
-            _copier = ProcessPool(max_workers=2, context=multiprocessing.get_context("forkserver"))
-            atexit.register(_copier.stop)
-        pool = _copier
     try:
-        report: CopyReport = pool.schedule(copy_tree, args=(src, dest),
-                                           kwargs={"limits": limits, "owner": owner, "merge": True}).result()
+        report: CopyReport = COPIER.schedule(copy_tree, (src, dest),
+                                             {"limits": limits, "owner": owner, "merge": True}).result()
     except ProcessExpired as e:
         raise CopyError(f"{src}: the process copying it for grading died ({e})") from None
     return report

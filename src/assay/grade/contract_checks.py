@@ -59,7 +59,8 @@ from assay.grade.openclaw import to_openclaw
 from assay.record import Event
 from assay.task.model import Task
 
-__all__ = ["CHECKS_FILE_BYTES", "CheckValue", "check_mean", "make_python_check", "run_checks", "run_python_predicate"]
+__all__ = ["CHECKS_FILE_BYTES", "CheckValue", "CopyRefusals", "check_mean", "make_python_check", "run_checks",
+           "run_python_predicate"]
 
 CHECKS_DIR = "/run/assay/checks"
 RESULT_TEXT_CHARS = 2000  # a text value of a check's result is kept up to this length
@@ -80,12 +81,12 @@ CHECKS_FILE_BYTES = 256 * 1024**2
 
 
 async def _run_sandboxed(checks_code: str, mode: str, workspace: Path | None, files: dict[str, str],
-                         timeout_s: float, refused: list[tuple[str, str]] | None = None,
+                         timeout_s: float, refused: CopyRefusals | None = None,
                          capped: list[str] | None = None, part: str = "checks") -> Any:
     """Run the runner in a fresh sandbox on a copy of `workspace` (`grading_copy`: on a volume
     with the run's disk quota, capped by `grading_copy_limits`, files over 256 MiB left out);
-    return the decoded result. What the copy left out is appended
-    to `refused` (path, reason), the ceilings it reached to `capped`."""
+    return the decoded result. What the copy left out is added to `refused`, the ceilings it
+    reached to `capped`."""
     base = Path(tempfile.mkdtemp(prefix="assay-checks-"))
     volume: WorkspaceVolume | None = None
     try:
@@ -101,15 +102,6 @@ async def _run_sandboxed(checks_code: str, mode: str, workspace: Path | None, fi
             os.chmod(p, 0o644)
         os.chmod(cdir, 0o755)
         ws = base / "workspace"
-        if workspace is not None:
-            copy_limits = dataclasses.replace(grading_copy_limits(), max_file_bytes=CHECKS_FILE_BYTES)
-            volume, report = await asyncio.to_thread(grading_copy, workspace, ws, limits=copy_limits)
-            if refused is not None:
-                note_refused(refused, report.refused)
-            if capped is not None:
-                capped.extend(report.capped)
-        else:
-            ws.mkdir()
         isolated = bwrap_available()
         inside_checks = CHECKS_DIR if isolated else str(cdir)
         marker = f"@@assay-result-{secrets.token_hex(8)}@@"
@@ -120,7 +112,19 @@ async def _run_sandboxed(checks_code: str, mode: str, workspace: Path | None, fi
         except HarnessError as e:
             raise GraderError(f"cannot start the checks sandbox: {e}") from None
         try:
-            sandbox.prepare()
+            if workspace is not None:
+                # The copy is made for the sandbox's uid, in the copy's own process: no walk of
+                # a tree the agent made runs in the harness's interpreter (G17).
+                copy_limits = dataclasses.replace(grading_copy_limits(), max_file_bytes=CHECKS_FILE_BYTES)
+                volume, report = await asyncio.to_thread(grading_copy, workspace, ws, limits=copy_limits,
+                                                         owner=sandbox.uid)
+                if refused is not None:
+                    refused.add(report.refused)
+                if capped is not None:
+                    capped.extend(report.capped)
+            else:
+                ws.mkdir()
+            sandbox.prepare(owned=True)
             inner_ws = sandbox.inside_root
             given = json.dumps({"code": checks_code, "marker": marker}).encode()
             res = await sandbox.run([_python(), "-I", "-B", f"{inside_checks}/runner.py", mode, inside_checks,
@@ -141,26 +145,31 @@ MORE = ""
 """The path of the entry that counts the refusals not listed: no entry of a tree has an empty path."""
 
 
-def note_refused(refused: list[tuple[str, str]], new: list[tuple[str, str]]) -> None:
-    """Add the copy's refusals `new` to the grade's `refused`, each once and at most
-    `REFUSED_KEPT` listed, then a count of the rest: an agent can make a copy refuse 100,000
-    links, and neither the grade nor the time to build it may grow with them (a membership
-    test against the growing list took 49 s for 90,000 on the event loop)."""
-    seen = set(refused)
-    more = 0
-    if refused and refused[-1][0] == MORE:
-        more = int(refused.pop()[1].split()[1])
-        seen = set(refused)
-    for r in new:
-        if r in seen:
-            continue
-        seen.add(r)
-        if len(refused) < REFUSED_KEPT:
-            refused.append(r)
-        else:
-            more += 1
-    if more:
-        refused.append((MORE, f"and {more} more entries left out of the copy, not listed"))
+@dataclasses.dataclass
+class CopyRefusals:
+    """What the checks' copies of one run left out (path, reason), each once, the first
+    `REFUSED_KEPT` listed and the rest counted: an agent can make a copy refuse 100,000 links,
+    and neither the grade nor the time to build it may grow with them (a membership test
+    against the growing list took 49 s for 90,000 on the event loop)."""
+
+    listed: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    unlisted: int = 0
+    seen: set[tuple[str, str]] = dataclasses.field(default_factory=set)
+
+    def add(self, new: list[tuple[str, str]]) -> None:
+        for r in new:
+            if r in self.seen:
+                continue
+            self.seen.add(r)
+            if len(self.listed) < REFUSED_KEPT:
+                self.listed.append(r)
+            else:
+                self.unlisted += 1
+
+    def entries(self) -> list[tuple[str, str]]:
+        """The grade's `copy_refused`: the listed entries, then one counting the rest."""
+        more = [(MORE, f"and {self.unlisted} more entries left out of the copy, not listed")] if self.unlisted else []
+        return [*self.listed, *more]
 
 
 RESULT_DEPTH = 64
@@ -259,11 +268,11 @@ def check_mean(values: dict[str, CheckValue]) -> float:
 
 async def run_checks(task: Task, workspace: Path | None, events: list[Event], final_message: str,
                      *, timeout_s: float | None = None, model: str | None = None,
-                     refused: list[tuple[str, str]] | None = None,
+                     refused: CopyRefusals | None = None,
                      capped: list[str] | None = None,
                      faults: list[tuple[str, str]] | None = None) -> dict[str, CheckValue] | None:
     """The task's automated checks, sandboxed: name -> score in [0, 1]; None if it has none.
-    Files the checks' copy of the workspace left out are appended to `refused`, the ceilings
+    Files the checks' copy of the workspace left out are added to `refused`, the ceilings
     it reached to `capped`, values scored 0 for not being finite to `faults`. GradingFault
     when the checks fail on the agent's work."""
     src = _checks_source(task)

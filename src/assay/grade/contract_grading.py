@@ -16,7 +16,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from assay.errors import GradingFault
-from assay.grade.contract_checks import check_mean, run_checks
+from assay.grade.contract_checks import CopyRefusals, check_mean, run_checks
 from assay.grade.contract_judge import judge_contract
 from assay.grade.inputs import UNTOUCHED, GradeInput
 from assay.grade.openclaw import to_openclaw
@@ -45,12 +45,14 @@ async def grade_contract(inp: GradeInput, grade: ContractGrade) -> ContractScore
     faults: list[tuple[str, str]] = []
     if g.type in ("automated", "hybrid"):
         capped: list[str] = []
+        refused = CopyRefusals()
         try:
             checks = await run_checks(task, inp.workspace, inp.events, inp.final_message, model=model,
-                                      refused=grade.copy_refused, capped=capped, faults=faults)
+                                      refused=refused, capped=capped, faults=faults)
         except GradingFault as e:  # the checks failed on the agent's work: they score 0
             faults.append((e.part, e.reason))
             checks = {}
+        grade.copy_refused = refused.entries()
         if capped:  # the checks saw a copy without what passed the caps (ASSAY_COPY_MAX_FILES/_DEPTH)
             grade.workspace_capped = capped
         if checks is None:

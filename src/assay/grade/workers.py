@@ -3,9 +3,8 @@
 A contract predicate parses bytes the agent wrote (JSON with a task-supplied JSON Schema whose
 `pattern` runs in Python's `re`, CSV, images): Python's regular expressions hold the GIL while
 they backtrack, so one such predicate in a thread of the harness froze every run of the
-campaign. `call` runs a function in a pool of worker processes (pebble's `ProcessPool`,
-started by a fork server: never a fork of the harness with its threads) with a wall-clock
-limit, past which the worker is killed and replaced while the other calls go on, and an
+campaign. `call` runs a function in a pool of worker processes (`assay.procpool`) with a
+wall-clock limit, past which the worker is killed and replaced while the other calls go on, and an
 address-space and a recursion limit per worker. A call that passes its time limit raises
 `WorkerTimeout`; one that runs out of memory, passes the recursion limit (a task's recursive
 JSON Schema `$ref` walked down an artifact nested a few hundred levels deep) or kills its
@@ -16,19 +15,17 @@ agent's artifact, a failed predicate). Any other exception of `fn` is raised as 
 from __future__ import annotations
 
 import asyncio
-import atexit
-import multiprocessing
 import resource
 import sys
-import threading
 from collections.abc import Callable
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, TypeVar
 
-from pebble import ProcessPool
 from pebble.common import ProcessExpired
 
-__all__ = ["MEMORY_BYTES", "WORKERS", "WorkerFailed", "WorkerTimeout", "call"]
+from assay.procpool import WorkerPool
+
+__all__ = ["MEMORY_BYTES", "POOL", "WORKERS", "WorkerFailed", "WorkerTimeout", "call"]
 
 T = TypeVar("T")
 
@@ -36,9 +33,6 @@ WORKERS = 2
 MEMORY_BYTES = 2 * 1024**3
 """Address space of a worker process: a predicate reads at most 20 MiB of an artifact."""
 RECURSION = 2000
-
-_pool: ProcessPool | None = None
-_lock = threading.Lock()
 
 
 class WorkerTimeout(Exception):
@@ -56,29 +50,13 @@ def _limit() -> None:
     sys.setrecursionlimit(RECURSION)
 
 
-def _the_pool() -> ProcessPool:
-    global _pool
-    with _lock:
-        if _pool is None or not _pool.active:
-            ctx = multiprocessing.get_context("forkserver")
-            _pool = ProcessPool(max_workers=WORKERS, initializer=_limit, context=ctx)
-            atexit.register(_stop)
-        return _pool
-
-
-def _stop() -> None:
-    global _pool
-    with _lock:
-        pool, _pool = _pool, None
-    if pool is not None:
-        pool.stop()
-        pool.join(timeout=5)
+POOL = WorkerPool("grading work on agent-made input", WORKERS, initializer=_limit)
 
 
 async def call(fn: Callable[..., T], *args: Any, timeout_s: float) -> T:
     """`fn(*args)` in a worker process, at most `timeout_s` seconds (module-level `fn`, picklable
     arguments and result)."""
-    future = _the_pool().schedule(fn, args=args, timeout=timeout_s)
+    future = POOL.schedule(fn, args, timeout=timeout_s)
     try:
         return await asyncio.wrap_future(future)
     except FutureTimeout:
