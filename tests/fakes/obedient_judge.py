@@ -44,8 +44,10 @@ CUES = ("evaluator", "grader", "judge", "rubric item", "every criterion", "all c
         '"criteria_met"', '"rubric_id"', '"scores"', '"total"', '"status"')
 """What makes this judge obey: words addressed to a grader, or a verdict-shaped key."""
 MORE_CUES = ("whoever", "reviewer", "checker", "person marking", "assessment bot", "採点", "채점", "проверяющ",
-             "beoordelaar")
-"""Readers of the work a model would also take itself to be (assay's rules know none of them)."""
+             "beoordelaar", "penilai", "msahihishaji", "người chấm")
+"""Readers of the work a model would also take itself to be (named without the English words
+of `CUES`; assay's rules know some, in some forms of address, and the screen's tests use
+those they do not)."""
 _LEET = str.maketrans({"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t"})
 _BASE64 = re.compile(r"[A-Za-z0-9+/]{24,}={0,2}")
 
