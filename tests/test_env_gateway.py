@@ -400,6 +400,22 @@ async def test_n_is_forced_to_one_and_best_of_removed(make_gw: Callable[..., Any
     assert gw.records[0].forced == ["n", "best_of"] and gw.records[1].forced == []
 
 
+async def test_a_lone_surrogate_or_deep_nesting_in_a_request_is_refused_and_the_connection_kept(
+        make_gw: Callable[..., Any], fake: FakeOpenAIServer) -> None:
+    """A request whose JSON holds a lone surrogate escape (valid JSON, no valid UTF-8), or is
+    nested 100,000 deep, is answered 400 with the reason; the next request on the same
+    connection goes through (round 8: the surrogate dropped the connection with a traceback)."""
+    gw = await make_gw()
+    surrogate = b'{"model": "m", "messages": [{"role": "user", "content": "hi \\ud800"}], "max_tokens": 5}'
+    deep = b'{"model": "m", "messages": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    async with client(gw) as c:
+        for body, reason in ((surrogate, "lone surrogate"), (deep, "deep")):
+            r = await c.post("/v1/chat/completions", content=body, headers={"Content-Type": "application/json"})
+            assert r.status_code == 400 and reason in r.text, r.text
+        assert (await c.post("/v1/chat/completions", json=HI)).status_code == 200
+    assert len(fake.requests) == 1
+
+
 @pytest.mark.parametrize(("extra", "needle"), [
     ({"audio": {"voice": "alloy", "format": "wav"}}, "'audio'"),
     ({"modalities": ["text", "audio"]}, "'modalities'"),

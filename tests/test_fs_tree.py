@@ -436,6 +436,18 @@ def test_read_tree_stops_at_its_entry_ceiling_and_says_so(tmp_path: Path) -> Non
     assert capped == ["folders deeper than 1 levels left out"]
 
 
+def test_read_tree_stops_at_its_byte_ceiling_and_says_so(tmp_path: Path) -> None:
+    """`max_total_bytes` bounds what a walk reads in all: the file that reaches it is cut there,
+    the rest of the tree is left out, and the ceiling is said once."""
+    for name in ("a", "b", "c", "d"):
+        (tmp_path / name).write_bytes(name.encode() * 40)
+    capped: list[str] = []
+    got = read_tree(tmp_path, ".", max_file_bytes=100, max_total_bytes=100, capped=capped)
+    assert got == [("a", b"a" * 40), ("b", b"b" * 40), ("c", b"c" * 20)]
+    assert capped == ["100 bytes read, the most it reads: the rest of the tree left out"]
+    assert [p for p, _ in read_tree(tmp_path, ".", max_file_bytes=100)] == ["a", "b", "c", "d"]
+
+
 def test_read_tree_of_a_missing_or_linked_folder_is_empty(src: Path, outside: Path) -> None:
     os.symlink(outside, src / "deliverables")
     assert read_tree(src, "deliverables", max_file_bytes=1000) == []

@@ -278,4 +278,15 @@ def test_problems_are_capped(filled: Ledger) -> None:
     write(filled, [*lines(filled), *(f"garbage {i}" for i in range(5000))])
     problems = filled.verify()
     assert len(problems) == MAX_PROBLEMS + 1
-    assert problems[-1].startswith("... and ") and "more problem(s)" in problems[-1]
+    assert problems[-1] == "... and 4950 more line(s) of the question log not checked"
+
+
+def test_a_flood_of_forged_or_blank_lines_stops_at_the_cap_without_reading_the_rest(filled: Ledger) -> None:
+    """64 MiB of blank lines or of forged ones: the check stops at MAX_PROBLEMS problems and
+    counts the lines it did not read, with no list of them all and no message per line."""
+    signed = lines(filled)
+    for junk in ("", '{"mac": "0"}'):
+        write(filled, [*signed, *([junk] * 2_000_000)])
+        problems = filled.verify()
+        assert len(problems) == MAX_PROBLEMS + 1
+        assert problems[-1] == f"... and {2_000_000 - MAX_PROBLEMS} more line(s) of the question log not checked"

@@ -7,19 +7,35 @@ lazily by a fork server (never a fork of the harness with its threads), whose wo
 with the harness, even after kill -9 (the standard library's pool's outlived it). Each pool
 is named by what it runs; `schedule` hands back pebble's future (a timeout kills and
 replaces the worker, the other calls go on).
+
+`waited` runs a blocking wait on a child process (a grade that may take its whole time limit)
+in a thread of `WAITS`, never in the event loop's default executor: six threads on two cores,
+shared by the file tools and the store's saves, which six hanging grades held for minutes.
 """
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import multiprocessing
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 from pebble import ProcessFuture, ProcessPool
 
-__all__ = ["WorkerPool"]
+__all__ = ["WAITS", "WorkerPool", "waited"]
+
+T = TypeVar("T")
+
+WAITS = ThreadPoolExecutor(max_workers=256, thread_name_prefix="assay-wait")
+"""Threads that wait on child processes: a thread is made only when no idle one is left."""
+
+
+async def waited(fn: Callable[..., T], *args: Any) -> T:
+    """`fn(*args)`, a call that blocks on a child process, in a thread of `WAITS`."""
+    return await asyncio.get_running_loop().run_in_executor(WAITS, fn, *args)
 
 
 class WorkerPool:
@@ -37,6 +53,8 @@ class WorkerPool:
     def _started(self) -> ProcessPool:
         with self._lock:
             if self._pool is None or not self._pool.active:
+                if self._pool is not None:  # broken (a worker died where pebble cannot tell whose call it ran)
+                    self._pool.stop()
                 self._pool = ProcessPool(max_workers=self.workers, initializer=self.initializer,
                                          context=multiprocessing.get_context("forkserver"))
             return self._pool
@@ -46,6 +64,15 @@ class WorkerPool:
         """`fn(*args, **kwargs)` in a worker (module-level `fn`, picklable arguments and result),
         killed after `timeout` seconds when given."""
         return self._started().schedule(fn, args=args, kwargs=dict(kwargs or {}), timeout=timeout)
+
+    def alone(self, fn: Callable[..., Any], args: Sequence[Any] = (), timeout: float | None = None) -> ProcessFuture:
+        """`fn(*args)` in a pool of its own (one worker, set up as this pool's), closed once the
+        call ends: a call tried again after the shared pool broke cannot break it for the others."""
+        pool = ProcessPool(max_workers=1, initializer=self.initializer,
+                           context=multiprocessing.get_context("forkserver"))
+        future = pool.schedule(fn, args=args, timeout=timeout)
+        pool.close()
+        return future
 
     def stop(self) -> None:
         """End the workers (what runs is killed); the next `schedule` starts the pool again."""

@@ -96,7 +96,8 @@ def open_in_workspace(workspace: Path, rel: str) -> Iterator[tuple[int, os.stat_
 
 def read_tree(workspace: Path, rel: str, *, max_file_bytes: int, max_files: int = 500, partial: bool = False,
               skip: Callable[[str], bool] | None = None, max_depth: int = LIST_MAX_DEPTH,
-              max_entries: int | None = None, capped: list[str] | None = None) -> list[tuple[str, bytes]]:
+              max_entries: int | None = None, capped: list[str] | None = None,
+              max_total_bytes: int | None = None) -> list[tuple[str, bytes]]:
     """(path relative to the workspace, bytes) of the regular files under workspace/rel, sorted
     within each folder, read without following any link (the folder itself included) and without
     opening special files or multiply-linked ones. A file over `max_file_bytes` is left out, or
@@ -104,7 +105,8 @@ def read_tree(workspace: Path, rel: str, *, max_file_bytes: int, max_files: int 
     missing or is not a plain one; at most `max_files` files, from at most `max_depth` levels
     below `rel`, and at most `max_entries` entries looked at in all (folders, files, links and
     special files alike: a tree of empty folders costs as much to walk as one of files). A
-    folder is listed only up to the entries left, so one huge folder stops the walk too. Each
+    folder is listed only up to the entries left, so one huge folder stops the walk too; at
+    most `max_total_bytes` read in all (the file that reaches it is cut there). Each
     ceiling reached is said once in `capped` (a sentence without the tree's names: they are
     the agent's)."""
     root = workspace_root(workspace)
@@ -114,7 +116,7 @@ def read_tree(workspace: Path, rel: str, *, max_file_bytes: int, max_files: int 
     except PathError:
         return []
     walk = _TreeRead(max_file_bytes=max_file_bytes, max_files=max_files, partial=partial, skip=skip,
-                     max_depth=max_depth, max_entries=max_entries)
+                     max_depth=max_depth, max_entries=max_entries, max_total_bytes=max_total_bytes)
     try:
         walk.folder(fd, "/".join(parts) + "/" if parts else "", 0)
     finally:
@@ -134,8 +136,10 @@ class _TreeRead:
     skip: Callable[[str], bool] | None
     max_depth: int
     max_entries: int | None
+    max_total_bytes: int | None = None
     out: list[tuple[str, bytes]] = field(default_factory=list)
     seen: int = 0
+    total: int = 0
     capped: list[str] = field(default_factory=list)
 
     def _cap(self, what: str) -> None:
@@ -146,6 +150,9 @@ class _TreeRead:
         """Whether a ceiling of files or entries is reached (said in `capped`)."""
         if len(self.out) >= self.max_files:
             self._cap(f"{self.max_files:,} files read, the most it reads: the rest of the tree left out")
+            return True
+        if self.max_total_bytes is not None and self.total >= self.max_total_bytes:
+            self._cap(f"{self.max_total_bytes:,} bytes read, the most it reads: the rest of the tree left out")
             return True
         if self.max_entries is not None and self.seen >= self.max_entries:
             self._cap(f"{self.max_entries:,} entries (folders and files) looked at, the most it looks at: the rest "
@@ -162,7 +169,8 @@ class _TreeRead:
                 self.seen += 1
                 entries.append(e)
         for e in sorted(entries, key=lambda e: e.name):
-            if len(self.out) >= self.max_files:
+            if len(self.out) >= self.max_files or (self.max_total_bytes is not None
+                                                   and self.total >= self.max_total_bytes):
                 self.full()
                 return
             st = e.stat(follow_symlinks=False)
@@ -190,8 +198,12 @@ class _TreeRead:
             return
         try:
             if fst.st_nlink == 1:
+                limit = self.max_file_bytes if self.max_total_bytes is None else min(
+                    self.max_file_bytes, self.max_total_bytes - self.total)
                 with os.fdopen(os.dup(ffd), "rb") as f:
-                    self.out.append((path, f.read(self.max_file_bytes)))
+                    data = f.read(limit)
+                self.total += len(data)
+                self.out.append((path, data))
         finally:
             os.close(ffd)
 

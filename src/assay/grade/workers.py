@@ -7,8 +7,10 @@ campaign. `call` runs a function in a pool of worker processes (`assay.procpool`
 wall-clock limit, past which the worker is killed and replaced while the other calls go on, and an
 address-space and a recursion limit per worker. A call that passes its time limit raises
 `WorkerTimeout`; one that runs out of memory, passes the recursion limit (a task's recursive
-JSON Schema `$ref` walked down an artifact nested a few hundred levels deep) or kills its
-worker raises `WorkerFailed`; the caller decides whose fault that is (for a predicate: the
+JSON Schema `$ref` walked down an artifact nested a few hundred levels deep), kills its
+worker, or breaks the pool and then its own (a worker that dies before its call starts, e.g.
+on an argument too large to unpickle, breaks the whole pool: every call in flight is tried
+once more, each in a pool of its own) raises `WorkerFailed`; the caller decides whose fault that is (for a predicate: the
 agent's artifact, a failed predicate). Any other exception of `fn` is raised as it is.
 """
 
@@ -19,6 +21,7 @@ import resource
 import sys
 from collections.abc import Callable
 from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
 from pebble.common import ProcessExpired
@@ -56,9 +59,13 @@ POOL = WorkerPool("grading work on agent-made input", WORKERS, initializer=_limi
 async def call(fn: Callable[..., T], *args: Any, timeout_s: float) -> T:
     """`fn(*args)` in a worker process, at most `timeout_s` seconds (module-level `fn`, picklable
     arguments and result)."""
-    future = POOL.schedule(fn, args, timeout=timeout_s)
     try:
-        return await asyncio.wrap_future(future)
+        try:
+            return await asyncio.wrap_future(POOL.schedule(fn, args, timeout=timeout_s))
+        except BrokenProcessPool:  # another call may have broken the pool: tried once more, alone
+            return await asyncio.wrap_future(POOL.alone(fn, args, timeout=timeout_s))
+    except BrokenProcessPool as e:
+        raise WorkerFailed(f"its pool broke, and the pool it was tried again in alone ({e})") from None
     except FutureTimeout:
         raise WorkerTimeout(f"stopped after {timeout_s:g} s (killed)") from None
     except MemoryError:

@@ -39,7 +39,8 @@ import re
 import secrets
 import stat
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +80,27 @@ def _describe(rec: dict[str, Any]) -> str:
             return f"<{type(v).__name__}>"
         return repr(v if len(v) <= 40 else v[:37] + "...")
     return f"to={short(rec.get('to'))} at={short(rec.get('at'))} question={short(rec.get('question', ''))}"
+
+
+@dataclass(frozen=True)
+class _LogText:
+    """The question log's text, read a line at a time (`str.splitlines` made a list of them all)."""
+
+    text: str
+
+    def lines(self) -> Iterator[str]:
+        pos, end = 0, len(self.text)
+        while pos < end:
+            stop = self.text.find("\n", pos)
+            if stop < 0:
+                yield self.text[pos:]
+                return
+            yield self.text[pos:stop]
+            pos = stop + 1
+
+    def count(self) -> int:
+        """How many lines `lines` yields."""
+        return self.text.count("\n") + (1 if self.text and not self.text.endswith("\n") else 0)
 
 
 class Ledger:
@@ -191,17 +213,14 @@ class Ledger:
         with self._lock:
             entries = list(self.entries)
             count, last = self.count, self.last_mac
-        lines = self._read_log(path, count)
-        if isinstance(lines, str):
-            return [lines]
-        if lines is None:
+        text = self._read_log(path, count)
+        if text is None:
             return [f"question log {path.name} was removed ({count} signed lines missing)"] if count else []
-        problems = self._check(lines, entries, count, last)
-        if len(problems) > MAX_PROBLEMS:
-            problems = [*problems[:MAX_PROBLEMS], f"... and {len(problems) - MAX_PROBLEMS} more problem(s)"]
-        return problems
+        if not isinstance(text, _LogText):
+            return [text]
+        return self._check(text, entries, count, last)
 
-    def _read_log(self, path: Path, count: int) -> list[str] | str | None:
+    def _read_log(self, path: Path, count: int) -> _LogText | str | None:
         """The log's lines; None when there is no log; a message when it cannot be trusted. The
         log lives in the agent's workspace: never read through a link, never blocking on a FIFO
         or device, at most MAX_LOG_BYTES; a log that is not a plain file is itself the problem."""
@@ -216,14 +235,21 @@ class Ledger:
             data = read_workspace_file(root, rel, MAX_LOG_BYTES)
         except (OSError, PathError) as exc:
             return f"question log {path.name} cannot be read safely: {exc}"
-        return data.decode("utf-8", errors="replace").splitlines()
+        return _LogText(data.decode("utf-8", errors="replace"))
 
-    def _check(self, lines: list[str], entries: list[dict[str, Any]], count: int, last: str) -> list[str]:
+    def _check(self, log: _LogText, entries: list[dict[str, Any]], count: int, last: str) -> list[str]:
+        """The log's problems, line by line until MAX_PROBLEMS are found: then the lines left are
+        counted, not read (16 MiB of forged lines once took seconds of the event loop, and 64 MiB
+        of blank ones a problem message each)."""
         problems: list[str] = []
         by_mac = {e["mac"]: i for i, e in enumerate(entries)}
         seen: list[int] = []
         prev = ""
-        for n, text in enumerate(lines, 1):
+        n = 0
+        for n, text in enumerate(log.lines(), 1):
+            if len(problems) >= MAX_PROBLEMS:
+                rest = log.count() - n + 1
+                return [*problems, f"... and {rest} more line(s) of the question log not checked"]
             try:
                 problem, mac = self._check_line(n, text, prev, entries, by_mac, seen)
             except (ValueError, RecursionError, TypeError):  # too deep to compare or sign, a number past the digit limit
@@ -232,6 +258,7 @@ class Ledger:
                 problems.append(problem)
             if mac is not None:
                 prev = mac
+        lines = n
         if entries:
             present = set(seen)
             for k, e in enumerate(entries):
@@ -240,11 +267,12 @@ class Ledger:
             dups = len(seen) - len(present)
             if dups:
                 problems.append(f"{dups} signed line(s) duplicated in the question log")
-        if len(lines) != count:
-            problems.append(f"count mismatch: the question log has {len(lines)} line(s), "
-                            f"the ledger recorded {count}")
+        if lines != count:
+            problems.append(f"count mismatch: the question log has {lines} line(s), the ledger recorded {count}")
         if prev != last and not (not lines and not last):
             problems.append("last mac mismatch: the question log does not end where the ledger does")
+        if len(problems) > MAX_PROBLEMS:
+            problems = [*problems[:MAX_PROBLEMS], f"... and {len(problems) - MAX_PROBLEMS} more problem(s)"]
         return problems
 
     def _check_line(self, n: int, text: str, prev: str, entries: list[dict[str, Any]],

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -65,6 +66,7 @@ from assay.people.routing import Router, make_router
 from assay.people.server import SOCKET_NAME as ASK_SOCKET
 from assay.people.server import StakeholderServer, install_clients
 from assay.people.world import StakeholderWorld
+from assay.procpool import waited
 from assay.record import CaseGrade, Discovery
 from assay.scenario.grading import WorkerCall, case_context, run_worker, socket_dir
 from assay.scenario.rules import rules_text
@@ -78,6 +80,8 @@ log = logging.getLogger(__name__)
 GRADE_ATTEMPTS = 3
 HANDOVER_DIR = "deliverables"
 HANDOVER_FILE_BYTES = 1_000_000
+HANDOVER_BYTES = 16_000_000  # of deliverables/ read in all (the rest left out, said in the transcript)
+HANDOVER_ENTRIES = 20_000  # entries of deliverables/ looked at
 BUILD_TIMEOUT_S = 600.0
 PILOT_TIMEOUT_S = 600.0
 MOUNT = "/run/assay"
@@ -237,9 +241,9 @@ class ScenarioRun:
         argv = [sys.executable, "-m", "assay.scenario.worker", "build", "--case", str(self.spec.case),
                 "--build", str(build), "--workspace", str(self.workspace)]
         try:
-            p = await asyncio.to_thread(subprocess.run, argv, cwd=str(self.spec.case), env=self.case_env(),
-                                        capture_output=True, text=True, timeout=BUILD_TIMEOUT_S,
-                                        stdin=subprocess.DEVNULL)
+            p = await waited(functools.partial(subprocess.run, argv, cwd=str(self.spec.case), env=self.case_env(),
+                                               capture_output=True, text=True, timeout=BUILD_TIMEOUT_S,
+                                               stdin=subprocess.DEVNULL))
         except subprocess.TimeoutExpired:
             raise HarnessError(f"{build}: build() timed out after {BUILD_TIMEOUT_S:g} s") from None
         if p.returncode != 0:
@@ -477,7 +481,7 @@ class DeliveredCopy:
     async def grade_case(self) -> CaseGrade:
         run = self._run
         t0 = time.monotonic()
-        integrity = run.integrity()
+        integrity = await asyncio.to_thread(run.integrity)
         ctx = case_context(run.spec, run.level, run.run_dir, run.discovery().facts_obtained)
         prod_dir: Path | None = None
         relays: list[Relay] = []
@@ -495,7 +499,7 @@ class DeliveredCopy:
             for attempt in range(1, GRADE_ATTEMPTS + 1):
                 gw, gw_relay, call = await self._prod_endpoints(prod_dir, ctx)
                 try:
-                    out = await asyncio.to_thread(run.call_worker, call)
+                    out = await waited(run.call_worker, call)
                 finally:
                     trouble = await self._stop_prod_gateway(gw, gw_relay)
                 if trouble and not out.get("timeout"):  # the model provider failed: not the system's fault
@@ -521,13 +525,16 @@ class DeliveredCopy:
                 raise GraderError(f"{where}: {out.get('error', 'failed')}")
             # The grader failed while grading the delivered system: a scored failure (or a broken task).
             raise GradingFault("kpi", f"{where}: {str(out.get('error', 'failed'))[:1000]}")
+        handover, capped = await asyncio.to_thread(self._handover)
+        if capped and run.transcript is not None:
+            run.transcript.harness(f"the hand-over ({HANDOVER_DIR}/) was read in part: " + "; ".join(capped))
         llm, llm_cost = self._llm_fields()
         if run.router is not None and run.router.fallback_count and run.transcript is not None:
             first = run.router.fallbacks[0]
             run.transcript.harness(f"stakeholder routing was decided by a fallback {run.router.fallback_count} "
                                    f"time(s); first: {first['call']}: {first['reason']}")
         return CaseGrade(result=out["result"], attempts=attempt, seconds=round(time.monotonic() - t0, 3),
-                         integrity=integrity, discovery=run.discovery(), handover=self._handover(),
+                         integrity=integrity, discovery=run.discovery(), handover=handover,
                          router=run.router_name, router_fallbacks=list(run.router.fallbacks) if run.router else [],
                          router_fallback_count=run.router.fallback_count if run.router else 0,
                          variant=run.spec.variant, level=run.level, llm=llm,
@@ -600,7 +607,13 @@ class DeliveredCopy:
                "by_phase": by_phase}
         return llm, round(float(prod.get("usd", 0.0)), 8)
 
-    def _handover(self) -> list[str]:
-        """The texts of deliverables/, read without following a link (the framing check)."""
-        return [data.decode("utf-8", errors="replace") for _rel, data in
-                read_tree(self._run.workspace, HANDOVER_DIR, max_file_bytes=HANDOVER_FILE_BYTES)]
+    def _handover(self) -> tuple[list[str], list[str]]:
+        """The texts of deliverables/, read without following a link (the framing check), at
+        most HANDOVER_BYTES in all: 500 files of a megabyte each, pickled for the grading
+        worker, made it die on unpickling and voided the run (round 8). Also the ceilings it
+        reached."""
+        capped: list[str] = []
+        texts = [data.decode("utf-8", errors="replace") for _rel, data in
+                 read_tree(self._run.workspace, HANDOVER_DIR, max_file_bytes=HANDOVER_FILE_BYTES,
+                           max_total_bytes=HANDOVER_BYTES, max_entries=HANDOVER_ENTRIES, capped=capped)]
+        return texts, capped

@@ -31,6 +31,7 @@ from urllib.parse import urlparse
 
 import httpx
 
+from assay import jsonlimits
 from assay.env.net.gateway.budget import DEFAULT_BUDGETS, Budget, GatewayRecord, Ledger, Phase
 from assay.env.net.gateway.rules import (
     IMAGE_INPUT_TOKENS,
@@ -339,9 +340,13 @@ class LLMGateway(Ledger, RequestRules, UpstreamClient):
     @staticmethod
     def _json_body(req: Request) -> dict[str, Any]:
         try:
-            body = json.loads(req.body.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            raise Reject(400, "request body is not valid JSON") from None
+            body = jsonlimits.loads(req.body.decode("utf-8"))
+        except (UnicodeDecodeError, jsonlimits.JSONLimitError) as e:
+            raise Reject(400, f"request body is not valid JSON: {str(e)[:200]}") from None
+        try:  # "\ud800" parses, and then no UTF-8 can carry it upstream
+            json.dumps(body, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise Reject(400, "request body holds a lone surrogate escape (\\ud800-\\udfff): not valid Unicode") from None
         if not isinstance(body, dict):
             raise Reject(400, "request body must be a JSON object")
         return body
