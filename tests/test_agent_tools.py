@@ -19,7 +19,7 @@ def test_non_finite_numbers_are_refused_anywhere(bad: float) -> None:
         check_arguments({"path": "a", "deep": [{"x": [1, bad]}]})
 
 
-@pytest.mark.parametrize("raw", [0, -5, "soon", math.nan])
+@pytest.mark.parametrize("raw", [0, -5, "soon", math.nan, -(2**1024), -(10**400)])  # the last two: no float holds them
 def test_timeout_must_be_positive_and_finite(raw: object) -> None:
     with pytest.raises(ValueError, match="timeout_s"):
         _timeout(raw)

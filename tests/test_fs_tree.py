@@ -647,3 +647,49 @@ def test_a_sparse_file_is_copied_sparse(tmp_path: Path) -> None:
         f.seek(1024**3 - 3)
         assert f.read() == b"end"
     assert report.bytes < 1024**2
+
+
+def _chain(folder: Path, n: int) -> None:
+    """c/l0 -> l1 -> ... -> l{n}: relative links, each to the next (the last dangling)."""
+    (folder / "c").mkdir()
+    for i in range(n):
+        os.symlink(f"l{i + 1}", folder / "c" / f"l{i}")
+
+
+def test_real_path_follows_links_in_a_loop_and_stops_at_the_oss_limit(tmp_path: Path) -> None:
+    """`real_path` is `os.path.realpath` (links in the middle and at the end, `..` after a link,
+    missing parts kept as written) without Python 3.11's recursion per link: a chain of 1,500
+    links (a RecursionError there) or a loop is a PathError past 40 links."""
+    from assay.fs.paths import MAX_LINKS, real_path, resolve
+
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    os.symlink("b", tmp_path / "a" / "l")
+    os.symlink("../a/l/../b", tmp_path / "a" / "m")
+    os.symlink("/etc", tmp_path / "e")
+    for rel in ("a/l", "a/m", "a/m/../l", "e/passwd", "nope/x/../y", "a/l/..", "."):
+        assert real_path(tmp_path / rel) == os.path.realpath(tmp_path / rel), rel
+    _chain(tmp_path, 1500)
+    os.symlink("loop", tmp_path / "loop")
+    for rel in ("c/l0", "loop", f"c/l{1500 - MAX_LINKS - 1}"):
+        with pytest.raises(PathError, match="more than 40 symbolic links"):
+            real_path(tmp_path / rel)
+        with pytest.raises(PathError, match="refused: more than 40 symbolic links"):
+            resolve(tmp_path, rel)
+    assert real_path(tmp_path / f"c/l{1500 - MAX_LINKS}") == str(tmp_path / "c" / "l1500")
+
+
+def test_a_copy_with_a_long_chain_of_links_leaves_the_chain_out(tmp_path: Path) -> None:
+    """The copy's check of where its links lead reads a chain of 1,500 links without recursion:
+    the links that pass the OS's limit are left out and said; every link kept resolves inside
+    the copy within that limit (which links those are depends on the order they are checked
+    in: a link whose next one was left out dangles inside the copy)."""
+    from assay.fs.paths import real_path
+
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    src.mkdir()
+    _chain(src, 1500)
+    report = copy_tree(src, dst)
+    kept = list((dst / "c").iterdir())
+    assert kept and len(kept) + len(report.refused) == 1500
+    assert all(why == "symlink leading out of the tree left out" for _, why in report.refused)
+    assert all(real_path(p).startswith(str(dst) + "/") for p in kept)

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,6 @@ from assay.campaign.plan import Plan, build_plan
 from assay.campaign.runner import RunContext
 from assay.campaign.scheduler import CampaignResult, run_campaign
 from assay.store import Store, open_store
-from assay.store.saves import SaveOutcome
 from assay.task.discover import discover
 from tests.fakes import reply
 from tests.fakes.agents import FakeFactory
@@ -57,13 +56,51 @@ def _deadlocks(url: str) -> int:
 # --------------------------------------------------------------------------- lock order
 
 
+def _race(pg_url: str, bodies: list[Callable[[Store], None]], timeout_s: float) -> None:
+    """Each body in a thread of its own, on a store of its own, all started together: none may
+    raise or hang, and PostgreSQL may detect no deadlock meanwhile (a retry would hide a
+    deadlock from the errors, not from `pg_stat_database.deadlocks`)."""
+    before = _deadlocks(pg_url)
+    errors: list[BaseException] = []
+    go = threading.Barrier(len(bodies))
+
+    def run(body: Callable[[Store], None]) -> None:
+        store = open_store(pg_url)
+        try:
+            go.wait()
+            body(store)
+        except BaseException as e:
+            errors.append(e)
+        finally:
+            store.close()
+
+    threads = [threading.Thread(target=run, args=(body,)) for body in bodies]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=timeout_s)
+    assert not any(t.is_alive() for t in threads)
+    assert errors == []
+    assert _deadlocks(pg_url) == before
+
+
+def _saved(store: Store, runs: list[tuple[Any, Any]]) -> None:
+    """`save_runs`, a failed run raised (the race collects it)."""
+    failed = [o.error for o in store.save_runs(runs) if o.error is not None]
+    if failed:
+        raise failed[0]
+
+
+def _void(task_id: str, attempt: int) -> Any:
+    return make_record(task_id, campaign="c", attempt=attempt, status="void", end_reason="api_error", score=None)
+
+
 def test_claims_saves_heartbeats_and_releases_in_opposite_orders_never_deadlock(pg_url: str) -> None:
     """Threads, each on its own store, race over 24 keys whose lease rows lie in the table in
     a shuffled order: claimers take them over ascending and descending, savers store runs of
     them ascending and descending (a done run and void ones), holders heart-beat and release
     theirs. No transaction fails and PostgreSQL detects no deadlock at all: every statement
-    locks lease rows in the one order (a retry would hide a deadlock from the errors, not
-    from `pg_stat_database.deadlocks`)."""
+    locks lease rows in the one order."""
     keys = [make_record(f"t{i:02d}", campaign="c").key for i in range(24)]
     digests = [k.digest for k in keys]
     setup = open_store(pg_url)
@@ -72,55 +109,33 @@ def test_claims_saves_heartbeats_and_releases_in_opposite_orders_never_deadlock(
     for d in shuffled:  # the heap order is not the key order
         assert setup.claim("c", d, "old", 0.0) == 1  # lapsed at once: every claimer takes them over
     setup.close()
-    before = _deadlocks(pg_url)
-    errors: list[BaseException] = []
     rounds = 30
-    go = threading.Barrier(6)
 
-    def claimer(i: int) -> None:
-        store = open_store(pg_url)
-        try:
-            go.wait()
+    def claimer(i: int) -> Callable[[Store], None]:
+        def body(store: Store) -> None:
             for r in range(rounds):
                 order = digests if (i + r) % 2 else digests[::-1]
                 won = store.claim_many("c", order, f"claimer{i}", 0.01)  # lapses almost at once: others take over
                 store.heartbeat(f"claimer{i}")
                 if r % 3 == 2:
                     store.release(f"claimer{i}", "c", list(won)[::-1])
-        except BaseException as e:
-            errors.append(e)
-        finally:
-            store.close()
+        return body
 
-    def saver(i: int) -> None:
-        store = open_store(pg_url)
-        try:
-            go.wait()
+    def saver(i: int) -> Callable[[Store], None]:
+        def body(store: Store) -> None:
             for r in range(rounds):
                 order = keys if (i + r) % 2 else keys[::-1]
                 runs: list[tuple[Any, Any]] = []
                 for j, k in enumerate(order):
-                    void = (r + j) % 5 != 0 or r < rounds - 2  # mostly void attempts: they keep the keys open
-                    rec = make_record(k.task_id, campaign="c", attempt=100 + r * 10 + i,
-                                      status="void" if void else "done",
-                                      end_reason="api_error" if void else "finished", score=None if void else 0.5)
+                    if (r + j) % 5 != 0 or r < rounds - 2:  # mostly void attempts: they keep the keys open
+                        rec = _void(k.task_id, 100 + r * 10 + i)
+                    else:
+                        rec = make_record(k.task_id, campaign="c", attempt=100 + r * 10 + i, score=0.5)
                     runs.append((rec, make_events(1)))
-                outcomes: list[SaveOutcome] = store.save_runs(runs)
-                errors.extend(o.error for o in outcomes if o.error is not None)
-        except BaseException as e:
-            errors.append(e)
-        finally:
-            store.close()
+                _saved(store, runs)
+        return body
 
-    threads = [threading.Thread(target=claimer, args=(i,)) for i in range(4)]
-    threads += [threading.Thread(target=saver, args=(i,)) for i in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    assert not any(t.is_alive() for t in threads)
-    assert errors == []
-    assert _deadlocks(pg_url) == before  # not one deadlock, retried or not
+    _race(pg_url, [*(claimer(i) for i in range(4)), *(saver(i) for i in range(2))], timeout_s=120)
     check = open_store(pg_url)
     try:
         done = [r.key.digest for r in check.all_attempts("c") if r.status == "done"]
@@ -141,49 +156,25 @@ def test_claims_that_read_the_table_at_different_moments_and_saves_of_reclaimed_
     keys = [make_record(f"t{i:02d}", campaign="c").key for i in range(24)]
     digests = [k.digest for k in keys]
     open_store(pg_url).close()
-    before = _deadlocks(pg_url)
-    errors: list[BaseException] = []
     rounds = 200
-    go = threading.Barrier(8)
 
-    def claimer(i: int) -> None:
-        store = open_store(pg_url)
-        rnd = random.Random(i)
-        try:
-            go.wait()
+    def claimer(i: int) -> Callable[[Store], None]:
+        def body(store: Store) -> None:
+            rnd = random.Random(i)
             for _ in range(rounds):
                 won = store.claim_many("c", rnd.sample(digests, rnd.randint(3, 24)), f"claimer{i}", 0.0)
                 if rnd.random() < 0.5:
                     store.release(f"claimer{i}", "c", list(won))
-        except BaseException as e:
-            errors.append(e)
-        finally:
-            store.close()
+        return body
 
-    def saver(i: int) -> None:
-        store = open_store(pg_url)
-        try:
-            go.wait()
+    def saver(i: int) -> Callable[[Store], None]:
+        def body(store: Store) -> None:
             for r in range(rounds // 3):
                 order = keys if (i + r) % 2 else keys[::-1]
-                outcomes = store.save_runs([(make_record(k.task_id, campaign="c", attempt=1000 + r * 10 + i,
-                                                         status="void", end_reason="api_error", score=None),
-                                             make_events(1)) for k in order])
-                errors.extend(o.error for o in outcomes if o.error is not None)
-        except BaseException as e:
-            errors.append(e)
-        finally:
-            store.close()
+                _saved(store, [(_void(k.task_id, 1000 + r * 10 + i), make_events(1)) for k in order])
+        return body
 
-    threads = [threading.Thread(target=claimer, args=(i,)) for i in range(6)]
-    threads += [threading.Thread(target=saver, args=(i,)) for i in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=300)
-    assert not any(t.is_alive() for t in threads)
-    assert errors == []
-    assert _deadlocks(pg_url) == before
+    _race(pg_url, [*(claimer(i) for i in range(6)), *(saver(i) for i in range(2))], timeout_s=300)
 
 
 def test_two_saves_of_the_same_keys_without_leases_in_opposite_orders_never_deadlock(pg_url: str) -> None:
@@ -194,32 +185,15 @@ def test_two_saves_of_the_same_keys_without_leases_in_opposite_orders_never_dead
     current rows were written in the caller's order and about one CI run in a few died here)."""
     keys = [make_record(f"t{i:02d}", campaign="c").key for i in range(24)]
     open_store(pg_url).close()
-    before = _deadlocks(pg_url)
-    errors: list[BaseException] = []
-    go = threading.Barrier(2)
 
-    def saver(i: int) -> None:
-        store = open_store(pg_url)
-        try:
-            go.wait()
+    def saver(i: int) -> Callable[[Store], None]:
+        def body(store: Store) -> None:
             for r in range(40):
                 order = keys if i == 0 else keys[::-1]
-                runs = [(make_record(k.task_id, campaign="c", attempt=1000 + r * 2 + i, status="void",
-                                     end_reason="api_error", score=None), make_events(1)) for k in order]
-                errors.extend(o.error for o in store.save_runs(runs) if o.error is not None)
-        except BaseException as e:
-            errors.append(e)
-        finally:
-            store.close()
+                _saved(store, [(_void(k.task_id, 1000 + r * 2 + i), make_events(1)) for k in order])
+        return body
 
-    threads = [threading.Thread(target=saver, args=(i,)) for i in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    assert not any(t.is_alive() for t in threads)
-    assert errors == []
-    assert _deadlocks(pg_url) == before
+    _race(pg_url, [saver(0), saver(1)], timeout_s=120)
 
 
 def test_a_deadlock_the_database_breaks_is_retried(pg_url: str, caplog: pytest.LogCaptureFixture) -> None:

@@ -252,6 +252,8 @@ def _timeout(raw: Any) -> float:
         value = float(raw)
     except (TypeError, ValueError):
         raise ValueError(f"timeout_s refused: {raw!r} is not a number of seconds") from None
+    except OverflowError:  # -(2**1024): an integer no float holds
+        raise ValueError("timeout_s refused: it must be a positive, finite number of seconds") from None
     if not math.isfinite(value) or value <= 0:
         raise ValueError(f"timeout_s refused: {raw!r} must be a positive, finite number of seconds")
     return min(value, MAX_TIMEOUT_S)
@@ -445,7 +447,7 @@ class ToolBox:
                 return ToolOutput(safe_text("error: " + "; ".join(errors)))
             _check_values(call.name, args)
             out = await self._dispatch(call.name, args)
-        except (PathError, ValueError, KeyError, TypeError, UnicodeError, IsADirectoryError,
+        except (PathError, ValueError, KeyError, TypeError, UnicodeError, OverflowError, IsADirectoryError,
                 FileNotFoundError, NotADirectoryError, PermissionError) as e:
             return ToolOutput(safe_text(clip(f"error: {e}")))
         if isinstance(out, ToolOutput):

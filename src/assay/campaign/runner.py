@@ -298,6 +298,9 @@ class _Run:
         except (HarnessError, OSError) as e:  # the run is graded; its kept workspace is what is wrong
             self.transcript.error("harness", f"workspace volume not released: {e}")
             return
+        except Exception as e:  # the same, from a fault of assay's own: the run is still stored
+            self.transcript.error("harness", f"workspace volume not released: {type(e).__name__}: {e}")
+            return
         if report is not None and (report.capped or report.refused):
             self.transcript.harness("workspace kept after the run without: "
                                     + "; ".join([*report.capped, *(f"{r}: {why}" for r, why in report.refused[:20])]))
@@ -361,6 +364,10 @@ async def execute_run(planned: PlannedRun, ctx: RunContext, attempt: int = 1, *,
         run.outcome.end_reason = "harness_error"
         run.void_reason = f"{type(e).__name__}: {e}"
         run.transcript.error("harness", run.void_reason)
+    except Exception as e:  # a fault of assay's own setting up this run voids it (re-run, then failed); the campaign goes on
+        run.outcome.end_reason = "harness_error"
+        run.void_reason = f"{type(e).__name__}: {e}"
+        run.transcript.error("harness", traceback.format_exc(limit=8))
     finally:
         await run.close_sandbox()
         if run.scenario is not None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from assay.fs.paths import DIR_FLAGS, PathError, can_chown, inside, mode_kind, open_subdir
+from assay.fs.paths import DIR_FLAGS, PathError, can_chown, inside, mode_kind, open_subdir, real_path
 from assay.fs.reads import open_regular_at
 
 __all__ = ["CopyError", "CopyLimits", "CopyReport", "copy_tree", "remove_unsafe"]
@@ -347,10 +347,14 @@ def remove_unsafe(root: str | Path) -> list[tuple[str, str]]:
 def _drop_escaping_links(dst: Path, links: list[str], report: CopyReport) -> None:
     """Remove copied links that resolve outside `dst` (checked in the finished copy, which
     nothing else writes, so the answer holds)."""
-    root = os.path.realpath(dst)
+    root = real_path(dst)
     for rel in links:
         p = os.path.join(root, rel)
-        if not inside(root, os.path.realpath(p)):
+        try:
+            escapes = not inside(root, real_path(p))
+        except PathError:  # a chain or loop of links past the OS's limit: it leads nowhere usable
+            escapes = True
+        if escapes:
             with contextlib.suppress(OSError):
                 os.unlink(p)
             report.links -= 1

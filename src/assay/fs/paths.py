@@ -21,8 +21,8 @@ from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
 __all__ = ["DIR_FLAGS", "NAME_MAX", "PATH_MAX", "PathError", "can_chown", "check_length", "check_relative",
-           "inside", "literal_parts", "mode_kind", "open_dirs", "open_subdir", "private_dir", "resolve",
-           "resolved_parts", "workspace_root"]
+           "inside", "literal_parts", "mode_kind", "open_dirs", "open_subdir", "private_dir", "real_path",
+           "resolve", "resolved_parts", "workspace_root"]
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 """Flags opening a folder that is not a link (and is kept from a child process)."""
@@ -110,6 +110,43 @@ def inside(root: str, real: str) -> bool:
     return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
 
 
+MAX_LINKS = 40
+"""The most symbolic links `real_path` follows for one path: Linux's own limit (ELOOP)."""
+
+
+def real_path(path: str | os.PathLike[str]) -> str:
+    """`os.path.realpath(path)`, one link at a time in a loop: Python 3.11's recurses once per
+    link, so a chain of 1,500 relative links an agent made ended in a RecursionError. Past
+    MAX_LINKS links (a loop, or a chain longer than the kernel follows) a PathError."""
+    pending = list(reversed(os.fspath(os.path.abspath(path)).split("/")))
+    resolved = "/"
+    hops = 0
+    while pending:
+        name = pending.pop()
+        if name in ("", "."):
+            continue
+        if name == "..":
+            resolved = os.path.dirname(resolved)
+            continue
+        candidate = os.path.join(resolved, name)
+        try:
+            is_link = stat.S_ISLNK(os.lstat(candidate).st_mode)
+        except OSError:  # missing (or unreadable): kept as written, as realpath does
+            is_link = False
+        if not is_link:
+            resolved = candidate
+            continue
+        hops += 1
+        if hops > MAX_LINKS:
+            raise PathError(f"{_shown(os.fspath(path))}: more than {MAX_LINKS} symbolic links on the way "
+                            "(a loop or a chain longer than the OS follows)")
+        target = os.readlink(candidate)
+        if target.startswith("/"):
+            resolved = "/"
+        pending.extend(reversed(target.split("/")))
+    return resolved
+
+
 def resolve(workspace: Path, rel: str) -> Path:
     """Map a workspace-relative path to its real host path, refusing anything that leads out.
 
@@ -122,7 +159,10 @@ def resolve(workspace: Path, rel: str) -> Path:
     if _byte_len(joined) >= PATH_MAX:
         raise PathError(f"path {_shown(rel)} refused: it is too long (the workspace's host path and it "
                         f"pass the {PATH_MAX - 1} bytes the OS allows)")
-    real = os.path.realpath(joined)
+    try:
+        real = real_path(joined)
+    except PathError:
+        raise PathError(f"path {_shown(rel)} refused: more than {MAX_LINKS} symbolic links on the way") from None
     if not inside(root, real):
         raise PathError(f"path {_shown(rel)} refused: it resolves outside the workspace (through a symlink)")
     if _byte_len(real) >= PATH_MAX:

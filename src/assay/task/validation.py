@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from assay.errors import InputError
-from assay.fs.paths import PathError, check_relative
+from assay.fs.paths import PathError, check_relative, real_path
 from assay.metrics import CAPABILITY_TAGS
 from assay.task.json_schemas import check_task_schema
 from assay.task.model import LEVELS, MAX_VALUE_AMOUNT, Task
@@ -133,6 +132,15 @@ def check_relative_path(file: Path | str, field: str, path: str) -> None:
         raise InputError(file, field, str(e)) from None
 
 
+def real_task_path(file: Path | str, field: str, path: Path) -> Path:
+    """`path` with its links resolved (`fs.paths.real_path`: a chain of links a downloaded task
+    holds cannot exhaust the interpreter's recursion); past the OS's limit an InputError."""
+    try:
+        return Path(real_path(path))
+    except PathError as e:
+        raise InputError(file, field, str(e)) from None
+
+
 def task_path(base: Path, file: Path | str, field: str, rel: Any, *, kind: str = "any",
               where: str = "beside task.yaml") -> Path:
     """The one check of a path a task file names: relative, no '..', existing, of the right
@@ -141,9 +149,9 @@ def task_path(base: Path, file: Path | str, field: str, rel: Any, *, kind: str =
     if not isinstance(rel, str):
         raise InputError(file, field, "must be a path (a string) relative to the task folder")
     check_relative_path(file, field, rel)
-    base = Path(os.path.realpath(base))
+    base = real_task_path(file, field, base)
     p = base / rel
-    if not Path(os.path.realpath(p)).is_relative_to(base):
+    if not real_task_path(file, field, p).is_relative_to(base):
         raise InputError(file, field, f"path {rel!r} escapes the task folder")
     cur = base
     for part in Path(rel).parts:

@@ -31,6 +31,7 @@ from assay.task.formats.scenario import Brief, Variant, variant_tasks
 from assay.task.formats.yamlio import load_json, read_text
 from assay.task.model import LEVELS, TOOL_NAMES, Engagement, FramingRule, PolicySpec, ServiceSpec, Task
 from assay.task.patterns import check_pattern
+from assay.task.validation import real_task_path
 
 __all__ = ["REQUIRED_FILES", "read_case"]
 
@@ -102,8 +103,9 @@ def _engagement(folder: Path) -> dict[str, Any]:
         if not _NAME.match(s["name"]):
             raise InputError(path, f"services[{i}].name", f"bad service name {s['name']!r}")
         script = folder / s["script"]
-        if not script.is_file() or not script.resolve().is_relative_to(folder.resolve()):
-            raise InputError(path, f"services[{i}].script", f"no such script {s['script']!r} in the case folder")
+        field = f"services[{i}].script"
+        if not script.is_file() or not real_task_path(path, field, script).is_relative_to(folder.resolve()):
+            raise InputError(path, field, f"no such script {s['script']!r} in the case folder")
     if not isinstance(eng.get("llm", False), bool):
         raise InputError(path, "llm", "must be true or false")
     for key in ("dev_llm_calls", "dev_llm_usd", "prod_llm_calls", "prod_llm_usd"):
