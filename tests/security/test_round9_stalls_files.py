@@ -243,6 +243,53 @@ def test_darebench_task_text_is_read_in_linear_time(case: str) -> None:
         assert r.seconds < 5, f"took {r.seconds:.1f} s: " + r.tail()
 
 
+@pytest.mark.slow
+def test_stakeholder_spec_is_not_read_again_for_every_variant() -> None:
+    """A 1.8 MB people.json (20,000 topics, one trigger each) takes about 1 s to read and check; a
+    task.yaml naming 40 variants (one short line each, no placeholders) makes `assay validate` read
+    and check it 40 times over (measured 12 s for 10 variants). The work must be bounded by the
+    files' sizes, not multiplied by a count the task file chooses for free."""
+    with workdir("r9-people") as w:
+        folder = labels_case(w / "suite" / "sc")
+        people = json.loads((folder / "people.json").read_text())
+        people["npcs"][0]["topics"] = [{"id": f"t{i}", "about": "x", "triggers": [f"(?i)word{i}"], "answer": "a",
+                                        "facts": []} for i in range(20_000)]
+        (folder / "people.json").write_text(json.dumps(people))
+        spec = yaml.safe_load((folder / "task.yaml").read_text())
+        spec["scenario"]["variants"] = [{"name": f"v{i}"} for i in range(40)]
+        (folder / "task.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+        r = cli("validate", str(w / "suite"), cwd=w, timeout=12)
+        assert not r.timed_out, "`assay validate` of one scenario with 40 variants ran past 12 s"
+        _clean(r)
+        assert r.returncode in (0, 2), r.tail()
+        assert r.seconds < 10, f"took {r.seconds:.1f} s: " + r.tail()
+
+
+@pytest.mark.slow
+def test_a_suite_manifest_of_thousands_of_tasks_is_selected_in_linear_time() -> None:
+    """`assay run --tasks-from` with a manifest listing the 4,000 tasks of one HealthBench file (the
+    real HealthBench has 5,000): the ids are matched against every task for every listed id, and
+    `select` keeps a list of chosen tasks tested with `not in` (pydantic equality of whole tasks).
+    Control: the same run without the manifest."""
+    n = 4000
+    with workdir("r9-manifest") as w:
+        suite = w / "suite"
+        suite.mkdir()
+        with open(suite / "hb.jsonl", "w") as f:
+            for i in range(n):
+                f.write(json.dumps({"prompt_id": f"p{i}", "prompt": [{"role": "user", "content": "q"}],
+                                    "rubrics": [{"criterion": "c", "points": 1}]}) + "\n")
+        (w / "manifest.json").write_text(json.dumps({"tasks": [f"p{i}" for i in reversed(range(n))]}))
+        args = ("run", "suite", "--agent", "noop", "--judge", "openai/gpt-4o-mini", "--dry-run")
+        plain = cli(*args, cwd=w, timeout=30)
+        assert plain.returncode == 0, plain.tail()
+        r = cli(*args, "--tasks-from", "manifest.json", cwd=w, timeout=plain.seconds + 8)
+        assert not r.timed_out, (f"with --tasks-from the dry run ran past {plain.seconds + 8:.0f} s "
+                                 f"(without it: {plain.seconds:.1f} s)")
+        _clean(r)
+        assert r.returncode == 0, r.tail()
+
+
 # --------------------------------------------------------------------------- special files in a suite
 
 
