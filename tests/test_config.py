@@ -174,3 +174,27 @@ def test_load_config_refuses_bad_toml(tmp_path: Path) -> None:
         load_config(p)
     assert e.value.file == str(p) and e.value.field is None
     assert e.value.reason.startswith("does not parse as TOML")
+
+
+@pytest.mark.parametrize(("toml", "field"), [
+    ('[models.m]\nmodel = "x"\n[models.m.prices]\ninput = nan\noutput = 1.0\n', "models.m.prices.input"),
+    ('[models.m]\nmodel = "x"\ntimeout_s = -5\n', "models.m.timeout_s"),
+    ('[models.m]\nmodel = "x"\nmax_retries = -3\n', "models.m.max_retries"),
+    ('[prices.gpt]\ninput = -1.0\noutput = 1.0\n', "prices.gpt.input"),
+])
+def test_a_config_value_out_of_its_range_is_refused_naming_it(tmp_path: Path, toml: str, field: str) -> None:
+    """A NaN or negative price, a negative timeout or retry count in assay.toml is exit 2 naming
+    the field (a NaN price made every cost NaN; a negative timeout was taken)."""
+    path = tmp_path / "assay.toml"
+    path.write_text(toml)
+    with pytest.raises(InputError) as e:
+        load_config(path)
+    assert e.value.field == field
+
+
+@pytest.mark.parametrize("data", ["[models.m]\nmodel = 'x'\n".encode("utf-16"), b"store = '\xff\xfe'\n"])
+def test_a_config_that_is_not_utf8_is_refused(tmp_path: Path, data: bytes) -> None:
+    path = tmp_path / "assay.toml"
+    path.write_bytes(data)
+    with pytest.raises(InputError, match="not UTF-8"):
+        load_config(path)

@@ -256,3 +256,20 @@ def test_assay_validate_accepts_fixture_folder() -> None:
     r = _validate(TASKS)
     assert r.returncode == 0, r.stderr
     assert "4 tasks valid" in r.stdout
+
+
+@pytest.mark.parametrize(("text", "code"), [
+    ("intro\n```python\ndef grade(t, w):\n    return {}\n```\nafter", "def grade(t, w):\n    return {}"),
+    ("```py\n\n\nx = 1\n```", "x = 1"),  # blank lines after the fence are not code
+    ("````python3\ncode\n```\nmore\n````\n", "code\n```\nmore"),  # closed by its own fence only
+    ("```python\nunclosed\n~~~python\nok\n~~~\n", "ok"),  # the first block that closes
+    ("```bash\nls\n```\n```python\nz=2\n```  \n", "z=2"),
+    ("```python\n" * 25_000, None),  # 25,000 unclosed fences: one pass, no block
+])
+def test_the_checks_block_is_found_in_one_pass(text: str, code: str | None) -> None:
+    from assay.task.formats.darebench import _python_block
+
+    found = _python_block(text)
+    assert (found[0] if found else None) == code
+    if found:
+        assert text[found[1]:].startswith(code or "")

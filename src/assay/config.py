@@ -35,28 +35,30 @@ another worker takes the run over once it has expired (docs/user-guide.md, "Seve
 
 
 class PriceConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    input: float
-    cached_input: float | None = None
-    cache_write: float | None = None
-    output: float
+    """Dollars per million tokens: finite and not negative (a NaN price made every cost NaN)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    input: float = Field(ge=0)
+    cached_input: float | None = Field(default=None, ge=0)
+    cache_write: float | None = Field(default=None, ge=0)
+    output: float = Field(ge=0)
 
 
 class ModelAlias(BaseModel):
     """`[models.ALIAS]` in assay.toml: any OpenAI-compatible or Anthropic endpoint."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     provider: str = "openai"
     model: str
     base_url: str | None = None
     api_key_env: str | None = None
     prices: PriceConfig | None = None
-    context: int | None = None
-    temperature: float | None = None
-    max_tokens: int | None = None
-    max_retries: int = 5
-    retry_base_delay: float = 1.0
-    timeout_s: float = 600.0
+    context: int | None = Field(default=None, gt=0)
+    temperature: float | None = Field(default=None, ge=0)
+    max_tokens: int | None = Field(default=None, gt=0)
+    max_retries: int = Field(default=5, ge=0, le=100)
+    retry_base_delay: float = Field(default=1.0, ge=0, le=3600)
+    timeout_s: float = Field(default=600.0, gt=0, le=86_400)
     images: bool = True  # false for a text-only model: images become notes (docs/user-guide.md)
 
 
@@ -160,6 +162,10 @@ def load_config(path: Path | None = None) -> Config:
         return Config()
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as e:
+        raise InputError(path, None, f"not UTF-8 text (byte {e.start}): TOML is UTF-8") from None
+    except OSError as e:
+        raise InputError(path, None, f"cannot read: {e.strerror}") from None
     except tomllib.TOMLDecodeError as e:
         raise InputError(path, None, f"does not parse as TOML: {e}") from None
     except RecursionError:  # tomllib recurses once per nested array or inline table

@@ -46,7 +46,7 @@ from assay.report.model import Adaptive, Power
 from assay.store import Store
 from assay.store.labels import stored_labels as labels_in_store
 from assay.store.models import campaigns_t, max_length, runs_t
-from assay.task.discover import find_tasks, select
+from assay.task.discover import TaskIndex, find_tasks, select
 from assay.task.formats.values import apply_found_value_tables, apply_value_table
 from assay.task.manifest import read_manifest_tasks
 from assay.task.model import Task
@@ -89,10 +89,11 @@ def _select(found: list[Task], req: RunOptions) -> list[Task]:
     ids = list(req.task_ids)
     if req.tasks_from is not None:
         listed = read_manifest_tasks(req.tasks_from)
-        missing = [t for t in listed if not any(x.id == t or x.id.startswith(t.rstrip("/") + "/") for x in found)]
+        index = TaskIndex.of(found)
+        missing = [t for t in listed if not index.matches(t)]
         if missing:
             raise InputError(req.tasks_from, "tasks", f"no task with id {_shown(missing)} under the given paths")
-        ids += [t for t in listed if t not in ids]
+        ids = list(dict.fromkeys([*ids, *listed]))
     return select(found, ids)
 
 

@@ -23,6 +23,7 @@ kind is then scenario), as `assay.report.build` reads them.
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 from collections.abc import Collection, Iterator, Sequence
 from typing import Any, NamedTuple
 
@@ -161,7 +162,7 @@ class ReportQuery:
         self._tables: list[Table] = []
         self._meta = MetaData()
         self._task_groups: Table | None = None
-        self._task_kinds: list[Any] | None = None
+        self._task_agents: list[Any] | None = None
 
     def __enter__(self) -> ReportQuery:
         return self
@@ -191,7 +192,7 @@ class ReportQuery:
 
     def _changed(self) -> None:
         """The selection changed: the per-task groups of the old one are dropped."""
-        self._task_kinds = None
+        self._task_agents = None
         if self._task_groups is not None:
             self._task_groups.drop(self.conn, checkfirst=True)
             self._tables.remove(self._task_groups)
@@ -322,18 +323,51 @@ class ReportQuery:
         self._task_groups = t
         return t
 
-    def task_kinds(self) -> list[Any]:
-        """(agent, kind, task, finished (some run done), covered (some run scored), block) per
-        agent, kind, task and block of the runs with a kind: the tasks each agent finished per
-        kind (task sets) and each block covers (its `tasks`). Read once per selection."""
-        if self._task_kinds is None:
+    def _agents_tasks(self) -> list[Any]:
+        """(agent, kind, task, finished, covered, block, runs, void) per agent, kind, task and
+        block, kinds unknown (NULL) included, in report order: what `task_kinds` and
+        `task_voids` read. One statement over the task groups, once per selection."""
+        if self._task_agents is None:
             t = self._tasks().c
-            stmt = (select(t.agent, t.kind, t.task_id, func.max(t.done), func.max(t.scored), t.block)
-                    .where(t.kind.is_not(None)).group_by(t.agent, t.kind, t.task_id, t.block)
+            stmt = (select(t.agent, t.kind, t.task_id, func.max(t.done), func.max(t.scored), t.block,
+                           _isum(t.runs), _isum(t.void))
+                    .group_by(t.agent, t.kind, t.task_id, t.block)
                     .order_by(code_point_order(t.agent, self.backend), t.kind, t.block,
                               code_point_order(t.task_id, self.backend)))
-            self._task_kinds = self._all(stmt)
-        return self._task_kinds
+            self._task_agents = self._all(stmt)
+        return self._task_agents
+
+    def task_kinds(self) -> list[tuple[Any, ...]]:
+        """(agent, kind, task, finished (some run done), covered (some run scored), block) per
+        agent, kind, task and block of the runs with a kind: the tasks each agent finished per
+        kind (task sets) and each block covers (its `tasks`)."""
+        return [tuple(r[:6]) for r in self._agents_tasks() if r[1] is not None]
+
+    def task_voids(self) -> list[tuple[str, int, int, int, int]]:
+        """Per agent over the tasks another agent ran too: its runs and void runs there, and
+        the other agents' (`metrics.void_outlier`'s input). Two passes over `_agents_tasks`."""
+        rows = self._agents_tasks()
+        runs_of: dict[str, int] = defaultdict(int)
+        void_of: dict[str, int] = defaultdict(int)
+        ran: dict[str, str | None] = {}  # task -> its one agent, or None when several ran it
+        for agent, _kind, task, _finished, _covered, _block, runs, void in rows:
+            runs_of[task] += runs
+            void_of[task] += void
+            if ran.setdefault(task, agent) != agent:
+                ran[task] = None
+        own: dict[str, list[int]] = {}
+        counted: set[tuple[str, str]] = set()  # (agent, task) whose task's totals are added
+        for agent, _kind, task, _finished, _covered, _block, runs, void in rows:
+            if ran[task] is not None:
+                continue
+            sums = own.setdefault(agent, [0, 0, 0, 0])
+            sums[0] += runs
+            sums[1] += void
+            if (agent, task) not in counted:
+                counted.add((agent, task))
+                sums[2] += runs_of[task]
+                sums[3] += void_of[task]
+        return [(agent, r[0], r[1], r[2] - r[0], r[3] - r[1]) for agent, r in sorted(own.items())]
 
     def pass_pairs(self) -> list[Any]:
         """(agent, block or None for the agent's every scored run, epochs n, passes c, tasks
@@ -349,21 +383,6 @@ class ReportQuery:
             out += self._all(select(per.c.agent, per.c.block, cast(per.c.n, BigInteger), cast(per.c.c, BigInteger),
                                     func.count()).group_by(per.c.agent, per.c.block, per.c.n, per.c.c))
         return out
-
-    def task_voids(self) -> list[Any]:
-        """Per agent over the tasks another agent ran too: its runs and void runs there, and
-        the other agents' (`metrics.void_outlier`'s input). Only the tasks run by more than
-        one agent are grouped further."""
-        t = self._tasks().c
-        shared = select(t.task_id).group_by(t.task_id).having(func.count(distinct(t.agent)) > 1)
-        own = (select(t.agent, t.task_id, func.sum(t.runs).label("runs"), func.sum(t.void).label("void"))
-               .where(t.task_id.in_(shared)).group_by(t.agent, t.task_id).subquery())
-        per_task = (select(own.c.task_id, func.sum(own.c.runs).label("runs"), func.sum(own.c.void).label("void"))
-                    .group_by(own.c.task_id).subquery())
-        stmt = (select(own.c.agent, _isum(own.c.runs), _isum(own.c.void), _isum(per_task.c.runs - own.c.runs),
-                       _isum(per_task.c.void - own.c.void))
-                .join_from(own, per_task, own.c.task_id == per_task.c.task_id).group_by(own.c.agent))
-        return self._all(stmt)
 
     def _valued_tasks(self) -> Any:
         """Per (agent, task) with valued runs in the rubric block: valued runs n, their passes c,

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from assay.errors import InputError, InvalidTasks
+from assay.fs.paths import PathError
+from assay.fs.reads import open_regular_at
 from assay.task.formats.darebench import read_darebench
 from assay.task.formats.fdegym import read_case
 from assay.task.formats.healthbench import read_healthbench
@@ -42,12 +44,29 @@ def _json_has_rubrics(path: Path) -> bool | None:
     return any(isinstance(it, dict) and ("rubrics" in it or "Rubrics" in it) for it in items) or None
 
 
-def _md_is_darebench(path: Path) -> bool:
+SNIFF_BYTES = 8 * 1024 * 1024
+"""The most of a file read to tell its kind (a JSON Lines file's first row must fit)."""
+
+
+def _head(path: Path, max_bytes: int) -> bytes | None:
+    """The first bytes of a regular file (never through a link, never a FIFO or device: a
+    task file named like one must not hang discovery); None when it is not one."""
     try:
-        with open(path, encoding="utf-8") as f:
-            head = f.read(8192)
-    except (OSError, UnicodeDecodeError):
+        fd, _st = open_regular_at(None, path)
+    except (OSError, PathError):
+        return None
+    try:
+        with os.fdopen(os.dup(fd), "rb") as f:
+            return f.read(max_bytes)
+    finally:
+        os.close(fd)
+
+
+def _md_is_darebench(path: Path) -> bool:
+    data = _head(path, 8192)
+    if data is None:
         return False
+    head = data.decode("utf-8", errors="replace")
     if not head.startswith("---"):
         return False
     end = head.find("\n---", 3)
@@ -56,15 +75,20 @@ def _md_is_darebench(path: Path) -> bool:
 
 
 def _jsonl_is_healthbench(path: Path) -> bool:
+    data = _head(path, SNIFF_BYTES)
+    if data is None:
+        return False
     try:
-        with open(path, encoding="utf-8") as f:
-            for n, line in enumerate(f, start=1):
-                if line.strip():
-                    row = loads_jsonl_line(line, path, n)  # within jsonio's limits (depth, digits)
-                    return isinstance(row, dict) and isinstance(row.get("rubrics"), list) and any(
-                        isinstance(r, dict) and "criterion" in r and "points" in r for r in row["rubrics"])
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(path, None, f"does not parse as JSON Lines: {e}") from None
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        if e.start < len(data) - 3:  # not a character cut at the head's end
+            raise InputError(path, None, f"does not parse as JSON Lines: not UTF-8 (byte {e.start})") from None
+        text = data[:e.start].decode("utf-8")
+    for n, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            row = loads_jsonl_line(line, path, n)  # within jsonio's limits (depth, digits)
+            return isinstance(row, dict) and isinstance(row.get("rubrics"), list) and any(
+                isinstance(r, dict) and "criterion" in r and "points" in r for r in row["rubrics"])
     return False
 
 
@@ -173,6 +197,12 @@ def find_tasks(paths: Iterable[str | Path], *, limit: int | None = None) -> Foun
             except InputError as e:
                 found.invalid.append(e)
                 continue
+            except (ValueError, TypeError, OverflowError, MemoryError, RecursionError) as e:
+                # A reader that did not foresee this file's content: still the file's fault, said
+                # with its name (a value no float holds, a pydantic check, a list where a name is).
+                found.invalid.append(InputError(path, None, f"cannot be read as a {kind} task: "
+                                                            f"{type(e).__name__}: {str(e)[:300]}"))
+                continue
             for task in tasks:
                 if task.id in seen:
                     found.invalid.append(InputError(path, "id", f"duplicate task id {task.id!r} "
@@ -195,14 +225,39 @@ def discover(paths: Iterable[str | Path], *, skip_invalid: bool = False) -> list
     return found.tasks
 
 
+@dataclass
+class TaskIndex:
+    """Where each id, and each folder-like prefix of an id (`a` and `a/b` of `a/b/c`), is found
+    in a task list: `--task` and a manifest's ids are looked up, not compared with every task."""
+
+    exact: dict[str, list[int]] = field(default_factory=dict)
+    under: dict[str, list[int]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, tasks: list[Task]) -> TaskIndex:
+        out = cls()
+        for i, t in enumerate(tasks):
+            out.exact.setdefault(t.id, []).append(i)
+            cut = t.id.find("/")
+            while cut > 0:
+                out.under.setdefault(t.id[:cut], []).append(i)
+                cut = t.id.find("/", cut + 1)
+        return out
+
+    def matches(self, want: str) -> list[int]:
+        """The positions of the tasks `--task want` names: its id, or every task under `want/`."""
+        return sorted({*self.exact.get(want, []), *self.under.get(want.rstrip("/"), [])})
+
+
 def select(tasks: list[Task], ids: list[str]) -> list[Task]:
     """`--task ID`: the task with that id, or every task whose id starts with `ID/`."""
     if not ids:
         return tasks
-    chosen: list[Task] = []
+    index = TaskIndex.of(tasks)
+    chosen: dict[int, None] = {}
     for want in ids:
-        hits = [t for t in tasks if t.id == want or t.id.startswith(want.rstrip("/") + "/")]
+        hits = index.matches(want)
         if not hits:
             raise InputError(None, "--task", f"no task with id {want!r}")
-        chosen.extend(t for t in hits if t not in chosen)
-    return chosen
+        chosen.update(dict.fromkeys(hits))
+    return [tasks[i] for i in chosen]

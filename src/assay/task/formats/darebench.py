@@ -49,6 +49,7 @@ How the upstream fields map onto a Task:
 
 from __future__ import annotations
 
+import bisect
 import re
 from pathlib import Path, PurePosixPath
 from typing import Any, cast
@@ -100,15 +101,14 @@ KNOWN_SECTIONS = ("Prompt", "Expected Behavior", "Grading Criteria", "Automated 
                   "Additional Notes")
 
 _ID = re.compile(r"^task_(?P<source>[A-Za-z0-9]+(?:_[A-Za-z0-9]+)*?)_(?P<n>\d+)$")
-_HEADING = re.compile(r"^##\s+(.+?)\s*#*\s*$")
+_HEADING = re.compile(r"^##\s+(\S.*)$")  # its closing #s and spaces are cut after (`_title`): linear
 _FENCE_OPEN = re.compile(r"^\s{0,3}(`{3,}|~{3,})(.*)$")
 _CHECKBOX = re.compile(r"^\s*[-*]\s+\[[ xX]\]\s+(.+?)\s*$")
-_PY_BLOCK = re.compile(r"^(?P<fence>`{3,}|~{3,})\s*(?:python|py|python3)\s*\n(?P<code>.*?)\n(?P=fence)\s*$",
-                       re.DOTALL | re.MULTILINE)
+_PY_OPEN = re.compile(r"^(`{3,}|~{3,})[^\S\n]*(?:python|py|python3)[^\S\n]*$")
 _FILE = r"(?:\./)?[A-Za-z0-9_][\w.\-/]*\.[A-Za-z][A-Za-z0-9]{0,7}"
 _BACKTICK_FILE = re.compile(rf"`({_FILE})`")
 _WRITE_VERB = re.compile(r"\b(write|writes|writing|save|saves|saving|store|output|put|record|create)\b", re.I)
-_WRITE_TO = re.compile(rf"\b(?:write|save|store|output|put|record)\b[^.\n]*?\b(?:to|in|into|as)\s+"
+_WRITE_TO = re.compile(rf"\b(?:write|save|store|output|put|record)\b[^.\n]{{0,300}}?\b(?:to|in|into|as)\s+"
                        rf"['\"*]*({_FILE})(?![\w/])", re.I)
 
 
@@ -169,7 +169,7 @@ def _sections(body: str, first_line: int) -> dict[str, tuple[str, int]]:
             if h and not line.startswith("###"):
                 if current is not None and current not in out:
                     out[current] = ("\n".join(buf), start)
-                current = h.group(1).strip()
+                current = _title(h.group(1))
                 buf = []
                 start = first_line + i + 1
                 continue
@@ -235,6 +235,41 @@ def _assets_dir(file: Path, field: str) -> Path | None:
                                           "(a link could lead outside it)")
         if assets.is_dir():
             return assets
+    return None
+
+
+def _title(text: str) -> str:
+    """A heading's text without its closing `#`s and the spaces around them."""
+    return text.rstrip().rstrip("#").rstrip() or text.strip()
+
+
+def _python_block(text: str) -> tuple[str, int] | None:
+    """The first fenced python block of `text` that is closed (its code, and the offset where
+    the code starts), found in one pass over the lines: a regular expression searching from
+    each of 10,000 unclosed fences to the end of the text took quadratic time."""
+    lines = text.split("\n")
+    offsets, pos = [], 0
+    for line in lines:
+        offsets.append(pos)
+        pos += len(line) + 1
+    closes: dict[str, list[int]] = {}
+    for i, line in enumerate(lines):
+        stripped = line.rstrip()
+        if len(stripped) >= 3 and (set(stripped) <= {"`"} or set(stripped) <= {"~"}):
+            closes.setdefault(stripped, []).append(i)
+    for i, line in enumerate(lines):
+        m = _PY_OPEN.match(line)
+        if m is None:
+            continue
+        ends = closes.get(m.group(1), [])
+        at = bisect.bisect_right(ends, i)
+        if at == len(ends):
+            continue
+        first = i + 1
+        while first < ends[at] and not lines[first].strip():
+            first += 1  # blank lines after the opening fence are not code
+        code = "\n".join(lines[first:ends[at]])
+        return code, offsets[first] if first < len(lines) else len(text)
     return None
 
 
@@ -345,8 +380,11 @@ def read_darebench(path: Path) -> list[Task]:  # noqa: C901 (a reader checks eac
         raise InputError(file, None, "the front matter must be a mapping of fields", line=2, column=1)
 
     task_id = _str(file, "id", fm.get("id")) or file.stem
+    if "/" in task_id or "\\" in task_id or task_id in (".", "..") or "\x00" in task_id:
+        raise InputError(file, "id", f"{task_id[:80]!r} is not a task id: an id is a name, not a path "
+                                     "(it names the task's corpus folder)")
     grading_type = fm.get("grading_type")
-    if grading_type not in GRADING_TYPES:
+    if not isinstance(grading_type, str) or grading_type not in GRADING_TYPES:
         raise InputError(file, "grading_type",
                          f"unknown grading type {grading_type!r} (automated, llm_judge or hybrid)")
     timeout = _number(file, "timeout_seconds", fm.get("timeout_seconds", 120))
@@ -393,15 +431,21 @@ def read_darebench(path: Path) -> list[Task]:  # noqa: C901 (a reader checks eac
     checks_sec = _section(secs, "Automated Checks")
     checks_code: str | None = None
     if checks_sec is not None:
-        m = _PY_BLOCK.search(checks_sec[0])
-        if m:
-            checks_code = m.group("code")
-            code_line = checks_sec[1] + checks_sec[0][:m.start("code")].count("\n")
+        block = _python_block(checks_sec[0])
+        if block is not None:
+            checks_code, code_at = block
+            code_line = checks_sec[1] + checks_sec[0][:code_at].count("\n")
             try:
                 compile(checks_code, f"{file}:Automated Checks", "exec")
             except SyntaxError as e:
                 raise InputError(file, "## Automated Checks", f"python does not parse: {e.msg}",
                                  line=code_line + (e.lineno or 1) - 1, column=e.offset) from None
+            except ValueError as e:  # NUL bytes in the source
+                raise InputError(file, "## Automated Checks", f"python cannot be compiled: {str(e)[:200]}",
+                                 line=code_line) from None
+            except (MemoryError, RecursionError, OverflowError):  # what no compiler takes
+                raise InputError(file, "## Automated Checks", "python cannot be compiled: it is nested or "
+                                                             "long past what the compiler takes", line=code_line) from None
             if not re.search(r"^def\s+grade\s*\(", checks_code, re.MULTILINE):
                 raise InputError(file, "## Automated Checks", "the python block defines no grade() function",
                                  line=code_line)

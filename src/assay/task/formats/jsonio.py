@@ -58,8 +58,9 @@ def _decode(data: bytes, file: Path | str, field: str | None) -> str:
         raise InputError(file, field, f"not UTF-8 text (byte {e.start})") from None
 
 
-MAX_INT_BITS = 1024
-"""Integers wider than this are past a float's range (no weight, score or count can be one)."""
+MAX_INT_BITS = 1023
+"""Integers wider than this may be past a float's range (2**1024 - 1 is 1,024 bits and no float
+holds it: `float()` raised OverflowError in the readers); no weight, score or count is one."""
 
 
 class _PastFloat(ValueError):

@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from assay.errors import InputError
+from assay.task.formats.yamlio import read_text
 from assay.task.hashing import content_hash
 from assay.task.model import LEVELS, Engagement, FramingRule, ScenarioSpec, Task
 from assay.task.people import NpcSpec, load_npcs
@@ -57,6 +58,15 @@ def render(text: str, params: dict[str, Any], file: Path | str, variant: str, fi
         return fill_text(text, params, budget=budget)
     except PlaceholderError as e:
         raise InputError(file, field, f"variant {variant!r}: {e}") from None
+
+
+def _has_placeholders(path: Path) -> bool:
+    """Whether the stakeholder spec file holds a `{{placeholder}}` (what it cannot be read as is
+    an InputError, said by `_npcs` naming the field)."""
+    try:
+        return "{{" in read_text(path)
+    except InputError:
+        return True  # read per variant, where the error names its field
 
 
 def _npcs(path: Path, params: dict[str, Any], variant: str, field: str | None, *, strict: bool,
@@ -104,11 +114,15 @@ def variant_tasks(*, scenario_id: str, fmt: str, case: Path, variants: list[Vari
     digests: dict[str, str] = {}
     tasks: list[Task] = []
     budget = FillBudget()  # what placeholders may add over every variant of the case
+    # A stakeholder spec without placeholders is the same for every variant: read and checked
+    # once (a spec of 20,000 topics took 1.4 s, and 30 variants past a minute).
+    shared = (None if not variants or _has_placeholders(npcs) else
+              _npcs(npcs, {}, variants[0].name, npcs_field, strict=fmt == "native", budget=budget))
     for v in variants:
         filled = {lv: render(b.text, v.params, b.file, v.name, b.field, budget) for lv, b in briefs.items()
                   if lv in LEVELS}
         extra = render(rules_extra.text, v.params, rules_extra.file, v.name, rules_extra.field, budget)
-        people = _npcs(npcs, v.params, v.name, npcs_field, strict=fmt == "native", budget=budget)
+        people = shared or _npcs(npcs, v.params, v.name, npcs_field, strict=fmt == "native", budget=budget)
         lang = language or ("zh" if has_cjk(filled["L3"]) or (people.clock is not None and
                                                              (people.clock.lang or "").startswith("zh")) else "en")
         kpi_baseline = v.kpi_baseline if v.kpi_baseline is not None else (

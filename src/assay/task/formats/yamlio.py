@@ -147,7 +147,18 @@ class BoundedLoader(yaml.composer.Composer, CParser, yaml.constructor.SafeConstr
         return value
 
 
+    def timestamp_text(self, node: Any) -> str:
+        """A date or time as the text it is written in (`due: 2024-03-01` is the string a brief
+        shows), as JSON has it: a `datetime` in a task broke its hash and its placeholders."""
+        return str(self.construct_scalar(node))
+
+    def refuse_binary(self, node: Any) -> Any:
+        raise _Refused("a !!binary value (task files hold text)", node.start_mark, self._fields.get(id(node)))
+
+
 cast("Any", BoundedLoader).add_constructor("tag:yaml.org,2002:int", BoundedLoader.construct_yaml_int)
+cast("Any", BoundedLoader).add_constructor("tag:yaml.org,2002:timestamp", BoundedLoader.timestamp_text)
+cast("Any", BoundedLoader).add_constructor("tag:yaml.org,2002:binary", BoundedLoader.refuse_binary)
 
 
 def load_yaml_text(text: str, file: Path | str) -> Any:
