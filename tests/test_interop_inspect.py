@@ -393,3 +393,16 @@ def test_a_judged_rubric_task_is_judged_by_assays_judge_inside_inspect(tmp_path:
     assert record.score == pytest.approx(0.7) and record.judge_usage.output_tokens == 55
     (void, _), = convert_logs([unjudged], "default")
     assert void.status == "void" and "no judge was given" in (void.void_reason or "")
+
+
+def test_a_json_log_past_its_size_cap_is_refused_before_inspect_reads_it(tmp_path: Path, monkeypatch: Any) -> None:
+    """Inspect reads a `.json` log whole (its models take several times its size): one larger
+    than MAX_JSON_LOG_BYTES is an InputError naming the file, before it is read."""
+    from assay.errors import InputError
+    from assay.interop import inspect_import
+
+    monkeypatch.setattr(inspect_import, "MAX_JSON_LOG_BYTES", 100)
+    log = tmp_path / "big.json"
+    log.write_text("{" + " " * 200 + "}")
+    with pytest.raises(InputError, match="more than the 100 read"):
+        inspect_import.read_inspect_log(log)

@@ -328,3 +328,19 @@ def test_dataset_card_rows_validate_and_run(tmp_path):
     assert runs["4101-zh"]["score"] == pytest.approx(18 / 21)
     assert runs["4102-en"]["score"] == pytest.approx(1.0)  # (6 + 8) / 14
     assert all(row["passed"] for row in runs.values())
+
+
+def test_healthbench_rows_past_the_cap_are_refused_naming_the_line(tmp_path, monkeypatch):
+    """A file of more rows than MAX_ROWS (a file at the size cap held 2.3 million: about 18 GB
+    as tasks) is refused at the first row past it, before that row is built."""
+    from assay.task.formats import healthbench
+
+    monkeypatch.setattr(healthbench, "MAX_ROWS", 3)
+    row = {"prompt": [{"role": "user", "content": "Q?"}], "rubrics": [{"criterion": "A", "points": 1}]}
+    f = tmp_path / "rows.jsonl"
+    f.write_text("".join(json.dumps({**row, "prompt_id": f"p{i}"}) + "\n" for i in range(3)), encoding="utf-8")
+    assert len(read_healthbench(f)) == 3
+    f.write_text("".join(json.dumps({**row, "prompt_id": f"p{i}"}) + "\n" for i in range(4)), encoding="utf-8")
+    with pytest.raises(InputError, match="more than 3 rows") as e:
+        read_healthbench(f)
+    assert e.value.line == 4

@@ -104,10 +104,20 @@ MAX_RATIO = 200
 compresses about tenfold, a zip bomb of whitespace a thousandfold (300 KB took 700 MB to read)."""
 
 
+MAX_JSON_LOG_BYTES = 1024**3
+"""A `.json` log larger than this is refused: Inspect reads it whole, and its models take several
+times its size in memory (the `.eval` format holds the same log in a zip)."""
+
+
 def _refuse_bomb(path: Path) -> None:
     """InputError when the `.eval` zip at `path` would unpack past the limits above (the sizes
-    its directory declares: Python's zip reader stops a member at its declared size)."""
+    its directory declares: Python's zip reader stops a member at its declared size), or a
+    `.json` log is larger than MAX_JSON_LOG_BYTES."""
     if not zipfile.is_zipfile(path):
+        size = path.stat().st_size
+        if size > MAX_JSON_LOG_BYTES:
+            raise InputError(path, None, f"refused: {size:,} bytes of JSON log, more than the {MAX_JSON_LOG_BYTES:,} "
+                                         "read (write the log as .eval)")
         return
     try:
         with zipfile.ZipFile(path) as z:

@@ -150,6 +150,11 @@ def _read_row(path: Path, row: Any, line: int) -> Task:  # noqa: C901 (a reader 
     return task
 
 
+MAX_ROWS = 100_000
+"""Rows of one HealthBench file read at most (the published sets hold 1,000 to 5,000): a file at
+the task-file size cap held 2.3 million, which would take about 18 GB as tasks."""
+
+
 def read_healthbench(path: Path) -> list[Task]:
     """Read a HealthBench JSONL file: one Task per non-blank line."""
     path = Path(path)
@@ -158,6 +163,9 @@ def read_healthbench(path: Path) -> list[Task]:
     for n, text in enumerate(read_text(path).split("\n"), start=1):
         if not text.strip():
             continue
+        if len(tasks) >= MAX_ROWS:
+            raise InputError(path, None, f"more than {MAX_ROWS:,} rows (a task each, about 8 KB of memory apiece): "
+                                         "split the file", line=n)
         row = loads_jsonl_line(text, path, n)  # within jsonio's limits (depth, digits)
         tasks.append(_read_row(path, row, n))
     return tasks
