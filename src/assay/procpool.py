@@ -40,14 +40,23 @@ async def waited(fn: Callable[..., T], *args: Any) -> T:
 
 class WorkerPool:
     """A pool of `workers` processes, each set up by `initializer` (its own limits), started on
-    first use and again after it was stopped; stopped when the harness exits."""
+    first use and again after it was stopped; stopped when the harness exits.
 
-    def __init__(self, name: str, workers: int, initializer: Callable[[], None] | None = None) -> None:
+    A call scheduled while every worker is busy runs in a pool of its own (`alone`), up to
+    `spill` such calls at once, so that one slow call (a copy of a tree an agent made slow, a
+    predicate at its time limit) does not hold the calls of other runs behind it; past `spill`
+    it waits for a worker."""
+
+    def __init__(self, name: str, workers: int, initializer: Callable[[], None] | None = None,
+                 *, spill: int = 0) -> None:
         self.name = name
         self.workers = workers
         self.initializer = initializer
+        self.spill = spill
         self._pool: ProcessPool | None = None
         self._lock = threading.Lock()
+        self._busy = 0  # calls scheduled on the shared pool and not done
+        self._spilled = 0  # calls running alone and not done
         atexit.register(self.stop)
 
     def _started(self) -> ProcessPool:
@@ -62,15 +71,36 @@ class WorkerPool:
     def schedule(self, fn: Callable[..., Any], args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None,
                  timeout: float | None = None) -> ProcessFuture:
         """`fn(*args, **kwargs)` in a worker (module-level `fn`, picklable arguments and result),
-        killed after `timeout` seconds when given."""
-        return self._started().schedule(fn, args=args, kwargs=dict(kwargs or {}), timeout=timeout)
+        killed after `timeout` seconds when given; alone when every worker is busy (`spill`)."""
+        with self._lock:
+            alone = self._busy >= self.workers and self._spilled < self.spill
+            if alone:
+                self._spilled += 1
+            else:
+                self._busy += 1
+        if alone:
+            future = self.alone(fn, args, timeout, kwargs)
+            future.add_done_callback(lambda _f: self._done(spilled=True))
+        else:
+            future = self._started().schedule(fn, args=args, kwargs=dict(kwargs or {}), timeout=timeout)
+            future.add_done_callback(lambda _f: self._done(spilled=False))
+        return future
 
-    def alone(self, fn: Callable[..., Any], args: Sequence[Any] = (), timeout: float | None = None) -> ProcessFuture:
-        """`fn(*args)` in a pool of its own (one worker, set up as this pool's), closed once the
-        call ends: a call tried again after the shared pool broke cannot break it for the others."""
+    def _done(self, *, spilled: bool) -> None:
+        with self._lock:
+            if spilled:
+                self._spilled -= 1
+            else:
+                self._busy -= 1
+
+    def alone(self, fn: Callable[..., Any], args: Sequence[Any] = (), timeout: float | None = None,
+              kwargs: Mapping[str, Any] | None = None) -> ProcessFuture:
+        """`fn(*args, **kwargs)` in a pool of its own (one worker, set up as this pool's), closed
+        once the call ends: a call tried again after the shared pool broke cannot break it for
+        the others, and one that spills over runs beside the busy workers."""
         pool = ProcessPool(max_workers=1, initializer=self.initializer,
                            context=multiprocessing.get_context("forkserver"))
-        future = pool.schedule(fn, args=args, timeout=timeout)
+        future = pool.schedule(fn, args=args, kwargs=dict(kwargs or {}), timeout=timeout)
         pool.close()
         return future
 

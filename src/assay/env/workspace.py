@@ -61,7 +61,7 @@ def grading_copy(workspace: Path, dest: Path, *, limits: CopyLimits | None = Non
     return vol, report
 
 
-COPIER = WorkerPool("grading copies", 2)
+COPIER = WorkerPool("grading copies", 2, spill=6)
 
 
 def copy_apart(src: Path, dest: Path, limits: CopyLimits, owner: int | None) -> CopyReport:

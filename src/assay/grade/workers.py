@@ -53,7 +53,7 @@ def _limit() -> None:
     sys.setrecursionlimit(RECURSION)
 
 
-POOL = WorkerPool("grading work on agent-made input", WORKERS, initializer=_limit)
+POOL = WorkerPool("grading work on agent-made input", WORKERS, initializer=_limit, spill=2)  # each may hold MEMORY_BYTES
 
 
 async def call(fn: Callable[..., T], *args: Any, timeout_s: float) -> T:
