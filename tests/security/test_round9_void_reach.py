@@ -5,11 +5,11 @@ Every campaign here runs an honest agent beside the attacker: the honest run mus
 `done` and scored whatever the attacker did, and the attacker's run must be a scored run
 (`done`), never `void`, never lost.
 
-- A `run_command` whose `timeout_s` is a negative integer past a float's range
-  (-(2**1024 - 1): a script line may hold integers up to 1,024 bits, a model's arguments up to
-  4,300 digits). The positive one is capped; the negative one reaches `float(raw)`, which
-  raises OverflowError, not ValueError. Must be a tool error the agent reads (a script agent and
-  a model agent behind a fake OpenAI server).
+- A `run_command` whose `timeout_s` is a huge negative integer: past a float's range from a
+  model (its arguments may hold 4,300 digits), where it reached `float(raw)`, which raised
+  OverflowError, not ValueError; the widest a script line may hold (1,023 bits, since the
+  readers refuse wider ones: `2**1024 - 1` voided the run before) from a script agent. Must be a
+  tool error the agent reads.
 - A chain of 1,500 relative symlinks in the workspace (`c/l0 -> l1 -> ... -> l1500`, a file).
   The kernel gives up after 40 hops (ELOOP), but Python's `os.path.realpath` (3.11) resolves a
   chain by recursing once per link, so a chain longer than the recursion limit raises
@@ -81,7 +81,7 @@ NO_VOLUME = {"ASSAY_WORKSPACE_QUOTA_BYTES": "0"}
 campaigns that use it show the file tool and the checks' copy on their own, apart from the crash
 of the kept copy (the last test, on the defaults)."""
 
-HUGE_NEGATIVE = -(2**1024 - 1)  # 1,024 bits: the widest integer a script line may hold; past a float
+HUGE_NEGATIVE = -(2**1023 - 1)  # 1,023 bits: the widest integer a script line may hold (a float, negative)
 
 
 def _write(path: str, content: str) -> dict[str, Any]:
@@ -181,8 +181,8 @@ def test_control_honest_run_beside_hostile_tool_arguments(tool_args: Campaign) -
 
 
 def test_negative_timeout_past_a_float_is_a_tool_error_not_a_void_run(tool_args: Campaign) -> None:
-    """`_timeout` caps a huge positive integer but hands a huge negative one to `float()`:
-    OverflowError is not in the tool box's list of argument errors."""
+    """The widest negative integer a script line may hold is a tool error the agent reads (one
+    of 1,024 bits, past a float, is refused with the script file: exit 2 naming the field)."""
     _assert_scored(tool_args, "neg_timeout", score=1.0, passed=True)
     events = show(tool_args.wd, tool_args.run("neg_timeout")["run_id"])["events"]
     first = outputs(events)[0]
@@ -306,3 +306,16 @@ def test_a_resume_after_the_chain_finishes_the_campaign(chain_kept: Campaign) ->
     assert "fault of its own" not in again.stderr, "the resume crashed again: " + again.tail()
     runs = runs_by_name(report_json(chain_kept.wd))
     assert runs.get("chain_left", {}).get("status") == "done", f"chain_left after a resume: {runs.get('chain_left')}"
+
+
+def test_a_script_line_past_a_float_is_refused_with_its_file() -> None:
+    """A script agent whose line holds `timeout_s` of -(2**1024 - 1), past a float's range, is
+    refused before anything runs: exit 2 naming the script file and the field, no store made."""
+    with workdir("r9-script") as wd:
+        answer_task(wd / "tasks" / "t", second=False)
+        spec = script(wd, "wide", [{"tool": "run_command", "args": {"command": "true", "timeout_s": -(2**1024 - 1)}},
+                                   {"say": "done"}])
+        r = cli("run", "tasks", "--agent", spec, "-q", cwd=wd, timeout=60)
+        assert r.returncode == 2, r.tail()
+        assert "wide.jsonl" in r.stderr and "timeout_s" in r.stderr and "Traceback" not in r.stderr, r.tail()
+        assert not (wd / ".assay" / "assay.db").exists()

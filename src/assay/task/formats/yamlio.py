@@ -149,7 +149,9 @@ class BoundedLoader(yaml.composer.Composer, CParser, yaml.constructor.SafeConstr
 
     def timestamp_text(self, node: Any) -> str:
         """A date or time as the text it is written in (`due: 2024-03-01` is the string a brief
-        shows), as JSON has it: a `datetime` in a task broke its hash and its placeholders."""
+        shows), as JSON has it: a `datetime` in a task broke its hash and its placeholders. One
+        that is no date (`2024-13-45`, `!!timestamp x`) is refused as before (`construct_object`)."""
+        self.construct_yaml_timestamp(node)  # raises on an impossible date
         return str(self.construct_scalar(node))
 
     def refuse_binary(self, node: Any) -> Any:
