@@ -693,3 +693,22 @@ def test_a_copy_with_a_long_chain_of_links_leaves_the_chain_out(tmp_path: Path) 
     assert kept and len(kept) + len(report.refused) == 1500
     assert all(why == "symlink leading out of the tree left out" for _, why in report.refused)
     assert all(real_path(p).startswith(str(dst) + "/") for p in kept)
+
+
+def test_real_path_takes_dotdot_after_a_link_on_the_disk(tmp_path: Path) -> None:
+    """`link/..` is the parent of where the link leads, as the kernel and `os.path.realpath` take
+    it, not the folder holding the link (what a string normalisation would give)."""
+    from assay.fs.paths import real_path
+
+    (tmp_path / "far" / "deep").mkdir(parents=True)
+    (tmp_path / "ws").mkdir()
+    os.symlink(tmp_path / "far" / "deep", tmp_path / "ws" / "link")
+    assert real_path(tmp_path / "ws" / "link" / ".." / "x") == str(tmp_path / "far" / "x")
+
+
+def test_a_file_cut_by_the_byte_ceiling_is_said_even_when_it_is_the_last(tmp_path: Path) -> None:
+    (tmp_path / "a").write_bytes(b"a" * 10)
+    (tmp_path / "b").write_bytes(b"b" * 10)
+    capped: list[str] = []
+    got = read_tree(tmp_path, ".", max_file_bytes=100, max_total_bytes=15, capped=capped)
+    assert got == [("a", b"a" * 10), ("b", b"b" * 5)] and len(capped) == 1

@@ -40,3 +40,42 @@ def test_a_call_spills_past_a_busy_worker_and_waits_once_the_spill_is_full(tmp_p
     finally:
         Path(gate).touch()
         pool.stop()
+
+
+def _descendants() -> set[int]:
+    """Live processes below this one (pebble's workers are children of the fork server)."""
+    parent: dict[int, int] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[0] not in (b"Z", b"X"):
+                parent[int(name)] = int(fields[1])
+    out: set[int] = set()
+    frontier = {os.getpid()}
+    while frontier:
+        frontier = {p for p, pp in parent.items() if pp in frontier} - out
+        out |= frontier
+    return out
+
+
+def test_calls_run_alone_leave_no_worker_behind(tmp_path: Path) -> None:
+    """Each spilled call's pool is stopped and joined once the call is done: five rounds of three
+    calls on a one-worker pool leave no more processes than one round did."""
+    pool = WorkerPool("test", 1, spill=2)
+    try:
+        assert [f.result(timeout=60) for f in [pool.schedule(_quick, (i,)) for i in range(3)]] == [0, 2, 4]
+        time.sleep(2)
+        after_one = len(_descendants())
+        for _ in range(5):
+            assert [f.result(timeout=60) for f in [pool.schedule(_quick, (i,)) for i in range(3)]] == [0, 2, 4]
+        for _ in range(100):  # the retiring threads join the pools' workers
+            if len(_descendants()) <= after_one:
+                break
+            time.sleep(0.1)
+        assert len(_descendants()) <= after_one
+    finally:
+        pool.stop()

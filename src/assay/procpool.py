@@ -38,6 +38,17 @@ async def waited(fn: Callable[..., T], *args: Any) -> T:
     return await asyncio.get_running_loop().run_in_executor(WAITS, fn, *args)
 
 
+def _retire(pool: ProcessPool) -> None:
+    """Stop `pool` and wait for its worker processes and threads to end, in a thread of its own
+    (pebble calls a future's callbacks on the pool's own thread, which `join` would wait on;
+    `close` alone, or `stop` on a broken pool, left them running)."""
+    def end() -> None:
+        pool.stop()
+        pool.join(timeout=10)
+
+    threading.Thread(target=end, name="assay-pool-retire", daemon=True).start()
+
+
 class WorkerPool:
     """A pool of `workers` processes, each set up by `initializer` (its own limits), started on
     first use and again after it was stopped; stopped when the harness exits.
@@ -63,7 +74,7 @@ class WorkerPool:
         with self._lock:
             if self._pool is None or not self._pool.active:
                 if self._pool is not None:  # broken (a worker died where pebble cannot tell whose call it ran)
-                    self._pool.stop()
+                    _retire(self._pool)
                 self._pool = ProcessPool(max_workers=self.workers, initializer=self.initializer,
                                          context=multiprocessing.get_context("forkserver"))
             return self._pool
@@ -78,12 +89,15 @@ class WorkerPool:
                 self._spilled += 1
             else:
                 self._busy += 1
-        if alone:
-            future = self.alone(fn, args, timeout, kwargs)
-            future.add_done_callback(lambda _f: self._done(spilled=True))
-        else:
-            future = self._started().schedule(fn, args=args, kwargs=dict(kwargs or {}), timeout=timeout)
-            future.add_done_callback(lambda _f: self._done(spilled=False))
+        try:
+            if alone:
+                future = self.alone(fn, args, timeout, kwargs)
+            else:
+                future = self._started().schedule(fn, args=args, kwargs=dict(kwargs or {}), timeout=timeout)
+        except BaseException:
+            self._done(spilled=alone)
+            raise
+        future.add_done_callback(lambda _f: self._done(spilled=alone))
         return future
 
     def _done(self, *, spilled: bool) -> None:
@@ -95,13 +109,17 @@ class WorkerPool:
 
     def alone(self, fn: Callable[..., Any], args: Sequence[Any] = (), timeout: float | None = None,
               kwargs: Mapping[str, Any] | None = None) -> ProcessFuture:
-        """`fn(*args, **kwargs)` in a pool of its own (one worker, set up as this pool's), closed
-        once the call ends: a call tried again after the shared pool broke cannot break it for
-        the others, and one that spills over runs beside the busy workers."""
+        """`fn(*args, **kwargs)` in a pool of its own (one worker, set up as this pool's), ended
+        with its worker once the call ends: a call tried again after the shared pool broke cannot
+        break it for the others, and one that spills over runs beside the busy workers."""
         pool = ProcessPool(max_workers=1, initializer=self.initializer,
                            context=multiprocessing.get_context("forkserver"))
-        future = pool.schedule(fn, args=args, kwargs=dict(kwargs or {}), timeout=timeout)
-        pool.close()
+        try:
+            future = pool.schedule(fn, args=args, kwargs=dict(kwargs or {}), timeout=timeout)
+        except BaseException:
+            _retire(pool)
+            raise
+        future.add_done_callback(lambda _f: _retire(pool))  # its worker and threads end with the call
         return future
 
     def stop(self) -> None:

@@ -7,6 +7,8 @@ import contextlib
 import dataclasses
 import os
 import shutil
+from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 from pebble.common import ProcessExpired
@@ -62,6 +64,7 @@ def grading_copy(workspace: Path, dest: Path, *, limits: CopyLimits | None = Non
 
 
 COPIER = WorkerPool("grading copies", 2, spill=6)
+COPY_START_GRACE_S = 60.0  # past the copy's own time cap, for a worker to take it
 
 
 def copy_apart(src: Path, dest: Path, limits: CopyLimits, owner: int | None) -> CopyReport:
@@ -70,11 +73,15 @@ def copy_apart(src: Path, dest: Path, limits: CopyLimits, owner: int | None) -> 
     calls, and in a thread of the harness it kept the interpreter lock from the event loop
     between them (docs/SECURITY.md G17). The copy's own errors are raised as they are; a copy
     process that died is a CopyError."""
-    try:
-        report: CopyReport = COPIER.schedule(copy_tree, (src, dest),
-                                             {"limits": limits, "owner": owner, "merge": True}).result()
+    future = COPIER.schedule(copy_tree, (src, dest), {"limits": limits, "owner": owner, "merge": True})
+    try:  # the copy stops itself at limits.max_seconds; a copy no worker took never ends
+        report: CopyReport = future.result(timeout=limits.max_seconds + COPY_START_GRACE_S)
     except ProcessExpired as e:
         raise CopyError(f"{src}: the process copying it for grading died ({e})") from None
+    except (FutureTimeout, BrokenProcessPool, RuntimeError) as e:
+        future.cancel()
+        raise CopyError(f"{src}: the copy for grading did not finish ({type(e).__name__}: its worker died "
+                        "or never took it)") from None
     return report
 
 

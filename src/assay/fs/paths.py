@@ -118,7 +118,8 @@ def real_path(path: str | os.PathLike[str]) -> str:
     """`os.path.realpath(path)`, one link at a time in a loop: Python 3.11's recurses once per
     link, so a chain of 1,500 relative links an agent made ended in a RecursionError. Past
     MAX_LINKS links (a loop, or a chain longer than the kernel follows) a PathError."""
-    pending = list(reversed(os.fspath(os.path.abspath(path)).split("/")))
+    raw = os.fspath(path)  # `..` is taken on the disk, after the link before it, as realpath does
+    pending = list(reversed((raw if raw.startswith("/") else os.path.join(os.getcwd(), raw)).split("/")))
     resolved = "/"
     hops = 0
     while pending:

@@ -204,6 +204,8 @@ class _TreeRead:
                     data = f.read(limit)
                 self.total += len(data)
                 self.out.append((path, data))
+                if limit < self.max_file_bytes and len(data) == limit and fst.st_size > limit:
+                    self.full()  # cut by the total: said now, whether or not another entry follows
         finally:
             os.close(ffd)
 

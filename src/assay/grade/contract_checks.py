@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -56,6 +57,7 @@ from assay.env.workspace import discard_copy, grading_copy, grading_copy_limits
 from assay.errors import GraderError, GradingFault, HarnessError
 from assay.grade.contract import PythonCheck
 from assay.grade.openclaw import to_openclaw
+from assay.procpool import waited
 from assay.record import Event
 from assay.task.model import Task
 
@@ -116,8 +118,8 @@ async def _run_sandboxed(checks_code: str, mode: str, workspace: Path | None, fi
                 # The copy is made for the sandbox's uid, in the copy's own process: no walk of
                 # a tree the agent made runs in the harness's interpreter (G17).
                 copy_limits = dataclasses.replace(grading_copy_limits(), max_file_bytes=CHECKS_FILE_BYTES)
-                volume, report = await asyncio.to_thread(grading_copy, workspace, ws, limits=copy_limits,
-                                                         owner=sandbox.uid)
+                copy = functools.partial(grading_copy, workspace, ws, limits=copy_limits, owner=sandbox.uid)
+                volume, report = await waited(copy)
                 if refused is not None:
                     refused.add(report.refused)
                 if capped is not None:

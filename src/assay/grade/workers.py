@@ -56,15 +56,31 @@ def _limit() -> None:
 POOL = WorkerPool("grading work on agent-made input", WORKERS, initializer=_limit, spill=2)  # each may hold MEMORY_BYTES
 
 
+START_GRACE_S = 60.0
+"""How long past its own time limit a call may wait for a worker to take it: pebble's limit
+counts from the start, and a call whose worker died before taking it (while another call ran)
+never starts at all."""
+
+
+async def _result(future: Any, timeout_s: float) -> Any:
+    try:
+        return await asyncio.wait_for(asyncio.wrap_future(future), timeout_s + START_GRACE_S)
+    except TimeoutError:
+        future.cancel()
+        raise WorkerFailed(f"no worker took it within {timeout_s + START_GRACE_S:g} s (its worker died "
+                           "before starting it)") from None
+
+
 async def call(fn: Callable[..., T], *args: Any, timeout_s: float) -> T:
     """`fn(*args)` in a worker process, at most `timeout_s` seconds (module-level `fn`, picklable
     arguments and result)."""
     try:
         try:
-            return await asyncio.wrap_future(POOL.schedule(fn, args, timeout=timeout_s))
-        except BrokenProcessPool:  # another call may have broken the pool: tried once more, alone
-            return await asyncio.wrap_future(POOL.alone(fn, args, timeout=timeout_s))
-    except BrokenProcessPool as e:
+            result: T = await _result(POOL.schedule(fn, args, timeout=timeout_s), timeout_s)
+        except (BrokenProcessPool, RuntimeError):  # the pool broke (maybe by another call): once more, alone
+            result = await _result(POOL.alone(fn, args, timeout=timeout_s), timeout_s)
+        return result
+    except (BrokenProcessPool, RuntimeError) as e:
         raise WorkerFailed(f"its pool broke, and the pool it was tried again in alone ({e})") from None
     except FutureTimeout:
         raise WorkerTimeout(f"stopped after {timeout_s:g} s (killed)") from None

@@ -381,7 +381,11 @@ def _from_base64(blob: str) -> str | None:
 
 
 def _from_hex(blob: str) -> str | None:
-    return _as_text(bytes.fromhex(blob.replace(":", " ").replace(" ", "")))
+    digits = blob.replace(":", "").replace(" ", "")
+    try:  # a blob cut at ENCODED_CHARS may end on half a byte
+        return _as_text(bytes.fromhex(digits[:len(digits) - len(digits) % 2]))
+    except ValueError:
+        return None
 
 
 def _opened(text: str, m: re.Match[str]) -> bool:

@@ -84,7 +84,7 @@ def _jsonl_is_healthbench(path: Path) -> bool:
         if e.start < len(data) - 3:  # not a character cut at the head's end
             raise InputError(path, None, f"does not parse as JSON Lines: not UTF-8 (byte {e.start})") from None
         text = data[:e.start].decode("utf-8")
-    for n, line in enumerate(text.splitlines(), start=1):
+    for n, line in enumerate(text.split("\n"), start=1):  # not splitlines: U+2028 is legal inside a JSON string
         if line.strip():
             row = loads_jsonl_line(line, path, n)  # within jsonio's limits (depth, digits)
             return isinstance(row, dict) and isinstance(row.get("rubrics"), list) and any(
