@@ -1038,3 +1038,14 @@ def test_a_hex_blob_cut_on_half_a_byte_is_read_or_left_alone() -> None:
     """A separated hex blob longer than the finder decodes is cut on half a byte: it is no error
     (a ValueError there voided the run)."""
     assert PassageFinder().find("My last point: " + " ".join(["4d"] * 30_000)) == []
+
+
+async def test_a_call_past_its_time_limit_is_a_timeout_not_a_lost_call() -> None:
+    """pebble's time limit (a TimeoutError, as asyncio's is) is the call's WorkerTimeout, told
+    apart from a call no worker took."""
+    import time as _time
+
+    from assay.grade import workers
+
+    with pytest.raises(workers.WorkerTimeout, match="stopped after 0.5 s"):
+        await workers.call(_time.sleep, 5, timeout_s=0.5)

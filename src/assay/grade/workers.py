@@ -63,12 +63,15 @@ never starts at all."""
 
 
 async def _result(future: Any, timeout_s: float) -> Any:
-    try:
-        return await asyncio.wait_for(asyncio.wrap_future(future), timeout_s + START_GRACE_S)
-    except TimeoutError:
+    """The call's result, or its own exception (pebble's time limit among them: a TimeoutError,
+    which is why the grace is waited with `asyncio.wait`, not `wait_for`)."""
+    wrapped = asyncio.wrap_future(future)
+    done, _pending = await asyncio.wait({wrapped}, timeout=timeout_s + START_GRACE_S)
+    if not done:
         future.cancel()
         raise WorkerFailed(f"no worker took it within {timeout_s + START_GRACE_S:g} s (its worker died "
-                           "before starting it)") from None
+                           "before starting it)")
+    return wrapped.result()
 
 
 async def call(fn: Callable[..., T], *args: Any, timeout_s: float) -> T:
