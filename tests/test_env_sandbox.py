@@ -28,7 +28,7 @@ from assay.env.uids import UID_BASE, allocate_uid, release_uid, uid_processes
 from assay.errors import HarnessError
 from assay.fs.paths import PathError
 from assay.fs.writes import QuotaError, write_file
-from tests.helpers import HOSTILE_S
+from tests.helpers import HOSTILE_S, live_processes
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) not installed")
 IS_ROOT = os.geteuid() == 0
@@ -599,13 +599,4 @@ def _alive(pid: int) -> bool:
 
 
 def _group_alive(pgid: int) -> bool:
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/stat", "rb") as f:
-                    fields = f.read().rsplit(b")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-                return True
-    return False
+    return any(int(fields[2]) == pgid for _pid, fields in live_processes())

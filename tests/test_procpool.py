@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from assay.procpool import WorkerPool
+from tests.helpers import live_processes
 
 
 def _wait_for(path: str) -> str:
@@ -44,16 +45,7 @@ def test_a_call_spills_past_a_busy_worker_and_waits_once_the_spill_is_full(tmp_p
 
 def _descendants() -> set[int]:
     """Live processes below this one (pebble's workers are children of the fork server)."""
-    parent: dict[int, int] = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/stat", "rb") as f:
-                    fields = f.read().rsplit(b")", 1)[1].split()
-            except OSError:
-                continue
-            if fields[0] not in (b"Z", b"X"):
-                parent[int(name)] = int(fields[1])
+    parent = {pid: int(fields[1]) for pid, fields in live_processes()}
     out: set[int] = set()
     frontier = {os.getpid()}
     while frontier:
