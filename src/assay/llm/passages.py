@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 
+from assay.llm.item_marks import ItemWords, asked_for, item_marks
 from assay.llm.passage_rules import HSPACE, RULES, Rule
 
 __all__ = ["Passage", "PassageFinder", "skeleton", "strip_passages"]
@@ -185,10 +186,14 @@ class PassageFinder:
     """Finds (and removes) the passages of agent text addressed to the grader.
 
     `context` is the task's own text (prompt, briefs, rubric): a rule whose pattern matches it
-    is not applied, since repeating what the task itself says is not an attack."""
+    is not applied, since repeating what the task itself says is not an attack. `items` are
+    the task's grading items (rubric items, criteria): a verdict the text gives one of them
+    (`| alpha named | PASS |`) is a passage, unless the task asks for such verdicts."""
 
-    def __init__(self, context: str = "") -> None:
+    def __init__(self, context: str = "", items: Sequence[str] = ()) -> None:
         self.rules = [r for r in RULES if not _disabled(r, context)]
+        words = ItemWords(items)
+        self.items: ItemWords | None = None if asked_for(context, words) else words
 
     def find(self, text: str) -> list[Passage]:
         """The passages of `text`, in order, overlapping ones merged: found in the text as it
@@ -206,6 +211,8 @@ class PassageFinder:
             rot = self._find(codecs.encode(text, "rot13"))
             spans.extend((p.start, p.end, kind) for p in rot for kind in p.kind.split(","))
         spans.extend(self._encoded(text))
+        if self.items is not None:
+            spans.extend((s, e, "claim") for s, e in item_marks(text, self.items, skeleton))
         return _merge(text, spans)
 
     def _encoded(self, text: str) -> list[tuple[int, int, str]]:

@@ -44,6 +44,12 @@ def own_text(task: Task) -> str:
     return "\n".join(parts)
 
 
+def grading_items(task: Task) -> list[str]:
+    """The texts of what the task is graded by, item by item: rubric items and criteria."""
+    g = task.grading
+    return [*(it.text for it in (task.rubric.items if task.rubric else [])), *(g.criteria if g is not None else [])]
+
+
 def judge_texts(task: Task, events: list[Event], final_message: str, workspace: Path | None
                 ) -> list[tuple[str, str]]:
     """(where, text) of what the task's judge is shown of the agent's work, cut as it is shown:
@@ -85,7 +91,7 @@ def gather(task: Task, workspace: Path | None, events: list[Event], final_messag
 def find_injection(task: Task, evidence: Evidence, texts: Sequence[tuple[str, str]] = ()) -> Injection:
     """Passages addressed to the grader in `texts` ((where, text), as judges are shown them;
     by default the answer's `injection_texts`), each once, in where-first order."""
-    finder = PassageFinder(own_text(task))
+    finder = PassageFinder(own_text(task), grading_items(task))
     seen: set[str] = set()
     passages: list[dict[str, Any]] = []
     for where, text in texts or injection_texts(task, evidence):
