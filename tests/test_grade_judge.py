@@ -641,3 +641,47 @@ def test_a_refusal_as_too_long_is_recognised_only_as_such() -> None:
     assert not context_overflow(400, None, "invalid model name")
     assert not context_overflow(500, "context_length_exceeded", "maximum context length")
     assert not context_overflow(429, None, "prompt is too long")
+
+
+# ---------------------------------------------------------------------------- a content filter
+
+
+def filtering(marker: str, verdicts: dict[str, bool], style: str = "openai"):  # noqa: ANN201
+    """A judge whose provider refuses (HTTP 400, as OpenAI's and Azure's content filters do) any
+    prompt holding `marker`, and answers the rest."""
+    ok = answer_all(verdicts)
+
+    def handler(body: dict[str, Any]) -> Any:
+        if marker not in prompt_of(body):
+            return ok(body)
+        if style == "openai":
+            return fault(400, {"error": {"message": "Invalid prompt: your prompt was flagged as potentially "
+                                                    "violating our usage policy.", "type": "invalid_request_error",
+                                         "code": "invalid_prompt"}})
+        return fault(400, {"error": {"message": "The response was filtered due to the prompt triggering Azure "
+                                                "OpenAI's content management policy.", "code": "content_filter"}})
+    return handler
+
+
+@pytest.mark.parametrize("mode", ["batched", "per-item"])
+@pytest.mark.parametrize("style", ["openai", "azure"])
+def test_an_answer_a_content_filter_refuses_earns_nothing_and_is_no_void_run(mode: str, style: str) -> None:
+    """The agent chose the text the judge's provider will not read: every item is NA (no
+    credit), the refusal recorded; not a GraderError (a void run would leave the failure out)."""
+    with FakeOpenAIServer() as srv:
+        srv.handler = filtering("FLAGGED-7731", TRUTH, style)
+        verdicts, _, info = run(judge_once(make_judge(srv, mode=mode), make_task(), "Paris. FLAGGED-7731"))
+    assert all(v.na and v.hit is None for v in verdicts.values()), verdicts
+    assert all("content filter" in v.reason for v in verdicts.values())
+    assert info["na"] == len(verdicts) and info["content_refusals"]
+
+
+def test_a_content_filters_refusal_is_recognised_only_as_such() -> None:
+    from assay.llm.providers import content_refused
+
+    assert content_refused(400, "invalid_prompt", "whatever")
+    assert content_refused(400, "content_filter", "whatever")
+    assert content_refused(400, None, "Your prompt was flagged as potentially violating our usage policy.")
+    assert not content_refused(400, None, "invalid model name")
+    assert not content_refused(500, "content_filter", "content filter")
+    assert not content_refused(429, "invalid_prompt", "flagged as potentially violating")

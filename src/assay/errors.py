@@ -71,12 +71,19 @@ class ProviderError(Exception):
     `context_overflow`: the provider refused the request as longer than the model's context
     (OpenAI's `context_length_exceeded`, Anthropic's "prompt is too long", HTTP 413): what
     asked may be able to send less (a judge cuts the answer shorter), where an outage, a
-    timeout or a refused key leave nothing to change."""
+    timeout or a refused key leave nothing to change.
 
-    def __init__(self, reason: str, status: int | None = None, *, context_overflow: bool = False) -> None:
+    `content_refused`: the provider refused to read what was sent (a content filter: OpenAI's
+    `invalid_prompt`, Azure's `content_filter`). A judge refused so was sent what the agent
+    wrote (the task's own text is judged on its reference too): its verdict is no credit, not
+    a void run."""
+
+    def __init__(self, reason: str, status: int | None = None, *, context_overflow: bool = False,
+                 content_refused: bool = False) -> None:
         self.reason = reason
         self.status = status
         self.context_overflow = context_overflow
+        self.content_refused = content_refused
         super().__init__(reason)
 
 

@@ -305,11 +305,13 @@ async def judge_contract(inp: GradeInput, transcript: list[dict[str, Any]], *, v
         try:
             text, u = await inp.judge.ask_raw(JUDGE_SYSTEM, prompt, attempt=attempt)
         except ProviderError as e:
-            if not e.context_overflow:  # the client has already retried: the run is void
+            if not (e.context_overflow or e.content_refused):  # the client has already retried: void
                 raise GraderError(f"judge provider error: {e.reason}") from None
-            # What the agent delivered made the prompt longer than the judge's context: no
-            # verdict, as an unreadable reply (the judge's part scores 0, the fault recorded).
-            errors.append(f"attempt {attempt + 1}: refused as longer than the judge's context ({e.reason})")
+            # What the agent delivered made the prompt longer than the judge's context, or a
+            # content filter refused to read it: no verdict, as an unreadable reply (the
+            # judge's part scores 0, the fault recorded).
+            why = "longer than the judge's context" if e.context_overflow else "unreadable by a content filter"
+            errors.append(f"attempt {attempt + 1}: refused as {why} ({e.reason})")
             too_long = True
             break
         usage = usage + u

@@ -16,8 +16,9 @@ Nothing the screen says is taken on trust:
   reason recorded in `audit.screen.error`; a provider failure is a GraderError (the run is
   void, as for every judge call), except a refusal of the texts as longer than the judge's
   context (`ProviderError.context_overflow`: the agent's text made more tokens than the cut
-  estimates), which gives a soft `judge_injection` flag (`too_long`) and so sends the run to
-  the meta-judge, as a screen that could not read it all;
+  estimates) or by a content filter (`ProviderError.content_refused`: the agent chose that
+  text), which gives a soft `judge_injection` flag (`too_long`) and so sends the run to the
+  meta-judge, as a screen that could not read it all;
 - at most `MAX_QUOTES` quotes of a reply are read; a reply that lists that many may have left
   some out, so the texts, without what was found so far, are screened again (at most
   `SCREEN_ROUNDS` calls; a reply still full after the last gives a soft `judge_injection` flag,
@@ -240,7 +241,8 @@ class Screened:
     texts: int = 0
     rounds: int = 0  # screen calls made
     saturated: bool = False  # the last call still listed MAX_QUOTES quotes: some may be left
-    too_long: bool = False  # the judge refused the texts as longer than its context
+    too_long: bool = False  # the judge refused the texts: as longer than its context, or by a content filter
+    refused_as: str = ""  # how ("as longer than the judge's context", "by a content filter")
 
     def record(self) -> dict[str, Any]:
         """What `audit.screen` keeps."""
@@ -264,8 +266,8 @@ class Screened:
                                   f"each of {self.rounds} calls, so more may be left in the answer"})
         if self.too_long:
             out.append({"rule": "judge_injection", "severity": "soft", "screen_refused": True,
-                        "reason": "the injection screen's judge refused the agent's texts as longer than its "
-                                  "context, so they were not screened"})
+                        "reason": f"the injection screen's judge refused the agent's texts {self.refused_as}, so "
+                                  "they were not screened"})
         return out
 
     def into(self, injection: Injection) -> Injection:
@@ -340,9 +342,11 @@ async def screen_injection(judge: JudgeService, task_id: str, texts: Sequence[tu
         try:
             reply, usage = await judge.ask_raw(SCREEN_SYSTEM, screen_prompt(task_id, shown_texts))
         except ProviderError as e:
-            if e.context_overflow:  # the agent's texts: not screened, and the meta-judge reviews the run
-                out.error = f"refused as longer than the judge's context: {e.reason}"[:1000]
+            if e.context_overflow or e.content_refused:  # the agent's texts: not screened, the meta-judge reviews
+                why = "as longer than the judge's context" if e.context_overflow else "by a content filter"
+                out.error = f"refused {why}: {e.reason}"[:1000]
                 out.too_long = True
+                out.refused_as = why
                 return out
             # the client has already retried: the run is void, as every judge failure
             raise GraderError(f"injection screen {judge.name}: provider error: {e.reason}") from None

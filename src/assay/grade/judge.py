@@ -17,6 +17,10 @@ again, every voter, with the answer cut to half as many tokens, down to `ANSWER_
 the answer is graded on what fits, the cut recorded (`info["answer_cut"]`,
 `info["context_refusals"]`). A judge that refuses even that cannot hold the task's own prompt:
 a GraderError (void), as an outage; a 5xx, a timeout or a refused key are never cut around.
+A judge whose provider refuses to read the answer (`ProviderError.content_refused`: a content
+filter) gives no verdict on the items that voter was asked: they are NA (no credit), the
+refusal recorded (`info["content_refusals"]`). The agent chose the text, so it is no void run
+(the task's own text is judged on its reference as well, where a refusal marks the task).
 
 Voting: every (judge model, repeat) pair is one voter; the majority decides each item. A
 tie never gives credit and never waives a penalty (fail-closed): a tied positive item is
@@ -49,7 +53,7 @@ from assay.llm.untrusted import (
     fence,
     untrusted_note,
 )
-from assay.record import UsageCost
+from assay.record import UsageCost, safe_text
 from assay.task.model import RubricItem, Task
 
 # Yes-values as upstream (OneMillion-Bench: 是, Yes, yes, Y, YES, true, True, 命中), compared case-folded.
@@ -119,6 +123,10 @@ class _TooLong(Exception):
     """A judge refused a prompt as longer than its context (what `judge_items` cuts around)."""
 
 
+class _Filtered(Exception):
+    """A judge's provider refused to read a prompt (a content filter): that voter's items are NA."""
+
+
 @dataclass(frozen=True)
 class Shown:
     """The answer as the judge is shown it: cut to `tokens` estimated tokens, with its boundary token."""
@@ -138,14 +146,18 @@ def _refused(e: ProviderError, where: str) -> Exception:
     run is void)."""
     if e.context_overflow:
         return _TooLong(f"{where}: refused as longer than its context: {e.reason}")
+    if e.content_refused:
+        return _Filtered(f"{where}: its provider refused to read the prompt (a content filter): {e.reason}")
     return GraderError(f"{where}: provider error: {e.reason}")
 
 
 def _first_error(results: list[Any]) -> BaseException | None:
-    """The exception to raise of gathered `results`: one that is not `_TooLong` first (an
-    outage voids the run whatever else was refused)."""
+    """The exception to raise of gathered `results`: an outage first (it voids the run whatever
+    else was refused), then a refusal as too long (cut around), then a content filter's."""
     errors = [r for r in results if isinstance(r, BaseException)]
-    return next((e for e in errors if not isinstance(e, _TooLong)), errors[0] if errors else None)
+    order = [e for e in errors if not isinstance(e, (_TooLong, _Filtered))] + \
+        [e for e in errors if isinstance(e, _TooLong)] + [e for e in errors if isinstance(e, _Filtered)]
+    return order[0] if order else None
 
 
 def _head(task: Task, shown: Shown) -> str:
@@ -339,14 +351,17 @@ class Judge:
     @staticmethod
     def cache_key(model: Model, repeat: int, attempt: int, system: str, prompt: str) -> str:
         """Content address of one judge call: the judge spec and options, the sample index and
-        the full prompt (the answer included)."""
-        return hashlib.sha256(json.dumps([model.spec.spec, model.spec.result_options(), repeat, attempt, system,
-                                          prompt], sort_keys=True, ensure_ascii=False, default=str).encode()
-                              ).hexdigest()
+        the full prompt (the answer included), as sent (`safe_text`)."""
+        return hashlib.sha256(json.dumps([model.spec.spec, model.spec.result_options(), repeat, attempt,
+                                          safe_text(system), safe_text(prompt)], sort_keys=True, ensure_ascii=False,
+                                         default=str).encode()).hexdigest()
 
     async def _call(self, model: Model, key: str, prompt: str, system: str,
                     usage: list[UsageCost]) -> tuple[str, bool]:
-        """(reply text, came from the cache)."""
+        """(reply text, came from the cache). Every judge call is sent here, its texts as UTF-8
+        can carry them (`safe_text`: a file name that was not UTF-8 is a lone surrogate, which no
+        provider's JSON body can hold)."""
+        prompt, system = safe_text(prompt), safe_text(system)
         if self.cache is not None:
             hit = self.cache.cache_get(key)
             if hit is not None:
@@ -446,14 +461,16 @@ class Judge:
         voters = [(f, r) for f in self.models for r in range(self.repeats)]
         tokens = ANSWER_TOKENS
         refusals: list[str] = []
+        filtered: list[str] = []
         while True:
             shown = Shown.of(task, answer, tokens)  # cut and fenced once: every voter sees the same answer
             results = list(await asyncio.gather(
                 *(vote_fn(f, r, task, shown, items, usage, errors) for f, r in voters), return_exceptions=True)
             ) if items else []
             error = _first_error(results)
-            if error is None:
+            if error is None or isinstance(error, _Filtered):
                 votes = [r for r in results if not isinstance(r, BaseException)]
+                filtered = [str(r)[:500] for r in results if isinstance(r, _Filtered)]
                 break
             if not isinstance(error, _TooLong):
                 raise error
@@ -471,9 +488,10 @@ class Judge:
             if not answers:
                 na += 1
                 penalty = " (a negative item: no deduction, as upstream counts NA as 0)" if it.weight < 0 else ""
+                why = ("the judge's provider refused to read the answer (a content filter)" if filtered
+                       else "no judge reply could be read for this item after retries")
                 verdicts[it.id] = ItemVerdict(id=it.id, weight=it.weight, tag=it.tag, hit=None, na=True, check=False,
-                                              reason=f"NA: no judge reply could be read for this item after "
-                                                     f"retries{penalty}")
+                                              reason=f"NA: {why}{penalty}")
                 tallies[it.id] = [0, 0]
                 continue
             c = Counter(m for m, _ in answers)
@@ -499,4 +517,6 @@ class Judge:
         if refusals:
             info["context_refusals"] = refusals
             info["answer_tokens"] = tokens
+        if filtered:
+            info["content_refusals"] = filtered
         return verdicts, total, info

@@ -97,6 +97,15 @@ def _as_is(text: str) -> tuple[str, list[int]]:
     return text, list(range(len(text)))
 
 
+_PLAIN = re.compile(r"[\x20-\x25\x27-\x3b\x3d-\x5b\x5d\x5e\x61-\x7d]*")
+"""Printable ASCII a model reads as written (no `&`, `<`, `\\`, `_`, `` ` ``, `*`, `~`, `%`
+escapes or marks): such a piece needs no reading."""
+
+
+def _reading(text: str, read: Reader) -> tuple[str, list[int]]:
+    return _as_is(text) if _PLAIN.fullmatch(text) else read(text)
+
+
 def _cell_marks(line: str, read: Reader) -> tuple[str, list[tuple[int, int]]] | None:
     """A table row's label (its other cells) and its verdict cells' spans in `line`."""
     label: list[str] = []
@@ -104,7 +113,7 @@ def _cell_marks(line: str, read: Reader) -> tuple[str, list[tuple[int, int]]] | 
     pos = 0
     for cell in line.split("|"):
         start, pos = pos, pos + len(cell) + 1
-        plain, origin = read(cell)
+        plain, _ = _reading(cell, read)
         if not plain.strip():
             continue
         if _VERDICT_CELL.fullmatch(plain.strip()):
@@ -120,7 +129,7 @@ def _line_marks(line: str, read: Reader) -> tuple[str, list[tuple[int, int]]] | 
     cells, a checklist's `[x]`, the verdict after "label: "."""
     if line.count("|") >= 2:
         return _cell_marks(line, read)
-    plain, origin = read(line)
+    plain, origin = _reading(line, read)
     m = _CHECK_LINE.fullmatch(plain) or _TRAILING.fullmatch(plain)
     if m is None or not origin:
         return None

@@ -124,6 +124,19 @@ CONTEXT_WORDS = re.compile(r"prompt is too long|maximum context length|context (
 vLLM's and OpenAI's "maximum context length", llama.cpp's "context size"."""
 
 
+CONTENT_CODES = frozenset({"content_filter", "content_policy_violation", "invalid_prompt"})
+"""Error codes of a request a content filter refused (Azure's, OpenAI's)."""
+CONTENT_WORDS = re.compile(r"flagged as potentially violating|content (?:management )?policy|content filter"
+                           r"|responsible ai polic", re.IGNORECASE)
+"""What such a refusal says where there is no such code."""
+
+
+def content_refused(status: int, code: object, message: str) -> bool:
+    """Did a content filter refuse what the request holds? An HTTP 400 that says so (its code or
+    its words). Never another status: those are the provider's, whatever was sent."""
+    return status == 400 and (code in CONTENT_CODES or CONTENT_WORDS.search(message[:2000]) is not None)
+
+
 def context_overflow(status: int, code: object, message: str) -> bool:
     """Did the provider refuse the request as longer than the model's context? An HTTP 400 that
     says so (its error code or its words), or 413 (the request too large). Never a 5xx, a 429,
@@ -155,7 +168,8 @@ def stainless_classifier(module: str) -> Classifier:
             # 408 is a server-side timeout; we retry timeouts.
             retriable = status == 429 or status == 408 or status >= 500
             return Fault(retriable, f"HTTP {status}: {message}", status, _retry_after(getattr(exc, "response", None)),
-                         context_overflow=context_overflow(status, getattr(exc, "code", None), message))
+                         context_overflow=context_overflow(status, getattr(exc, "code", None), message),
+                         content_refused=content_refused(status, getattr(exc, "code", None), message))
         if isinstance(exc, sdk.APIResponseValidationError):
             return Fault(True, f"malformed reply: {exc}", getattr(exc, "status_code", None))
         return None

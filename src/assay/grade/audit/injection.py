@@ -167,9 +167,12 @@ def cleaned_meta(views: MetaViews, injection: Injection) -> MetaViews:
 
 
 def _cleaned_views(task: Task, transcript: list[dict[str, Any]], final_message: str, workspace: Path | None,
-                   injection: Injection) -> JudgeViews:
-    """The contract judge's views of the run without the passages (worked off the event loop)."""
-    return judge_views(task, transcript, final_message, workspace).cleaned(injection.clean)
+                   injection: Injection) -> tuple[JudgeViews, bool]:
+    """The contract judge's views of the run without the passages, and whether any view lost
+    one (worked off the event loop)."""
+    views = judge_views(task, transcript, final_message, workspace)
+    cleaned = views.cleaned(injection.clean)
+    return cleaned, cleaned != views
 
 
 async def rejudge(inp: GradeInput, grade: Grade, score: float, injection: Injection, judge: JudgeService
@@ -185,7 +188,9 @@ async def rejudge(inp: GradeInput, grade: Grade, score: float, injection: Inject
                                        reason=it.reason) for it in grade.rubric.items if it.check}
         # The answer as the judge was shown it, cleaned: never cleaned whole and cut again, which
         # would bring text from the cut middle (searched by nobody) into view.
-        shown_answer = await off_loop(injection.clean, cut_answer(inp.final_message).text)
+        first_shown = cut_answer(inp.final_message).text
+        shown_answer = await off_loop(injection.clean, first_shown)
+        changed = shown_answer != first_shown
         judged, usage, info = await judge.judge_items(task, shown_answer, items_needing_judge(task))
         verdicts.update(judged)
         again = score_items(task, verdicts)
@@ -199,7 +204,7 @@ async def rejudge(inp: GradeInput, grade: Grade, score: float, injection: Inject
         assert grade.contract is not None and task.grading is not None
         first = grade.contract.judge
         transcript = to_openclaw(inp.events, task_id=task.id, final_message=inp.final_message)
-        views = await off_loop(_cleaned_views, task, transcript, inp.final_message, inp.workspace, injection)
+        views, changed = await off_loop(_cleaned_views, task, transcript, inp.final_message, inp.workspace, injection)
         verdict, usage = await judge_contract(inp, transcript, views=views)
         g = task.grading
         wsum = g.weight_automated + g.weight_judge
@@ -210,5 +215,6 @@ async def rejudge(inp: GradeInput, grade: Grade, score: float, injection: Inject
         if without < score:
             grade.contract.judge = {**verdict, "without_passages": True}
     kept = "without" if without < score else "with"
-    record.update(rejudged=True, score_with=score, score_without=without, kept=kept, rejudge_judge=judge.name)
+    record.update(rejudged=True, score_with=score, score_without=without, kept=kept, rejudge_judge=judge.name,
+                  judge_shown=changed)
     return min(score, without), record, usage

@@ -243,10 +243,10 @@ async def ask_meta(judge: JudgeService, prompt: str) -> tuple[tuple[bool, str] |
         try:
             text, u = await judge.ask_raw(META_SYSTEM, prompt, attempt=attempt)
         except ProviderError as e:
-            if e.context_overflow:  # what it is shown of the run is too long for it: fail-closed, not void
-                return (False, f"the meta-judge refused the run's evidence as longer than its context, so the "
-                               f"flagged credit is not shown to be supported ({e.reason})"[:1000]), usage, errors, \
-                    attempt + 1
+            if e.context_overflow or e.content_refused:  # what it is shown of the run: fail-closed, not void
+                why = "as longer than its context" if e.context_overflow else "(a content filter)"
+                return (False, f"the meta-judge refused the run's evidence {why}, so the flagged credit is not "
+                               f"shown to be supported ({e.reason})"[:1000]), usage, errors, attempt + 1
             # the client has already retried: the run is void, as every judge failure
             raise GraderError(f"meta-judge {judge.name}: provider error: {e.reason}") from None
         usage = usage + u

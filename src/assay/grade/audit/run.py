@@ -75,9 +75,12 @@ async def _audit(inp: GradeInput, grade: Grade, score: float, judge_usage: Usage
             score, record, usage = await rejudge(inp, grade, score, injection, judge)
             judge_usage = judge_usage + usage
             flag.update(record)
-            flag["reason"] += (f"; judged again without {'them' if len(injection.passages) > 1 else 'it'}: "
-                               f"{record['score_without']:.4g} (with: {record['score_with']:.4g}), the lower "
-                               f"verdict ({record['kept']} the passages) is kept")
+            them = "them" if len(injection.passages) > 1 else "it"
+            flag["reason"] += (f"; judged again without {them}: {record['score_without']:.4g} (with: "
+                               f"{record['score_with']:.4g}), the lower verdict ({record['kept']} the passages) is kept"
+                               if record["judge_shown"] else
+                               f"; the judge was not shown {them} (they are in what the audit reads), so its "
+                               f"verdict stands: {record['score_with']:.4g}")
         flags.append(flag)
     credit = judge_credit(task, grade) if score > 0 else None
     if credit is None:

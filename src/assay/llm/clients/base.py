@@ -38,6 +38,7 @@ class Fault:
     status: int | None = None
     retry_after: float | None = None
     context_overflow: bool = False  # the request is longer than the model's context (never retried)
+    content_refused: bool = False  # a content filter refused what the request holds (never retried)
 
 
 def classify(exc: BaseException) -> Fault | None:
@@ -205,7 +206,8 @@ class ModelClient(ABC):
                 where = f"{self.provider}/{self.model}"
                 if not fault.retriable:
                     raise ProviderError(f"{where}: {fault.reason}", fault.status,
-                                        context_overflow=fault.context_overflow) from exc
+                                        context_overflow=fault.context_overflow,
+                                        content_refused=fault.content_refused) from exc
                 if attempt >= self.max_retries:
                     raise ProviderError(
                         f"{where}: {fault.reason} (gave up after {attempt + 1} attempts)", fault.status
