@@ -712,3 +712,19 @@ def test_a_file_cut_by_the_byte_ceiling_is_said_even_when_it_is_the_last(tmp_pat
     capped: list[str] = []
     got = read_tree(tmp_path, ".", max_file_bytes=100, max_total_bytes=15, capped=capped)
     assert got == [("a", b"a" * 10), ("b", b"b" * 5)] and len(capped) == 1
+
+
+def test_a_tree_digest_reads_no_file_a_copy_would_leave_out(tmp_path: Path) -> None:
+    """A sparse file past the copy's per-file limit (a few bytes of a downloaded task, 32 GiB
+    to read) is digested by its size alone, as the copy leaves it out; its size still counts."""
+    from assay.fs.digests import tree_digest
+
+    big = tmp_path / "big.bin"
+    with open(big, "wb") as f:
+        f.truncate(copying.CopyLimits().max_file_bytes + 1)
+    first = tree_digest(tmp_path)
+    os.utime(big, ns=(1, 1))  # not by its time
+    assert tree_digest(tmp_path) == first
+    with open(big, "r+b") as f:
+        f.truncate(copying.CopyLimits().max_file_bytes + 2)
+    assert tree_digest(tmp_path) != first

@@ -515,3 +515,27 @@ def test_many_saves_in_a_row_are_all_kept(tmp_path: Path) -> None:
             s.save_run(r, evs)
         assert {r.run_id for r in s.runs(recs[0].key.campaign)} == {r.run_id for r in recs}
         assert [e.seq for e in s.events(recs[-1].run_id)] == [e.seq for e in evs]
+
+
+def test_a_nul_in_free_text_is_stored_escaped_on_every_backend(store: Store) -> None:
+    """No PostgreSQL text holds a NUL: a task's domain or a void reason with one (a downloaded
+    task's, an agent's) is stored as its escape `\\u0000` (`models.Str`, `FreeText`), here as
+    on PostgreSQL, and the record keeps it (JSON escapes it)."""
+    rec = make_record(status="void")
+    rec.void_reason = "bad\x00reason"
+    rec.task_meta = {"domain": "te\x00st"}
+    store.save_run(rec, [])
+    with store.engine.connect() as conn:
+        row = conn.execute(text("SELECT domain, void_reason FROM current_runs")).one()
+    assert tuple(row) == ("te\\u0000st", "bad\\u0000reason")
+    assert store.get_run(rec.run_id).void_reason == "bad\x00reason"  # type: ignore[union-attr]
+
+
+def test_the_last_epoch_of_a_task_agent_and_level_is_one_aggregate(store: Store) -> None:
+    for epoch, level in ((1, None), (4, None), (2, "L1"), (9, "L1")):
+        store.save_run(make_record(epoch=epoch, level=level), [])
+    store.save_run(make_record(epoch=7, agent="other"), [])
+    assert store.last_epoch("camp", "t1", "agent-a", None) == 4
+    assert store.last_epoch("camp", "t1", "agent-a", "L1") == 9
+    assert store.last_epoch("camp", "t1", "nobody", None) == 0
+    assert store.last_epoch("elsewhere", "t1", "agent-a", None) == 0

@@ -62,6 +62,7 @@ CASES: list[tuple[str, dict[str, Any], str, str]] = [
     ("missing-L0", _with(BASE, briefs={"L3": "ask"}), "briefs.L0", "missing required level brief"),
     ("placeholder", _with(BASE, prompt="Use {{threshold}} here"), "prompt", "unfilled placeholder"),
     ("unknown-tool", _with(BASE, tools=["teleport"]), "tools[0]", "unknown tool"),
+    ("nul-in-id", _with(BASE, id="a\x00b"), "id", "NUL"),  # no PostgreSQL text holds one
 ]
 
 

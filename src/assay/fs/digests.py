@@ -13,6 +13,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from assay.fs.copying import CopyLimits
 from assay.fs.paths import DIR_FLAGS, PathError, mode_kind, open_subdir
 from assay.fs.reads import open_regular_at
 
@@ -21,6 +22,19 @@ __all__ = ["SKIP_IN_DIGEST", "TREE_DEPTH", "file_digest", "tree_digest"]
 TREE_DEPTH = 64
 """A tree with folders nested more than this many levels below its root is refused (PathError):
 task files are downloaded, and each level is a frame and an open folder of the walk."""
+
+
+_COPIED = CopyLimits()
+"""A tree's digest reads what a copy of it would take: a file over `max_file_bytes`, or past
+`max_bytes` read in all, is digested by its size alone (a copy leaves it out; a sparse file of
+32 GiB, a few bytes of a downloaded task, is not read)."""
+
+
+class _Budget:
+    """Bytes a tree's digest may still read."""
+
+    def __init__(self) -> None:
+        self.left = _COPIED.max_bytes
 
 
 def _feed_fd(h: Any, fd: int) -> None:
@@ -59,13 +73,14 @@ def tree_digest(path: str | Path, h: Any | None = None, label: str = "") -> str:
         return h.hexdigest()
     fd = os.open(root, DIR_FLAGS)
     try:
-        _digest_dir(h, fd, label, 0)
+        _digest_dir(h, fd, label, 0, _Budget())
     finally:
         os.close(fd)
     return h.hexdigest()
 
 
-def _digest_entry(h: Any, dir_fd: int | None, name: str, rel: str, st: os.stat_result) -> None:
+def _digest_entry(h: Any, dir_fd: int | None, name: str, rel: str, st: os.stat_result,
+                  budget: _Budget | None = None) -> None:
     if stat.S_ISLNK(st.st_mode):
         h.update(f"link:{rel}\0{os.readlink(name, dir_fd=dir_fd)}\0".encode("utf-8", "surrogateescape"))
         return
@@ -73,6 +88,11 @@ def _digest_entry(h: Any, dir_fd: int | None, name: str, rel: str, st: os.stat_r
         h.update(f"special:{rel}\0{mode_kind(st.st_mode)}\0".encode("utf-8", "surrogateescape"))
         return
     h.update(f"file:{rel}\0".encode("utf-8", "surrogateescape"))
+    budget = budget or _Budget()
+    if st.st_size > min(_COPIED.max_file_bytes, budget.left):
+        h.update(f"left out:{st.st_size}\0".encode())
+        return
+    budget.left -= st.st_size
     try:
         fd, _ = open_regular_at(dir_fd, name)
     except PathError:
@@ -85,7 +105,7 @@ def _digest_entry(h: Any, dir_fd: int | None, name: str, rel: str, st: os.stat_r
     h.update(b"\0")
 
 
-def _digest_dir(h: Any, dir_fd: int, prefix: str, depth: int) -> None:
+def _digest_dir(h: Any, dir_fd: int, prefix: str, depth: int, budget: _Budget) -> None:
     if depth > TREE_DEPTH:
         raise PathError(f"{prefix or '.'}: folders nested deeper than {TREE_DEPTH} levels")
     with os.scandir(dir_fd) as it:
@@ -101,6 +121,6 @@ def _digest_dir(h: Any, dir_fd: int, prefix: str, depth: int) -> None:
                     h.update(f"gone:{rel}\0".encode("utf-8", "surrogateescape"))
                 else:  # the folder is an entry itself: an empty one counts
                     h.update(f"dir:{rel}\0".encode("utf-8", "surrogateescape"))
-                    _digest_dir(h, sub, rel, depth + 1)
+                    _digest_dir(h, sub, rel, depth + 1, budget)
         else:
-            _digest_entry(h, dir_fd, e.name, rel, st)
+            _digest_entry(h, dir_fd, e.name, rel, st, budget)

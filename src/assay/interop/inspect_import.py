@@ -26,6 +26,7 @@ refused naming the file, and nothing is stored.
 from __future__ import annotations
 
 import math
+import stat
 import uuid
 import zipfile
 from collections.abc import Mapping
@@ -37,6 +38,8 @@ from pydantic import BaseModel, Field, ValidationError
 
 from assay import jsonlimits, metrics
 from assay.errors import InputError
+from assay.fs.paths import PathError
+from assay.fs.reads import read_regular
 from assay.interop.runs import (
     MAX_INTEGER,
     Imported,
@@ -134,16 +137,42 @@ def _refuse_bomb(path: Path) -> None:
                                                f"(more than {MAX_RATIO} times: a zip bomb, not a log)")
 
 
+def _check_log(path: Path, folder: Path | None = None) -> None:
+    """InputError unless `path` is a regular file, not a link (Inspect's reader follows links,
+    and its errors quote what it read), inside `folder` when one was listed, and no zip bomb."""
+    try:
+        st = path.lstat()
+    except OSError as e:
+        raise InputError(path, None, f"no such log file ({e.strerror})") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise InputError(path, None, "refused: the log is a symbolic link (a downloaded log is read as the file it is)")
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError(path, None, "refused: not a regular file")
+    if folder is not None and not path.resolve().is_relative_to(folder.resolve()):
+        raise InputError(path, None, f"refused: a link in its path leads out of {folder}")
+    _refuse_bomb(path)
+
+
+def _unreadable(e: Exception) -> str:
+    """Why Inspect could not read a log, never quoting the log's values (a validation error's
+    input may be any file's head)."""
+    if isinstance(e, ValidationError):
+        errs = e.errors()
+        first = errs[0] if errs else {"loc": (), "msg": "invalid"}
+        where = ".".join(str(x) for x in first["loc"])
+        more = f" (and {len(errs) - 1} more)" if len(errs) > 1 else ""
+        return f"not a readable Inspect log: {where + ': ' if where else ''}{first['msg']}{more}"
+    return f"not a readable Inspect log: {type(e).__name__}: {str(e)[:500]}"
+
+
 def read_inspect_log(path: Path) -> EvalLog:
     """The log at `path` (`.eval` or `.json`) with its samples; InputError naming the file when it cannot be read."""
-    if not path.is_file():
-        raise InputError(path, None, "no such log file")
-    _refuse_bomb(path)
+    _check_log(path)
     log = _inspect_log_module()
     try:
         return log.read_eval_log(str(path))
     except Exception as e:  # Inspect raises many kinds (zip, zstd, JSON, validation): each is a bad log
-        raise InputError(path, None, f"not a readable Inspect log: {type(e).__name__}: {e}") from None
+        raise InputError(path, None, _unreadable(e)) from None
 
 
 def _number(v: Any) -> float | None:
@@ -380,6 +409,8 @@ def convert_log(path: Path, campaign: str, overrides: Mapping[str, Price] | None
     return out
 
 
+MAX_MANIFEST_BYTES = 16 * 1024**2
+"""The largest `eval-set.json` read (a set of thousands of tasks is a few MB)."""
 EVAL_SET_MANIFEST = "eval-set.json"
 """What Inspect's `eval_set` writes beside its logs: the set's tasks, each with its task id."""
 
@@ -407,8 +438,8 @@ def log_files(paths: list[Path]) -> list[Path]:
 
 def _manifest_task_ids(path: Path) -> set[str]:
     try:
-        data = jsonlimits.loads(path.read_bytes(), max_chars=16 * 1024**2)
-    except (OSError, jsonlimits.JSONLimitError) as e:
+        data = jsonlimits.loads(read_regular(path, MAX_MANIFEST_BYTES), max_chars=MAX_MANIFEST_BYTES)
+    except (OSError, PathError, jsonlimits.JSONLimitError) as e:
         raise InputError(path, None, f"cannot read the eval set manifest: {e}") from None
     tasks = data.get("tasks") if isinstance(data, dict) else None
     if not isinstance(tasks, list) or not all(isinstance(t, dict) and isinstance(t.get("task_id"), str)
@@ -423,10 +454,11 @@ def _newest_per_task(folder: Path, task_ids: set[str] | None) -> list[Path]:
     best: dict[str, tuple[tuple[bool, str], Path]] = {}
     for info in log.list_eval_logs(str(folder), recursive=True):
         path = Path(info.name.removeprefix("file://"))
+        _check_log(path, folder)
         try:
             header = log.read_eval_log(str(path), header_only=True)
         except Exception as e:  # Inspect raises many kinds (zip, zstd, JSON, validation): each is a bad log
-            raise InputError(path, None, f"not a readable Inspect log: {type(e).__name__}: {e}") from None
+            raise InputError(path, None, _unreadable(e)) from None
         task_id = header.eval.task_id
         if task_ids is not None and task_id not in task_ids:
             continue

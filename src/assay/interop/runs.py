@@ -21,6 +21,8 @@ from assay.errors import InputError
 from assay.llm.prices import Price, lookup_price
 from assay.record import Event, RunRecord, Usage
 from assay.store import Store
+from assay.store.models import max_length, runs_t
+from assay.task.validation import check_identity
 
 __all__ = ["MAX_AMOUNT", "MAX_COUNT", "MAX_INTEGER", "Count", "ImportResult", "Imported", "bounded", "bounded_ints", "bounded_runs", "bounded_usage",
            "model_price", "price_overrides", "store_imported"]
@@ -113,18 +115,31 @@ def store_imported(converted: list[Imported], store: Store, campaign: str, paths
 
 
 def bounded_runs(converted: list[Imported], paths: list[Path]) -> list[Imported]:
-    """`converted` once the costs and the duration of each run are within 0 and `MAX_AMOUNT`;
-    InputError naming the run and the field otherwise (checked again by `store_imported`, and
-    by a command before it opens the store, so a refusal writes nothing)."""
+    """`converted` once the costs and the duration of each run are within 0 and `MAX_AMOUNT`,
+    and its names (task id, agent, level, model) are names the store can keep (no control
+    character, within their columns); InputError naming the run and the field otherwise
+    (checked again by `store_imported`, and by a command before it opens the store, so a
+    refusal writes nothing)."""
+    file = paths[0] if len(paths) == 1 else None
     for record, _ in converted:
+        k = record.key
+        where = f"the run of task {k.task_id[:80]!r} (epoch {k.epoch})"
         amounts = {"usage.cost_usd": record.usage.cost_usd, "judge_usage.cost_usd": record.judge_usage.cost_usd,
                    "duration_s": record.duration_s}
         for field, value in amounts.items():
             if value is not None and not 0 <= value <= MAX_AMOUNT:
-                k = record.key
-                raise InputError(paths[0] if len(paths) == 1 else None,
-                                 f"the run of task {k.task_id} (epoch {k.epoch}): {field}",
+                raise InputError(file, f"{where}: {field}",
                                  f"{value:g} is not within 0 and {MAX_AMOUNT:,} (dollars or seconds)")
+        names: dict[str, str | None] = {"task_id": k.task_id, "agent": k.agent, "level": k.level,
+                                        "model": record.model, "harness_version": record.harness_version}
+        for column, name in names.items():
+            if name is None:
+                continue
+            if column in ("task_id", "agent"):
+                check_identity(file, f"{where}: {column}", name)
+            limit = max_length(runs_t, column)
+            if len(name) > limit:
+                raise InputError(file, f"{where}: {column}", f"{len(name)} characters; the store keeps at most {limit}")
     return converted
 
 

@@ -112,6 +112,25 @@ def _omb_vote(raw: Any) -> bool | None:
     return None if num is None or not math.isfinite(num) else num != 0
 
 
+MAX_OMB_JUDGES = 64
+"""Judges (repeats included) one OneMillion-Bench record may name: upstream's panels have a few;
+each is stored with every run, so a file naming thousands would fill the store from a few KB."""
+SHOWN_VOTES = 8
+"""Judges an item's reason names with their scores (the rest counted)."""
+
+
+def _shown_votes(raws: dict[str, Any]) -> str:
+    """The judges that scored an item, with their scores, as its reason says them: at most
+    SHOWN_VOTES named, each score cut, the judges that gave none counted."""
+    scored = [(j, r) for j, r in raws.items() if r is not None]
+    parts = [f"{safe_text(j)[:80]}: {repr(r)[:40]}" for j, r in scored[:SHOWN_VOTES]]
+    if len(scored) > SHOWN_VOTES:
+        parts.append(f"and {len(scored) - SHOWN_VOTES} more")
+    if len(scored) < len(raws):
+        parts.append(f"{len(raws) - len(scored)} without a score")
+    return ", ".join(parts)
+
+
 def _omb_verdicts(task: Task, judged: dict[str, dict[str, Any]], i: int) -> tuple[dict[str, ItemVerdict], JudgeInfo]:
     """Every judge (repeats `<model>::run_<k>` included) is one voter; the majority decides each
     item, fail-closed on a tie, as assay's own judges vote; an item no judge answered is NA."""
@@ -124,7 +143,7 @@ def _omb_verdicts(task: Task, judged: dict[str, dict[str, Any]], i: int) -> tupl
         votes = [v for v in (_omb_vote(r) for r in raws.values()) if v is not None]
         met, not_met = votes.count(True), votes.count(False)
         tallies[it.id] = [met, not_met]
-        shown = ", ".join(f"{j}: {r!r}" for j, r in raws.items())
+        shown = _shown_votes(raws)
         if not votes:
             out[it.id] = ItemVerdict(id=it.id, weight=it.weight, tag=it.tag, hit=None, na=True, check=False,
                                      reason=f"OneMillion-Bench auto score NA ({shown})")
@@ -146,6 +165,9 @@ def _omb_record(path: Path, where: str, rec: dict[str, Any], task: Task, campaig
     auto = rec.get("rubric_auto_score")
     if not isinstance(responses, dict) or not responses or not isinstance(auto, dict) or not auto:
         return []
+    if len(auto) > MAX_OMB_JUDGES:
+        raise InputError(path, f"{where}rubric_auto_score", f"names {len(auto):,} judges; at most "
+                                                            f"{MAX_OMB_JUDGES} are read")
     judged: dict[str, dict[str, Any]] = {}
     for judge, scores in auto.items():
         if not isinstance(scores, dict):

@@ -12,10 +12,13 @@ The migrations in ``migrations/versions`` create exactly this schema; change bot
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import (
     BigInteger,
     Boolean,
     Column,
+    Dialect,
     Float,
     ForeignKey,
     Index,
@@ -25,6 +28,35 @@ from sqlalchemy import (
     Table,
     Text,
 )
+from sqlalchemy.types import TypeDecorator
+
+
+def _no_nul(value: Any) -> Any:
+    return value.replace("\x00", "\\u0000") if isinstance(value, str) and "\x00" in value else value
+
+
+class Str(TypeDecorator[str]):
+    """A VARCHAR any text can be written to: a NUL, which no PostgreSQL text holds (a task's,
+    an agent's or an imported file's), is stored as its escape `\\u0000`, on every backend
+    alike. Identities (task ids, agents) with control characters are refused before they
+    get here; this keeps a stray one from crashing a save."""
+
+    impl = String
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> Any:
+        return _no_nul(value)
+
+
+class FreeText(TypeDecorator[str]):
+    """TEXT that is not JSON (a void reason, a task's domain): a NUL stored as `\\u0000`, as `Str`."""
+
+    impl = Text
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> Any:
+        return _no_nul(value)
+
 
 # Constraint names the migrations use too (stable names make later ALTERs portable).
 NAMING = {
@@ -41,7 +73,7 @@ campaigns_t: Table = Table(
     "campaigns",
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("name", String(200), unique=True, nullable=False),
+    Column("name", Str(200), unique=True, nullable=False),
     Column("created_at", Float, nullable=False),
 )
 
@@ -49,23 +81,23 @@ campaigns_t: Table = Table(
 runs_t: Table = Table(
     "runs",
     metadata,
-    Column("run_id", String(64), primary_key=True),
-    Column("campaign", String(200), ForeignKey("campaigns.name"), nullable=False, index=True),
-    Column("key_digest", String(64), nullable=False, index=True),
-    Column("task_id", String(300), nullable=False),
-    Column("task_hash", String(128), nullable=False),
-    Column("agent", String(200), nullable=False),
-    Column("level", String(100), nullable=True),
+    Column("run_id", Str(64), primary_key=True),
+    Column("campaign", Str(200), ForeignKey("campaigns.name"), nullable=False, index=True),
+    Column("key_digest", Str(64), nullable=False, index=True),
+    Column("task_id", Str(300), nullable=False),
+    Column("task_hash", Str(128), nullable=False),
+    Column("agent", Str(200), nullable=False),
+    Column("level", Str(100), nullable=True),
     Column("epoch", Integer, nullable=False),
-    Column("options_hash", String(128), nullable=False),
+    Column("options_hash", Str(128), nullable=False),
     Column("attempt", Integer, nullable=False),
-    Column("status", String(16), nullable=False),
-    Column("end_reason", String(32), nullable=False),
+    Column("status", Str(16), nullable=False),
+    Column("end_reason", Str(32), nullable=False),
     Column("score", Float, nullable=True),
     Column("passed", Boolean, nullable=True),
-    Column("harness_version", String(100), nullable=False),
-    Column("model", String(200), nullable=True),
-    Column("sandbox", String(16), nullable=False),
+    Column("harness_version", Str(100), nullable=False),
+    Column("model", Str(200), nullable=True),
+    Column("sandbox", Str(16), nullable=False),
     Column("created_at", Float, nullable=False),
     Column("record", Text, nullable=False),  # the record's JSON (`record.json_text`)
     Index("ix_runs_campaign_digest_attempt", "campaign", "key_digest", "attempt"),
@@ -75,10 +107,10 @@ runs_t: Table = Table(
 events_t: Table = Table(
     "events",
     metadata,
-    Column("run_id", String(64), ForeignKey("runs.run_id", ondelete="CASCADE"), primary_key=True),
+    Column("run_id", Str(64), ForeignKey("runs.run_id", ondelete="CASCADE"), primary_key=True),
     Column("seq", Integer, primary_key=True),
     Column("t", Float, nullable=False),
-    Column("kind", String(32), nullable=False),
+    Column("kind", Str(32), nullable=False),
     Column("data", Text, nullable=False),  # JSON object
 )
 
@@ -86,7 +118,7 @@ events_t: Table = Table(
 grades_t: Table = Table(
     "grades",
     metadata,
-    Column("run_id", String(64), ForeignKey("runs.run_id", ondelete="CASCADE"), primary_key=True),
+    Column("run_id", Str(64), ForeignKey("runs.run_id", ondelete="CASCADE"), primary_key=True),
     Column("grade", Text, nullable=False),  # JSON: RunRecord.grade
     Column("audit", Text, nullable=True),  # JSON: grade["audit"], if any
 )
@@ -104,22 +136,22 @@ REPORT_COLUMNS = ("run_id", "campaign", "task_id", "task_hash", "agent", "level"
 current_t: Table = Table(
     "current_runs",
     metadata,
-    Column("campaign", String(200), primary_key=True),
-    Column("key_digest", String(64), primary_key=True),
-    Column("run_id", String(64), ForeignKey("runs.run_id", ondelete="CASCADE"), nullable=False, unique=True),
+    Column("campaign", Str(200), primary_key=True),
+    Column("key_digest", Str(64), primary_key=True),
+    Column("run_id", Str(64), ForeignKey("runs.run_id", ondelete="CASCADE"), nullable=False, unique=True),
     Column("created_at", Float, nullable=False),
     # The run's own columns, typed as in `runs`.
     *[Column(n, runs_t.c[n].type, nullable=runs_t.c[n].nullable) for n in REPORT_COLUMNS if n not in ("run_id", "campaign")],
-    Column("kinds", Text, nullable=False),  # the record's kinds joined by ","
-    Column("kind", String(16), nullable=True),  # the primary kind (`record.primary_kind`); NULL: no kinds
-    Column("void_reason", Text, nullable=True),
+    Column("kinds", FreeText, nullable=False),  # the record's kinds joined by ","
+    Column("kind", Str(16), nullable=True),  # the primary kind (`record.primary_kind`); NULL: no kinds
+    Column("void_reason", FreeText, nullable=True),
     Column("started_at", Float, nullable=True),  # the record's (what `assay compare` ranks a key's runs by)
-    Column("search_mode", Text, nullable=False),  # the options' `search` ("off": none)
-    Column("search", Text, nullable=True),  # the search backend offered (the record's `search`)
+    Column("search_mode", FreeText, nullable=False),  # the options' `search` ("off": none)
+    Column("search", FreeText, nullable=True),  # the search backend offered (the record's `search`)
     # The task's facets (NULL: the task meta has none).
-    Column("domain", Text, nullable=True),
-    Column("modality", Text, nullable=True),
-    Column("execution", Text, nullable=True),
+    Column("domain", FreeText, nullable=True),
+    Column("modality", FreeText, nullable=True),
+    Column("execution", FreeText, nullable=True),
     # The usage: absent counts 0, an absent cost 0, a null cost unknown (NULL).
     Column("input_tokens", BigInteger, nullable=False),
     Column("output_tokens", BigInteger, nullable=False),
@@ -129,18 +161,18 @@ current_t: Table = Table(
     Column("cost_usd", Float, nullable=True),
     Column("judge_cost_usd", Float, nullable=True),
     Column("value_amount", Float, nullable=True),  # the task's value (NULL: none)
-    Column("value_currency", Text, nullable=True),
+    Column("value_currency", FreeText, nullable=True),
     Column("averaged", Float, nullable=True),  # the score every mean takes (`build.averaged`); NULL: unscored
     Column("audit_removed", Integer, nullable=False),
     # The rubric grade (scoring NULL: none).
-    Column("scoring", Text, nullable=True),
+    Column("scoring", FreeText, nullable=True),
     Column("rubric_na", Integer, nullable=True),
     Column("tags", Text, nullable=True),  # JSON object tag -> score (NULL: none)
     Column("judge_agreed", Integer, nullable=True),  # the judge info (NULL: no judge graded)
     Column("judge_answered", Integer, nullable=True),
     Column("judge_na", Integer, nullable=True),
     Column("judge_votes", Integer, nullable=True),
-    Column("judge_mode", Text, nullable=True),
+    Column("judge_mode", FreeText, nullable=True),
     Column("judges", Text, nullable=True),  # JSON list of the judges
     # The scenario grade (uplift_adj NULL: none).
     Column("uplift_adj", Float, nullable=True),
@@ -163,9 +195,9 @@ current_t: Table = Table(
 leases_t: Table = Table(
     "leases",
     metadata,
-    Column("campaign", String(200), primary_key=True),
-    Column("key_digest", String(64), primary_key=True),
-    Column("holder", String(200), nullable=False, index=True),
+    Column("campaign", Str(200), primary_key=True),
+    Column("key_digest", Str(64), primary_key=True),
+    Column("holder", Str(200), nullable=False, index=True),
     Column("heartbeat_at", Float, nullable=False),
     Column("ttl_s", Float, nullable=False),
     Column("attempt", Integer, nullable=False),
@@ -176,7 +208,7 @@ leases_t: Table = Table(
 judge_cache_t: Table = Table(
     "judge_cache",
     metadata,
-    Column("key", String(64), primary_key=True),  # sha256 hex
+    Column("key", Str(64), primary_key=True),  # sha256 hex
     Column("value", Text, nullable=False),
     Column("created_at", Float, nullable=False),
 )
@@ -194,9 +226,9 @@ def max_length(table: Table, column: str) -> int:
 users_t: Table = Table(
     "users",
     metadata,
-    Column("name", String(64), primary_key=True),
-    Column("token_sha256", String(64), unique=True, nullable=False),
-    Column("role", String(16), nullable=False),
+    Column("name", Str(64), primary_key=True),
+    Column("token_sha256", Str(64), unique=True, nullable=False),
+    Column("role", Str(16), nullable=False),
     Column("created_at", Float, nullable=False),
 )
 
@@ -205,12 +237,12 @@ users_t: Table = Table(
 expert_labels_t: Table = Table(
     "expert_labels",
     metadata,
-    Column("run_id", String(64), ForeignKey("runs.run_id", ondelete="CASCADE"), primary_key=True),
-    Column("item_id", String(300), primary_key=True),
-    Column("labeller", String(64), primary_key=True),
-    Column("task_id", String(300), nullable=False),
+    Column("run_id", Str(64), ForeignKey("runs.run_id", ondelete="CASCADE"), primary_key=True),
+    Column("item_id", Str(300), primary_key=True),
+    Column("labeller", Str(64), primary_key=True),
+    Column("task_id", Str(300), nullable=False),
     Column("met", Boolean, nullable=False),
-    Column("note", Text, nullable=False),
+    Column("note", FreeText, nullable=False),
     Column("created_at", Float, nullable=False),
 )
 
@@ -219,16 +251,16 @@ expert_labels_t: Table = Table(
 play_sessions_t: Table = Table(
     "play_sessions",
     metadata,
-    Column("id", String(64), primary_key=True),
-    Column("owner", String(64), nullable=True),
-    Column("name", String(64), nullable=False),
-    Column("task_id", String(300), nullable=False),
-    Column("level", String(100), nullable=True),
-    Column("campaign", String(200), nullable=False),
+    Column("id", Str(64), primary_key=True),
+    Column("owner", Str(64), nullable=True),
+    Column("name", Str(64), nullable=False),
+    Column("task_id", Str(300), nullable=False),
+    Column("level", Str(100), nullable=True),
+    Column("campaign", Str(200), nullable=False),
     Column("epoch", Integer, nullable=False),
-    Column("state", String(16), nullable=False, index=True),
+    Column("state", Str(16), nullable=False, index=True),
     Column("actions", Text, nullable=False),  # JSON list of recorded actions
-    Column("run_id", String(64), nullable=True),
+    Column("run_id", Str(64), nullable=True),
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
 )
@@ -238,10 +270,10 @@ play_sessions_t: Table = Table(
 web_signins_t: Table = Table(
     "web_signins",
     metadata,
-    Column("sid_sha256", String(64), primary_key=True),
-    Column("name", String(64), nullable=False),
-    Column("role", String(16), nullable=False),
-    Column("csrf", String(64), nullable=False),
+    Column("sid_sha256", Str(64), primary_key=True),
+    Column("name", Str(64), nullable=False),
+    Column("role", Str(16), nullable=False),
+    Column("csrf", Str(64), nullable=False),
     Column("account", Boolean, nullable=False),
     Column("expires", Float, nullable=False),
 )

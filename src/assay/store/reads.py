@@ -118,6 +118,16 @@ class Reads(StoreBase):
         """USD spent on the campaign's stored attempts, agents and judges (unknown prices count 0)."""
         return self.attempt_costs(campaign).usd
 
+    def last_epoch(self, campaign: str, task_id: str, agent: str, level: str | None) -> int:
+        """The highest epoch stored of (task, agent, level) in `campaign` (0: none): one indexed
+        aggregate, never the campaign's records."""
+        c = runs_t.c
+        same_level = c.level.is_(None) if level is None else c.level == level
+        stmt = select(func.max(c.epoch)).where(c.campaign == campaign, c.task_id == task_id, c.agent == agent,
+                                              same_level)
+        with self.engine.connect() as conn:
+            return int(conn.execute(stmt).scalar() or 0)
+
     def all_attempts(self, campaign: str | None = None) -> list[RunRecord]:
         """Every stored attempt, ordered by task_id, agent, level, epoch, then attempt."""
         stmt = select(runs_t.c.record)

@@ -243,9 +243,20 @@ def check_task_patterns(task: Task, file: Path | str) -> None:
 
 
 # complexity: SPEC's validation rules, one after another, each with its own message
+def check_identity(file: Path | str | None, field: str, value: str) -> None:
+    """InputError unless `value` can name runs: not empty, and no NUL (no PostgreSQL text holds
+    one, no file name either). Other control characters are kept and shown escaped in every view."""
+    if not value.strip():
+        raise InputError(file, field, "empty")
+    if "\x00" in value:
+        raise InputError(file, field, f"holds a NUL character (at {value.index(chr(0))}); a name runs are stored "
+                                      "by may not")
+
+
 def validate_task(task: Task, file: Path | str, *, weight_range: tuple[float, float] | None = (-20, 10),  # noqa: C901
                   capability_tags: bool = True) -> None:
     """Apply the format-independent rules to a normalised task."""
+    check_identity(file, "id", task.id)
     bad = non_finite(task)
     if bad is not None:
         raise InputError(file, bad, "not a finite number (NaN and infinities are refused)")

@@ -143,8 +143,7 @@ class PlayManager:
 
     def _epoch(self, campaign: str, task: Task, spec: str, level: str | None) -> int:
         """Each play is a new epoch of (task, person, level): earlier plays stay in the store."""
-        taken = [r.key.epoch for r in self.store.all_attempts(campaign)
-                 if r.key.task_id == task.id and r.key.agent == spec and r.key.level == level]
+        taken = [self.store.last_epoch(campaign, task.id, spec, level)]
         taken += [s.epoch for s in self.sessions.values()
                   if s.campaign == campaign and s.task.id == task.id and s.spec == spec and s.level == level]
         taken += play_epochs(self.store, campaign, task.id, spec.removeprefix("human:"), level)
