@@ -97,6 +97,15 @@ def escape_controls(text: str, *, keep_lines: bool = False) -> str:
     return pattern.sub(_escape, text) if pattern.search(text) else text
 
 
+def escape_page_text(value: Any) -> Any:
+    """A page template's `finalize` (the web app's pages, the HTML report): every text a page
+    shows (`{{ ... }}`, after its filters) with its control, bidi and line-separator characters
+    escaped (`escape_controls`, lines kept), as `assay show` prints it: a file name, an agent's
+    name or an answer cannot hide, reorder or forge what the page shows. Markup the page's
+    code built itself (not a plain str) is left as it is."""
+    return escape_controls(value, keep_lines=True) if type(value) is str else value
+
+
 def safe_json(value: Any) -> Any:
     """`safe_text` on every string of a JSON-like value (keys included)."""
     if isinstance(value, str):

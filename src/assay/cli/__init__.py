@@ -28,11 +28,11 @@ def main() -> None:
     try:
         app()
     except InputError as e:  # bad input found deep in a command (a store that cannot be opened): exit 2
-        sys.stderr.write(f"error: {e.message}\n")
+        sys.stderr.write(f"error: {term.error_text(e)}\n")
         sys.exit(2)
     except Exception as e:  # a fault of assay's own: no traceback on the terminal (SPEC), the details kept in a file
-        sys.stderr.write(f"error: assay failed on a fault of its own ({type(e).__name__}: {str(e)[:300]}); every "
-                         f"finished run is kept; the details are in {_crash_log()}\n")
+        sys.stderr.write(f"error: assay failed on a fault of its own ({type(e).__name__}: {term.shown(str(e)[:300])}); "
+                         f"every finished run is kept; the details are in {_crash_log()}\n")
         sys.exit(1)
     finally:
         while term.closing:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -17,10 +16,7 @@ if TYPE_CHECKING:
     from assay.interop.runs import Imported
 from assay.cli import term
 from assay.cli.app import CreateOpt, app
-from assay.cli.term import (
-    command_store,
-    fail,
-)
+from assay.cli.term import command_store, fail, say
 
 export_app = typer.Typer(no_args_is_help=True, help="Write assay tasks in another framework's format.")
 
@@ -48,7 +44,7 @@ def export_inspect(
         fail(e)
     m = result.manifest
     for row in m.not_exported:
-        sys.stderr.write(f"not exported: {row.id}: {row.reason}\n")
+        say(f"not exported: {row.id}: {row.reason}")
     term.out.print(f"wrote {out_dir / m.task_file}: {len(m.exported)} task(s) as Inspect samples, "
               f"{len(m.not_exported)} not exportable (listed in {out_dir / 'manifest.json'})")
     term.out.print(f"run it: inspect eval {out_dir / m.task_file} --model MODEL; then: assay import inspect LOG")

@@ -86,7 +86,7 @@ def report(
                             shared_tasks=shared_tasks, details=details or False,
                             tasks="stream" if json_out is not None else False)
         if agents and name is not None and not agents & set(campaign_agents(st, name)):
-            sys.stderr.write(f"note: campaign {name!r} has no runs of {', '.join(sorted(agents))}\n")
+            term.say(f"note: campaign {name!r} has no runs of {', '.join(sorted(agents))}")
         model = summary_model(rep)
         term.out.print(leaderboard(model))
         if failure_judge is not None:
@@ -101,7 +101,7 @@ def report(
             model = summary_model(rep)
         _print_blocks(model)
         for w in model.warnings:
-            sys.stderr.write(f"warning: campaign {name}: {w}\n")
+            term.say(f"warning: campaign {name}: {w}")
         if runs:
             term.out.print(runs_table(rep))
     write_files(st, rep, json_out=json_out, csv_out=csv_out, md_out=md_out, html=html)
@@ -178,8 +178,8 @@ def compare(
         print_paired(cmp["sequential"])
     print_power(power, "these")
     if cmp["only_a"] or cmp["only_b"]:
-        sys.stderr.write(f"not paired: {len(cmp['only_a'])} key(s) only {agent_a} finished, "
-                         f"{len(cmp['only_b'])} only {agent_b} finished\n")
+        term.say(f"not paired: {len(cmp['only_a'])} key(s) only {agent_a} finished, "
+                 f"{len(cmp['only_b'])} only {agent_b} finished")
     if json_out is not None:
         write_json(json_out, cmp)
 
@@ -211,12 +211,12 @@ def calibrate(
     term.out.print(calibration_table(cal))
     for miss in result.unmatched:
         if miss.startswith("run:"):
-            sys.stderr.write(f"note: expert labels of {miss} are left out\n")
+            term.say(f"note: expert labels of {miss} are left out")
         else:
-            sys.stderr.write(f"note: labels for {miss}, but the file holds no such answer (left out)\n")
+            term.say(f"note: labels for {miss}, but the file holds no such answer (left out)")
     failed = [f for j in result.judges for f in j.failed]
     for f in failed:
-        sys.stderr.write(f"not judged: {f}\n")
+        term.say(f"not judged: {f}")
     if json_out is not None:
         write_json(json_out, cal)
     if failed:
@@ -253,5 +253,5 @@ def curate(
         term.out.print(table)
     sys.stderr.write(f"void runs are ignored in curation ({result.void_ignored} ignored)\n")
     for note in result.notes:
-        sys.stderr.write(f"note: {note}\n")
+        term.say(f"note: {note}")
     sys.stderr.write(f"wrote {out_file} ({len(result.kept)} tasks); no task file was changed\n")

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import typer
 from rich.console import Console
 
-from assay.errors import InputError
+from assay.errors import InputError, InvalidTasks
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -36,16 +36,49 @@ err = console(stderr=True)
 closing: list[Callable[[], None]] = []  # what closes the stores this command opened; main calls them at its end
 
 
+def escape_controls(text: str, *, keep_lines: bool = False) -> str:
+    """`assay.record.escape_controls`, imported when first needed (not when a command starts:
+    `assay.record` loads pydantic)."""
+    from assay.record import escape_controls as escape
+
+    return escape(text, keep_lines=keep_lines)
+
+
+def shown(text: str) -> str:
+    """`text` (a message naming a file, a field, a task or an agent) as the terminal may show
+    it: its controls escaped, its lines kept (`record.escape_controls`), so a name read from
+    a file or a store cannot clear the screen, set the window title or reverse what follows."""
+    return escape_controls(text, keep_lines=True)
+
+
+def error_text(e: InputError) -> str:
+    """`e.message` as the terminal may show it: the file and field names whole on one line
+    (every control escaped, a newline too), the reason with its lines kept (`shown`)."""
+    def one(x: InputError) -> InputError:
+        return InputError(None if x.file is None else escape_controls(x.file),
+                          None if x.field is None else escape_controls(x.field),
+                          escape_controls(x.reason, keep_lines=True), x.line, x.column)
+
+    if isinstance(e, InvalidTasks):
+        return shown(InvalidTasks([one(x) for x in e.errors]).message)
+    return shown(one(e).message)
+
+
+def say(line: str) -> None:
+    """One line to stderr (a note, a warning, a skip), escaped as `shown`."""
+    sys.stderr.write(shown(line) + "\n")
+
+
 def fail(e: InputError) -> NoReturn:
-    sys.stderr.write(f"error: {e.message}\n")
+    sys.stderr.write(f"error: {error_text(e)}\n")
     raise typer.Exit(2)
 
 
 def print_invalid(rows: list[dict[str, Any]]) -> None:
     for r in rows:
-        where = str(r["file"] or "<input>") + (f":{r['line']}" if r.get("line") else "")
-        field = f": field '{r['field']}'" if r.get("field") else ""
-        sys.stderr.write(f"skipped (invalid): {where}{field}: {r['reason']}\n")
+        where = escape_controls(str(r["file"] or "<input>")) + (f":{r['line']}" if r.get("line") else "")
+        field = f": field '{escape_controls(str(r['field']))}'" if r.get("field") else ""
+        sys.stderr.write(f"skipped (invalid): {where}{field}: {shown(str(r['reason']))}\n")
 
 
 def print_skips(skipped: list[tuple[str, str, str]]) -> None:
@@ -55,8 +88,9 @@ def print_skips(skipped: list[tuple[str, str, str]]) -> None:
         generic = reason.replace(task_id, "TASK")
         groups.setdefault((agent_spec, generic), []).append(task_id)
     for (agent_spec, generic), ids in groups.items():
-        shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
-        sys.stderr.write(f"skip {agent_spec} on {len(ids)} task(s) ({generic.replace('task TASK ', '')}): {shown}\n")
+        shown_ids = ", ".join(escape_controls(i) for i in ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+        sys.stderr.write(f"skip {escape_controls(agent_spec)} on {len(ids)} task(s) "
+                         f"({escape_controls(generic.replace('task TASK ', ''))}): {shown_ids}\n")
 
 
 def write_json(path: Path, data: Any) -> None:

@@ -95,17 +95,24 @@ def write_csv(rows: Iterable[dict[str, Any]], path: Path) -> None:
     tmp.replace(path)
 
 
+def _md_text(text: str) -> str:
+    """Text as Markdown shows it as text: its controls escaped as every view of assay shows
+    them (`record.escape_controls`: line breaks, ESC, bidi overrides, zero-width characters)
+    and `&`, `<`, `>` as HTML entities, so a name such as `<img src=x onerror=...>` is read,
+    never rendered, by a viewer that renders raw HTML (GitHub, most Markdown previews)."""
+    return escape_controls(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def _md_cell(v: Any) -> str:
-    """A Markdown table cell: text with its controls escaped as every view of assay shows them
-    (`record.escape_controls`: line breaks, ESC, bidi overrides, zero-width characters) and
-    pipes escaped, numbers to four significant digits."""
+    """A Markdown table cell: text as `_md_text` writes it with its pipes escaped, numbers to
+    four significant digits."""
     if v is None:
         return "-"
     if isinstance(v, float):
         return f"{v:.4g}"
     if isinstance(v, list | tuple) and len(v) == 2 and all(isinstance(x, int | float) for x in v):
         return f"[{v[0]:.4g}, {v[1]:.4g}]"
-    return escape_controls(str(v)).replace("|", "\\|")
+    return _md_text(str(v)).replace("|", "\\|")
 
 
 def _md_table(head: list[str], rows: list[list[Any]]) -> list[str]:
@@ -144,7 +151,7 @@ def write_markdown(report: dict[str, Any], path: Path) -> None:
 
     m = summary_model(report)
     agents = m.agents
-    lines = [f"# assay report · campaign {escape_controls(m.campaign or '(all)')}", ""]
+    lines = [f"# assay report · campaign {_md_text(m.campaign or '(all)')}", ""]
     lines += _md_table(["agent", "runs", "void", "pass rate", "cost (USD)", "tokens"],
                        [[a.agent, a.runs, a.void, a.pass_rate, a.cost_usd, a.tokens] for a in agents])
     for kind, cols in KIND_BLOCKS.items():
@@ -186,7 +193,7 @@ def write_markdown(report: dict[str, Any], path: Path) -> None:
                                 for fam, bl in baseline.items()])
     fm = m.failure_modes
     if fm is not None:
-        lines += [f"## failure modes (judge {escape_controls(fm.judge)})", ""]
+        lines += [f"## failure modes (judge {_md_text(fm.judge)})", ""]
         lines += _md_table(["agent", "failed", "category", "runs", "share"],
                            [[agent, a.failed, c, n, a.shares[c]] for agent, a in fm.agents.items()
                             for c, n in a.counts.items()])

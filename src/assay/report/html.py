@@ -20,6 +20,7 @@ from typing import Any
 from jinja2 import Environment, select_autoescape
 from markupsafe import Markup
 
+from assay.record import escape_controls, escape_page_text
 from assay.report.build import MIN_HUMAN_RUNS
 from assay.report.model import Report, ScenarioBlock, summary_model
 from assay.report.table import COMMON_COLUMNS, HEADLINES, KIND_COLUMNS
@@ -38,10 +39,18 @@ def _short(text: str, n: int = LABEL_MAX) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
+def _esc(text: str) -> str:
+    """Text in a plot (an agent's name, a level): its control, bidi and other invisible
+    characters escaped as every view of assay shows them (`record.escape_controls`), then its
+    markup (`html.escape`)."""
+    return escape(escape_controls(text))
+
+
 def _label(x: float, y: float, text: str, *, rotate: float = 0, anchor: str = "middle", cls: str = "lbl") -> str:
     rot = f' transform="rotate({rotate:g} {x:.1f} {y:.1f})"' if rotate else ""
+    shown = escape_controls(text)  # cut after escaping: an escape counts as the characters it shows
     return (f'<text class="{cls}" x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}"{rot}>'
-            f"<title>{escape(text)}</title>{escape(_short(text))}</text>")
+            f"<title>{escape(shown)}</title>{escape(_short(shown))}</text>")
 
 
 def _domain(values: list[float], *, include_zero: bool = True, unit: tuple[float, float] | None = None
@@ -124,7 +133,7 @@ def bars_svg(kind: str, label: str, items: list[tuple[str, float, list[float] | 
             top, bottom = zero - 1, zero + 1
         parts.append(f'<rect class="bar{" zero" if zero_bar else ""}" x="{cx - bw / 2:.1f}" y="{top:.1f}" '
                      f'width="{bw:.1f}" height="{bottom - top:.1f}" fill="{COLORS[i % len(COLORS)]}">'
-                     f"<title>{escape(agent)}: {v:.4g}</title></rect>")
+                     f"<title>{_esc(agent)}: {v:.4g}</title></rect>")
         if ci is not None:
             lo, hi = ax.py(ci[0]), ax.py(ci[1])
             parts.append(f'<g class="errbar"><title>95% CI [{ci[0]:.4g}, {ci[1]:.4g}]</title>'
@@ -159,7 +168,7 @@ def pareto_svg(kind: str, points: list[tuple[str, float, float]], front: list[st
         x, y = ax.px(c), ax.py(s)
         on = agent in front
         parts.append(f'<circle class="pt{" onfront" if on else ""}" cx="{x:.1f}" cy="{y:.1f}" r="5" '
-                     f'fill="{COLORS[i % len(COLORS)]}"><title>{escape(agent)}: ${c:.4g}, {s:.4g}</title></circle>')
+                     f'fill="{COLORS[i % len(COLORS)]}"><title>{_esc(agent)}: ${c:.4g}, {s:.4g}</title></circle>')
         parts.append(_label(x + 7, y - 7 - 10 * (i % 3), agent, anchor="start"))
     ly = MT + 4
     parts.append(f'<g class="legend"><path class="front" d="M{W - MR - 150},{ly} h24"/>'
@@ -180,7 +189,7 @@ def curves_svg(kind: str, name: str, series: list[tuple[str, dict[str, float]]])
         pts = sorted((int(k), v) for k, v in curve.items())
         color = COLORS[i % len(COLORS)]
         d = " ".join(f"{'M' if j == 0 else 'L'}{ax.px(k):.1f},{ax.py(v):.1f}" for j, (k, v) in enumerate(pts))
-        parts.append(f'<path class="curve" d="{d}" stroke="{color}"><title>{escape(agent)}</title></path>')
+        parts.append(f'<path class="curve" d="{d}" stroke="{color}"><title>{_esc(agent)}</title></path>')
         if len(pts) == 1:
             parts.append(f'<circle cx="{ax.px(pts[0][0]):.1f}" cy="{ax.py(pts[0][1]):.1f}" r="3" fill="{color}"/>')
         ly = MT + 4 + 14 * i
@@ -198,14 +207,14 @@ def levels_svg(series: list[tuple[str, dict[str, float]]]) -> Markup:
     parts = _frame(ax, "scenario: mean S per level", "level (L0 full brief .. L3 discover everything)", "mean S",
                    xticks=False)
     for i, lv in enumerate(levels):
-        parts.append(f'<text class="tick" x="{ax.px(i):.1f}" y="{H - MB + 14}" text-anchor="middle">{escape(lv)}</text>')
+        parts.append(f'<text class="tick" x="{ax.px(i):.1f}" y="{H - MB + 14}" text-anchor="middle">{_esc(lv)}</text>')
     for j, (agent, by) in enumerate(series):
         color = COLORS[j % len(COLORS)]
         pts = [(levels.index(lv), by[lv]) for lv in levels if lv in by]
         d = " ".join(f"{'M' if n == 0 else 'L'}{ax.px(x):.1f},{ax.py(y):.1f}" for n, (x, y) in enumerate(pts))
-        parts.append(f'<path class="curve level" d="{d}" stroke="{color}"><title>{escape(agent)}</title></path>')
-        parts += [f'<circle cx="{ax.px(x):.1f}" cy="{ax.py(y):.1f}" r="3" fill="{color}"><title>{escape(agent)} '
-                  f"{escape(levels[x])}: {y:.4g}</title></circle>" for x, y in pts]
+        parts.append(f'<path class="curve level" d="{d}" stroke="{color}"><title>{_esc(agent)}</title></path>')
+        parts += [f'<circle cx="{ax.px(x):.1f}" cy="{ax.py(y):.1f}" r="3" fill="{color}"><title>{_esc(agent)} '
+                  f"{_esc(levels[x])}: {y:.4g}</title></circle>" for x, y in pts]
         ly = MT + 4 + 14 * j
         parts.append(f'<g class="legend"><line x1="{W - MR - 130}" y1="{ly}" x2="{W - MR - 110}" y2="{ly}" '
                      f'stroke="{color}" stroke-width="2"/>{_label(W - MR - 106, ly + 4, agent, anchor="start")}</g>')
@@ -266,6 +275,7 @@ def _runs_json(report: dict[str, Any]) -> Markup:
     or `&` survives unescaped, so no text can close the element)."""
     rows = [[r["run_id"], r["task_id"], r["agent"], r["level"] or "", r["epoch"], r["status"], r["end_reason"],
              r["score"], r["passed"], r["usage"].get("cost_usd")] for r in report["runs"]]
+    rows = [[escape_controls(v) if isinstance(v, str) else v for v in row] for row in rows]  # as the page shows text
     text = json.dumps(rows, separators=(",", ":"), allow_nan=False)
     return Markup(text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
 
@@ -377,7 +387,7 @@ svg .curve{fill:none;stroke-width:2}svg .tick,svg .lbl,svg .val{fill:#333}svg .a
 def render_html(report: dict[str, Any]) -> str:
     """The HTML report: its numbers read from the report's models (`model.summary_model`), its
     runs table from the report's run rows."""
-    env = Environment(autoescape=select_autoescape(default=True))
+    env = Environment(autoescape=select_autoescape(default=True), finalize=escape_page_text)
     model = summary_model(report)
     kinds = [k for k in HEADLINES if any(getattr(a, k[0]) is not None for a in model.agents)]
     return env.from_string(TEMPLATE).render(

@@ -1,6 +1,9 @@
 """Terminal tables: the leaderboard, runs, tasks, admission anchors, curation.
 
-Text that comes from tasks, models or users is passed as `rich.text.Text`, never as markup.
+Text that comes from tasks, models, stores or users is passed as `rich.text.Text`, never as
+markup, with its control, bidi and other invisible characters escaped (`_text`,
+`record.escape_controls`): a name cannot clear the screen, set the window title or reverse
+what follows it.
 """
 
 from __future__ import annotations
@@ -16,6 +19,12 @@ if TYPE_CHECKING:
     from assay.report.curate import CurationResult
     from assay.report.model import AgentSummary, Compare, FailureModes, Report
     from assay.store.listing import RunRow
+
+
+def _text(text: str) -> Text:
+    """Text from a task, a model, a store or a person as a table shows it: never markup, its
+    controls escaped (`record.escape_controls`)."""
+    return Text(escape_controls(text))
 
 
 def _pct(v: float | None) -> str:
@@ -47,7 +56,7 @@ def _head(a: AgentSummary, kind: str, field: str) -> float | None:
 
 
 def leaderboard(report: Report) -> Table:
-    table = Table(title=Text(f"assay leaderboard · campaign {report.campaign or '(all)'}"))
+    table = Table(title=_text(f"assay leaderboard · campaign {report.campaign or '(all)'}"))
     kinds = [(k, f, label) for k, f, label in HEADLINES if any(_block(a, k) is not None for a in report.agents)]
     cols = ["agent", "runs", "void", "pass rate", *(label for _k, _f, label in kinds), "value earned", "cost",
             "tokens"]
@@ -60,7 +69,7 @@ def leaderboard(report: Report) -> Table:
     for a in sorted(report.agents, key=rank):
         cost = "-" if a.cost_usd is None else f"${a.cost_usd:.4f}"
         heads = [_num(_head(a, k, f)) if _block(a, k) is not None else "-" for k, f, _l in kinds]
-        table.add_row(Text(a.agent), str(a.runs), _void(a), _pct(a.pass_rate), *heads,
+        table.add_row(_text(a.agent), str(a.runs), _void(a), _pct(a.pass_rate), *heads,
                       _money(a.economic_value), cost, f"{a.tokens:,}")
     return table
 
@@ -130,9 +139,9 @@ COMMON_COLUMNS: list[tuple[str, Any]] = [
 
 def _grid(title: str, head: list[str], rows: list[list[str | Text]], left: int = 1) -> Table:
     """A table whose first `left` columns are text (left-aligned), the rest numbers."""
-    table = Table(title=Text(title))
+    table = Table(title=_text(title))
     for i, col in enumerate(head):
-        table.add_column(Text(col), justify="left" if i < left else "right", overflow="fold")
+        table.add_column(_text(col), justify="left" if i < left else "right", overflow="fold")
     for row in rows:
         table.add_row(*row)
     return table
@@ -152,14 +161,14 @@ def _detail_tables(kind: str, having: list[AgentSummary]) -> list[Table]:
     if kind == "rubric":
         tags = sorted({t for a in having if a.rubric for t, v in a.rubric.tags.items() if v is not None})
         return [_grid("rubric tags", ["agent", *tags],
-                      [[Text(a.agent), *(_num(a.rubric.tags.get(t)) for t in tags)] for a in having if a.rubric])] \
+                      [[_text(a.agent), *(_num(a.rubric.tags.get(t)) for t in tags)] for a in having if a.rubric])] \
             if tags else []
     if kind == "contract":
         cells = sorted({c for a in having if a.contract for c in a.contract.cells})
         return [_grid("contract accuracy per cell (modality/execution)", ["agent", *cells],
-                      [[Text(a.agent), *(_num(a.contract.cells.get(c)) for c in cells)]
+                      [[_text(a.agent), *(_num(a.contract.cells.get(c)) for c in cells)]
                        for a in having if a.contract])] if cells else []
-    rows: list[list[str | Text]] = [[Text(a.agent), Text(fam), _num(f.mean_s), str(len(f.variants)),
+    rows: list[list[str | Text]] = [[_text(a.agent), _text(fam), _num(f.mean_s), str(len(f.variants)),
                                      _num(f.spread), str(f.runs)]
                                     for a in having if a.scenario for fam, f in a.scenario.families.items()]
     return [_grid("scenario families (spread: best minus worst variant)",
@@ -178,17 +187,17 @@ def kind_tables(report: Report) -> list[Table]:
         for title, columns in ((_block_title(report, kind, head), KIND_COLUMNS[kind]),
                                (f"{kind} · reliability and cost", COMMON_COLUMNS)):
             tables.append(_grid(title, ["agent", "tasks", *(n for n, _f in columns)],
-                                [[Text(a.agent), str(len(_block(a, kind).tasks)),
+                                [[_text(a.agent), str(len(_block(a, kind).tasks)),
                                   *(f(_block(a, kind)) for _n, f in columns)] for a in having]))
         tables += _detail_tables(kind, having)
         baseline = report.human_baseline.get(kind, {})
         if baseline:
             tables.append(_grid(f"{kind} · human expert baseline per task family (people's runs pooled)",
                                 ["family", "people", "runs", "human mean", "95% CI", "agents on the same tasks"],
-                                [[Text(fam), Text(", ".join(b.people)), str(b.runs), _num(b.mean),
+                                [[_text(fam), _text(", ".join(b.people)), str(b.runs), _num(b.mean),
                                   _ci_text(b.ci95),
-                                  Text("; ".join(f"{a} {_num(v.mean)} ({v.runs} runs)"
-                                                 for a, v in b.agents.items()) or "-")]
+                                  _text("; ".join(f"{a} {_num(v.mean)} ({v.runs} runs)"
+                                                  for a, v in b.agents.items()) or "-")]
                                  for fam, b in baseline.items()], left=2))
     return tables
 
@@ -199,8 +208,8 @@ def runs_table(report: dict[str, Any], limit: int = 200) -> Table:
         table.add_column(col, overflow="fold")
     for r in report["runs"][:limit]:
         score = "-" if r["score"] is None else f"{r['score']:.3f}"
-        table.add_row(r["run_id"][:10], r["task_id"], r["agent"], r["level"] or "-", str(r["epoch"]),
-                      r["status"], r["end_reason"], score, "-" if r["passed"] is None else ("yes" if r["passed"] else "no"))
+        table.add_row(_text(r["run_id"][:10]), _text(r["task_id"]), _text(r["agent"]), _text(r["level"] or "-"),
+                      str(r["epoch"]), _text(r["status"]), _text(r["end_reason"]), score, "-" if r["passed"] is None else ("yes" if r["passed"] else "no"))
     return table
 
 
@@ -211,20 +220,20 @@ def tasks_table(rows: list[dict[str, Any]]) -> Table:
         table.add_column(col, overflow="fold")
     for r in rows:
         v = r["value"]
-        table.add_row(Text(r["id"]), ",".join(r["kinds"]), Text(r["domain"] or "-"), r["language"],
-                      ",".join(r["levels"]) or "-", f"{r['modality']}/{r['execution']}",
+        table.add_row(_text(r["id"]), ",".join(r["kinds"]), _text(r["domain"] or "-"), _text(r["language"]),
+                      _text(",".join(r["levels"]) or "-"), f"{r['modality']}/{r['execution']}",
                       f"{v['amount']:,.0f} {v['currency']}" if v else "-")
     return table
 
 
 def curation_tables(result: CurationResult, zero_eps: float) -> list[Table]:
     """`assay curate`: the rules' effect, the dropped and reviewed tasks, the balance."""
-    summary = Table(title=f"assay curate · campaign {result.campaign}")
+    summary = Table(title=_text(f"assay curate · campaign {result.campaign}"))
     summary.add_column("rule", overflow="fold")
     summary.add_column("tasks", justify="right", overflow="fold")
     diff = result.rules["difficulty"]
     summary.add_row("tasks in campaign", str(result.tasks_total))
-    summary.add_row(f"dropped: difficulty ({diff['small_agent']}, k={diff['k']})" if diff["applied"]
+    summary.add_row(_text(f"dropped: difficulty ({diff['small_agent']}, k={diff['k']})") if diff["applied"]
                     else "dropped: difficulty (skipped)", str(sum(d.rule == "difficulty" for d in result.dropped)))
     summary.add_row("dropped: every agent passed", str(sum(d.rule == "upper_truncation" for d in result.dropped)))
     summary.add_row(f"kept, for review: every agent <= {zero_eps:g}", str(len(result.review)))
@@ -235,29 +244,29 @@ def curation_tables(result: CurationResult, zero_eps: float) -> list[Table]:
         for col in ("task", "verdict", "reason"):
             verdicts.add_column(col, overflow="fold")
         for d in result.dropped:
-            verdicts.add_row(Text(d.task_id), "dropped", Text(d.reason))
+            verdicts.add_row(_text(d.task_id), "dropped", _text(d.reason))
         for r in result.review:
-            verdicts.add_row(Text(r.task_id), "review", Text(r.reason))
+            verdicts.add_row(_text(r.task_id), "review", _text(r.reason))
         tables.append(verdicts)
     bal = Table(title="balance (tasks before → after)")
     for col in ("by", "group", "before", "after"):
         bal.add_column(col, justify="right" if col in ("before", "after") else "left", overflow="fold")
     for axis, groups in result.balance.items():
         for name, c in groups.items():
-            bal.add_row(axis, Text(name), str(c.before), str(c.after))
+            bal.add_row(_text(axis), _text(name), str(c.before), str(c.after))
     tables.append(bal)
     return tables
 
 
 def calibration_table(cal: dict[str, Any]) -> Table:
     """`assay calibrate`: per judge, overall and per domain, the judge against the people."""
-    table = Table(title=Text(f"assay calibrate · {cal['answers']} answers people scored"))
+    table = Table(title=_text(f"assay calibrate · {cal['answers']} answers people scored"))
     for col in ("judge", "domain", "answers", "items", "agreement", "pearson r", "p", "NA"):
         table.add_column(col, justify="right" if col not in ("judge", "domain") else "left", overflow="fold")
     for j in cal["judges"]:
         rows = [("overall", j["overall"]), *sorted(j["domains"].items())]
         for i, (domain, a) in enumerate(rows):
-            table.add_row(Text(j["judge"] if i == 0 else ""), Text(domain), str(a["n_responses"]), str(a["n_items"]),
+            table.add_row(_text(j["judge"] if i == 0 else ""), _text(domain), str(a["n_responses"]), str(a["n_items"]),
                           _pct(a["item_agreement"]), _num(a["pearson_r"]),
                           "-" if a["p_value"] is None else f"{a['p_value']:.3g}", str(a["na"]))
     return table
@@ -268,27 +277,27 @@ def compare_table(cmp: Compare) -> Table:
     title = f"assay compare · {cmp.b} against {cmp.a}"
     if cmp.against_campaign:
         title += f" (B from campaign {cmp.against_campaign})"
-    table = Table(title=Text(title))
+    table = Table(title=_text(title))
     for col in ("kind", "pairs", "mean A", "mean B", "diff B-A", "95% CI", "p", "wins", "losses", "ties"):
         table.add_column(col, justify="left" if col == "kind" else "right", overflow="fold")
     for kind, st in [*cmp.kinds.items(), ("overall", cmp.overall)]:
         ci = "-" if st.ci95 is None else f"[{st.ci95[0]:+.3f}, {st.ci95[1]:+.3f}]"
         diff = "-" if st.diff is None else f"{st.diff:+.3f}"
         p = "-" if st.p_value is None else f"{st.p_value:.3g}"
-        table.add_row(Text(kind), str(st.n), _num(st.mean_a), _num(st.mean_b), diff, ci, p,
+        table.add_row(_text(kind), str(st.n), _num(st.mean_a), _num(st.mean_b), diff, ci, p,
                       str(st.wins), str(st.losses), str(st.ties))
     return table
 
 
 def dry_run_table(rows: list[dict[str, Any]], campaign: str) -> Table:
     """`assay run --dry-run`: per agent, the runs left and done and what the ones left may cost."""
-    table = Table(title=Text(f"assay run --dry-run · campaign {campaign} · no model called"))
+    table = Table(title=_text(f"assay run --dry-run · campaign {campaign} · no model called"))
     for col in ("agent", "to do", "done", "est. input tokens", "est. output tokens", "est. cost", "basis"):
         table.add_column(col, justify="right" if col not in ("agent", "basis") else "left", overflow="fold")
     for r in rows:
         cost = "unknown" if r["cost_usd"] is None else f"${r['cost_usd']:.4f}"
-        table.add_row(Text(r["agent"]), str(r["to_do"]), str(r["done"]), f"{r['input_tokens']:,}",
-                      f"{r['output_tokens']:,}", cost, Text("; ".join(r["basis"]) or "-"))
+        table.add_row(_text(r["agent"]), str(r["to_do"]), str(r["done"]), f"{r['input_tokens']:,}",
+                      f"{r['output_tokens']:,}", cost, _text("; ".join(r["basis"]) or "-"))
     return table
 
 
@@ -297,7 +306,7 @@ def failure_table(fm: FailureModes) -> Table:
     cats = [*fm.categories, "unclassified"]
     used = [c for c in cats if any(c in a.counts for a in fm.agents.values())]
     return _grid(f"failure modes of failed runs (judge {fm.judge})", ["agent", "failed", *used],
-                 [[Text(agent), str(a.failed), *(f"{_pct(a.shares.get(c, 0.0))} ({a.counts.get(c, 0)})"
+                 [[_text(agent), str(a.failed), *(f"{_pct(a.shares.get(c, 0.0))} ({a.counts.get(c, 0)})"
                                                  for c in used)]
                   for agent, a in fm.agents.items()])
 
@@ -310,6 +319,6 @@ def runs_listing_table(rows: list[RunRow], *, more: bool) -> Table:
     for r in rows:
         score = "-" if r.score is None else f"{r.score:.3f}" + (" pass" if r.passed else "")
         cost = "unknown" if r.cost_usd is None else f"${r.cost_usd:.4f}"
-        table.add_row(r.run_id, *(Text(escape_controls(v)) for v in (r.campaign, r.agent, r.task_id, r.level or "-")),
+        table.add_row(r.run_id, *(_text(v) for v in (r.campaign, r.agent, r.task_id, r.level or "-")),
                       str(r.epoch), r.status + (f" (attempt {r.attempt})" if r.attempt > 1 else ""), score, cost)
     return table

@@ -29,7 +29,7 @@ from fastapi.staticfiles import StaticFiles
 
 from assay.defaults import DEFAULTS
 from assay.errors import InputError
-from assay.record import RunRecord, escape_controls
+from assay.record import RunRecord, escape_page_text
 from assay.report.build import run_row, stored_report
 from assay.report.html import kind_sections
 from assay.report.model import summary_model
@@ -119,18 +119,10 @@ def _compact(x: Any) -> str:
     return json.dumps(x, ensure_ascii=False, default=str)
 
 
-def _shown(value: Any) -> Any:
-    """Every text a page shows (`{{ ... }}`, after its filters) with its control, bidi and
-    line-separator characters escaped (`assay.record.escape_controls`, lines kept), as
-    `assay show` prints it: a file name or an answer an agent chose cannot hide, reorder or
-    forge what the page shows. Markup the app built itself (not a plain str) is left as it is."""
-    return escape_controls(value, keep_lines=True) if type(value) is str else value
-
-
 def _env() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(HERE / "templates")), autoescape=True,
                              undefined=jinja2.ChainableUndefined, trim_blocks=True, lstrip_blocks=True,
-                             finalize=_shown)
+                             finalize=escape_page_text)
     env.filters.update(num=_num, pct=_pct, money=_money, usd=_usd, ci=_ci, pretty=_tojson, compact=_compact, urlq=quote, utc=_utc)
     return env
 
