@@ -24,7 +24,6 @@ what every scenario and DareBench task takes. Fixed: a task's hash covers the na
 names it, and no stored result loses its task."""
 CURRENCIES = ("USD", "CNY", "EUR", "GBP", "JPY")
 
-Kind = Literal["rubric", "scenario", "contract"]
 Modality = Literal["text", "multimodal"]
 Execution = Literal["single-step", "multi-step", "multi-step-with-tools"]
 GradingType = Literal["automated", "judge", "hybrid"]

@@ -29,7 +29,7 @@ from fastapi.staticfiles import StaticFiles
 
 from assay.defaults import DEFAULTS
 from assay.errors import InputError
-from assay.record import RunRecord, escape_page_text
+from assay.record import KINDS, RunRecord, escape_page_text
 from assay.report.build import run_row, stored_report
 from assay.report.html import kind_sections
 from assay.report.model import summary_model
@@ -60,7 +60,6 @@ from assay.web.security import (
 from assay.web.workbench import act, workbench_routes
 
 HERE = Path(__file__).resolve().parent
-KINDS = ("rubric", "scenario", "contract")
 SIBLINGS_SHOWN = 20  # other runs of the same task a run page offers to open side by side
 # A run page shows a window of the transcript, read from the store as far as it shows it: at
 # most TRANSCRIPT_EVENTS events and TRANSCRIPT_BYTES bytes of stored events, of each event its
