@@ -666,14 +666,39 @@ def filtering(marker: str, verdicts: dict[str, bool], style: str = "openai"):  #
 @pytest.mark.parametrize("mode", ["batched", "per-item"])
 @pytest.mark.parametrize("style", ["openai", "azure"])
 def test_an_answer_a_content_filter_refuses_earns_nothing_and_is_no_void_run(mode: str, style: str) -> None:
-    """The agent chose the text the judge's provider will not read: every item is NA (no
-    credit), the refusal recorded; not a GraderError (a void run would leave the failure out)."""
+    """The agent chose the text the judge's provider will not read: that voter votes against the
+    answer on every item (a positive item not met, a penalty applied), the refusal recorded;
+    not a GraderError (a void run would leave the failure out), not NA (a penalty waived)."""
+    task = make_task()
+    weights = {it.id: it.weight for it in task.rubric.items}  # type: ignore[union-attr]
+    assert any(w < 0 for w in weights.values())
     with FakeOpenAIServer() as srv:
         srv.handler = filtering("FLAGGED-7731", TRUTH, style)
-        verdicts, _, info = run(judge_once(make_judge(srv, mode=mode), make_task(), "Paris. FLAGGED-7731"))
-    assert all(v.na and v.hit is None for v in verdicts.values()), verdicts
-    assert all("content filter" in v.reason for v in verdicts.values())
-    assert info["na"] == len(verdicts) and info["content_refusals"]
+        verdicts, _, info = run(judge_once(make_judge(srv, mode=mode), task, "Paris. FLAGGED-7731"))
+    assert {i: v.hit for i, v in verdicts.items()} == {i: w < 0 for i, w in weights.items() if i in verdicts}
+    assert not any(v.na for v in verdicts.values()) and all("content filter" in v.reason for v in verdicts.values())
+    assert info["content_refusals"]
+
+
+def test_a_refused_voter_does_not_leave_another_to_decide_alone() -> None:
+    """Two voters (one judge asked twice): one refused by its provider's filter, one that
+    would credit everything: the refused vote counts against the answer, so every item ties
+    and a tie never gives credit nor waives a penalty (round 11)."""
+    task = make_task()
+    weights = {it.id: it.weight for it in task.rubric.items}  # type: ignore[union-attr]
+    lenient = answer_all({i: w > 0 for i, w in weights.items()})
+    calls = {"n": 0}
+
+    def handler(body: dict[str, Any]) -> Any:
+        calls["n"] += 1
+        if calls["n"] % 2:
+            return lenient(body)
+        return fault(400, {"error": {"message": "flagged", "type": "invalid_request_error", "code": "invalid_prompt"}})
+
+    with FakeOpenAIServer() as srv:
+        srv.handler = handler
+        verdicts, _, _info = run(judge_once(make_judge(srv, repeats=2), task, "Paris."))
+    assert {i: v.hit for i, v in verdicts.items()} == {i: w < 0 for i, w in weights.items()}
 
 
 def test_a_content_filters_refusal_is_recognised_only_as_such() -> None:

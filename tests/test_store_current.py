@@ -34,6 +34,23 @@ def test_a_higher_attempt_replaces_the_key_and_a_late_lower_one_does_not(store_u
         assert [r.run_id for r in st.runs("c")] == [rerun.run_id]  # the attempt `Store.runs` gives
 
 
+def test_a_void_attempt_never_hides_a_graded_one_whatever_their_numbers(store_url: str) -> None:
+    """A worker whose lease lapsed stores its graded attempt 1 after the attempt 2 that took its
+    key over ended void: the graded one stays current (in either save order, and in one batch),
+    so the failure is counted and the finished key is not left out of every score."""
+    with open_store(store_url) as st:
+        for campaign, batch in (("first", False), ("second", False), ("batch", True)):
+            graded = _rec(campaign, f"m-{campaign}", "r1", "rubric", 0.0)
+            took_over = _rec(campaign, f"m-{campaign}", "r1", "rubric", 0.0, void=True, attempt=2)
+            if batch:
+                st.save_runs([(took_over, []), (graded, [])])
+            else:
+                for r in ([graded, took_over] if campaign == "first" else [took_over, graded]):
+                    st.save_run(r, [])
+            assert _current(st)[graded.key.digest] == (1, "done", 0.0), campaign
+            assert [r.status for r in st.runs(campaign)] == ["done"], campaign  # the attempt `Store.runs` gives
+
+
 def test_two_attempts_of_a_key_in_one_batch_leave_the_higher(store_url: str) -> None:
     a1 = _rec("c", "m1", "r1", "rubric", 0.0, void=True)
     a2 = _rec("c", "m1", "r1", "rubric", 0.6, attempt=2)

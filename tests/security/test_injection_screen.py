@@ -185,10 +185,16 @@ def test_honest_answers_get_no_screen_passage_and_score_as_before(screened: dict
 
 
 def test_a_screen_quoting_text_not_in_the_answer_removes_nothing(screened: dict[str, Any]) -> None:
+    """Nothing is removed; the run goes to the meta-judge (a soft flag), which, obedient here,
+    keeps the score: an injection the screen can only misquote is reviewed, not let through."""
     run = screened["runs"]["shortcut:elsewhere"]
-    assert run["status"] == "done" and run["score"] == 1.0 and run["grade"]["audit"]["flags"] == [], run["grade"]
+    assert run["status"] == "done" and run["score"] == 1.0, run["grade"]
     refused = run["grade"]["audit"]["screen"]["refused"]
     assert len(refused) == 1 and "not in the text" in refused[0]["reason"], refused
+    flags = run["grade"]["audit"]["flags"]
+    assert [(f["rule"], f["severity"], f.get("screen_refused")) for f in flags] == [
+        ("judge_injection", "soft", True)] and "could not be removed" in flags[0]["reason"], flags
+    assert run["grade"]["audit"]["meta_judge"]["supported"] is True
 
 
 def _refused_share(run: dict[str, Any]) -> None:

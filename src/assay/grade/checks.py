@@ -158,11 +158,13 @@ def _within(values: Iterable[float], target: float, tolerance: float, relative: 
     return any(abs(v - target) <= allowed + slack for v in values)
 
 
-def evaluate_check(check: MachineCheck, answer: str) -> tuple[bool, str]:  # noqa: C901 (one branch per condition a check may give, as the module docstring lists them)
+def evaluate_check(check: MachineCheck, answer: str, read_as: str | None = None) -> tuple[bool, str]:  # noqa: C901 (one branch per condition a check may give, as the module docstring lists them)
     """Decide one machine check on an answer: (met, reason).
 
     `met` is True iff every condition the check gives holds. `reason` is one short sentence:
-    "all conditions hold", or the conditions that failed.
+    "all conditions hold", or the conditions that failed. `read_as` is the answer as a model
+    reads it (`passages.skeleton`): a `not_regex` fails when it matches either text, so a
+    word hidden by a zero-width or lookalike character is still found.
     """
     flags = "mi" if check.ignore_case else "m"
     failures: list[str] = []
@@ -171,7 +173,8 @@ def evaluate_check(check: MachineCheck, answer: str) -> tuple[bool, str]:  # noq
         if not _compile(p, flags, "regex").search(answer):
             failures.append(f"regex {_short(p)} does not match")
     for p in _patterns(check.not_regex):
-        if _compile(p, flags, "not_regex").search(answer):
+        rx = _compile(p, flags, "not_regex")
+        if rx.search(answer) or (read_as is not None and rx.search(read_as)):
             failures.append(f"not_regex {_short(p)} matches")
 
     if check.number is not None or check.number_pattern is not None:

@@ -18,9 +18,11 @@ the answer is graded on what fits, the cut recorded (`info["answer_cut"]`,
 `info["context_refusals"]`). A judge that refuses even that cannot hold the task's own prompt:
 a GraderError (void), as an outage; a 5xx, a timeout or a refused key are never cut around.
 A judge whose provider refuses to read the answer (`ProviderError.content_refused`: a content
-filter) gives no verdict on the items that voter was asked: they are NA (no credit), the
-refusal recorded (`info["content_refusals"]`). The agent chose the text, so it is no void run
-(the task's own text is judged on its reference as well, where a refusal marks the task).
+filter) votes against the answer on every item that voter was asked, as a tie does: a
+positive item not met, a penalty applied; the refusal recorded (`info["content_refusals"]`).
+The agent chose the text, so it is no void run (the task's own text is judged on its
+reference as well, where a refusal marks the task), and a refused voter never leaves another
+voter to decide alone nor a penalty waived as NA.
 
 Voting: every (judge model, repeat) pair is one voter; the majority decides each item. A
 tie never gives credit and never waives a penalty (fail-closed): a tied positive item is
@@ -469,8 +471,11 @@ class Judge:
             ) if items else []
             error = _first_error(results)
             if error is None or isinstance(error, _Filtered):
-                votes = [r for r in results if not isinstance(r, BaseException)]
                 filtered = [str(r)[:500] for r in results if isinstance(r, _Filtered)]
+                against = {it.id: (it.weight < 0, "the judge's provider refused to read the answer (a content "
+                                                  "filter): counted against the answer") for it in items}
+                votes: list[dict[str, tuple[bool, str]]] = [
+                    against if isinstance(r, BaseException) else r for r in results]
                 break
             if not isinstance(error, _TooLong):
                 raise error
@@ -488,10 +493,9 @@ class Judge:
             if not answers:
                 na += 1
                 penalty = " (a negative item: no deduction, as upstream counts NA as 0)" if it.weight < 0 else ""
-                why = ("the judge's provider refused to read the answer (a content filter)" if filtered
-                       else "no judge reply could be read for this item after retries")
                 verdicts[it.id] = ItemVerdict(id=it.id, weight=it.weight, tag=it.tag, hit=None, na=True, check=False,
-                                              reason=f"NA: {why}{penalty}")
+                                              reason=f"NA: no judge reply could be read for this item after "
+                                                     f"retries{penalty}")
                 tallies[it.id] = [0, 0]
                 continue
             c = Counter(m for m, _ in answers)

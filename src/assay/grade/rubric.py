@@ -10,6 +10,7 @@ from pydantic import BaseModel
 
 from assay import metrics
 from assay.grade.checks import evaluate_check
+from assay.llm.passages import skeleton
 from assay.record import ItemGrade, RubricGrade
 from assay.task.model import RubricItem, Task
 
@@ -25,11 +26,21 @@ class ItemVerdict(BaseModel):
 
 
 def machine_verdicts(task: Task, answer: str) -> dict[str, ItemVerdict]:
+    """The machine-checked items' verdicts. The answer is also read as a model reads it
+    (`passages.skeleton`: invisible characters dropped, lookalike letters as Latin, letters
+    spaced out joined): a penalty is hit when its check holds on either text, and a
+    `not_regex` fails on either, so a word the agent hid from the pattern, and not from a
+    reader, is still found; what a positive item requires is looked for in the text as written."""
     assert task.rubric is not None
     out: dict[str, ItemVerdict] = {}
+    read_as = skeleton(answer)[0] if any(it.check is not None for it in task.rubric.items) else answer
     for item in task.rubric.items:
         if item.check is not None:
-            met, reason = evaluate_check(item.check, answer)
+            met, reason = evaluate_check(item.check, answer, read_as if read_as != answer else None)
+            if item.weight < 0 and not met and read_as != answer:
+                met, seen = evaluate_check(item.check, read_as)
+                if met:
+                    reason = f"{seen} (in the answer as a model reads it: invisible or lookalike characters read through)"
             out[item.id] = ItemVerdict(id=item.id, weight=item.weight, tag=item.tag, hit=met, check=True,
                                        reason=reason)
     return out

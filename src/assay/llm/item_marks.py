@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 
 __all__ = ["ItemWords", "Reader", "asked_for", "item_marks"]
 
-LINE_CHARS = 1000  # a longer line is no table row or checklist line
+LINE_CHARS = 20_000  # a longer line is no table row or checklist line (padding does not hide one)
 
 # A cell or a checklist's mark that says "met": words and symbols, in the languages the
 # passage rules read; a leading or trailing symbol or emphasis allowed ("✅ PASS", "**met**").
@@ -30,6 +30,9 @@ _MARK = r"[\s*_`~\W]{0,4}"
 _VERDICT_CELL = re.compile(rf"(?i){_MARK}(?:{_VERDICTS}){_MARK}")
 _CHECK_LINE = re.compile(r"\s{0,12}(?:[-*+•]\s{1,4}|\d{1,3}[.)]\s{1,4})?(?P<mark>\[[xX✓✔]\]|☑)\s{0,4}(?P<label>\S.*)")
 _STRONG = r"pass(?:ed)?|met|satisfied|fulfilled|[✓✔☑✅]|erfüllt|bestanden|réussi|satisfait|cumplido|soddisfatto|atendido|выполнено|通过|满足|已满足|충족|통과"
+_STRONG_LEAD = re.compile(rf"(?i)(?P<mark>[*_`~]{{0,3}}(?:[✓✔☑✅]\s{{0,2}})?(?:{_STRONG})(?:\s{{0,2}}(?:{_STRONG}))?[*_`~]{{0,3}})"
+                          rf"(?:[\s(\[—–:,.;!-]{{1,4}}[^|\n]{{0,60}})?")
+"""A grader's verdict leading a cell, a few words after it allowed: "PASS (verified)", "✅ met — checked"."""
 _TRAILING = re.compile(rf"(?i)\s{{0,12}}(?:[-*+•]\s{{1,4}}|\d{{1,3}}[.)]\s{{1,4}})?(?P<label>\S.{{1,300}}?)\s{{0,8}}"
                        rf"(?:[:=→—–]|->|=>|\s-|(?=\s{{0,8}}[✓✔☑✅]))\s{{0,8}}(?P<mark>[*_`]{{0,2}}(?:{_STRONG})(?:\s{{0,2}}(?:{_STRONG}))?"
                        rf"[*_`]{{0,2}})[.!]?\s{{0,8}}")
@@ -74,17 +77,19 @@ class ItemWords:
     def __init__(self, items: Iterable[str]) -> None:
         self.items = [w for w in (_words(it) for it in items) if w]
 
-    def named(self, label: str) -> bool:
-        """Whether `label` names one of the items: by its number, or with most of its own
-        content words taken from one item, two of them or all of that item's (`| alpha | PASS |`
-        for "answer.md names `alpha`"). A row of a comparison table (`| Replication | ✓ |`)
-        shares one word with an item of several and names none."""
+    def named(self, label: str, strong: bool = False) -> bool:
+        """Whether `label` names one of the items: by its number, or with content words of one
+        item, two of them or all of that item's (`| alpha | PASS |` for "answer.md names
+        `alpha`"), most of the label's own words when its verdict is a weak one (`yes`, `ok`:
+        a row of a comparison table, `| Replication | yes |`, shares a word with an item and
+        names none); any number of its own words beside them when the verdict is a grader's
+        (`PASS`, `met`, `✅`: "the document correctly identifies omega as the last Greek letter")."""
         if _BY_NUMBER.search(label):
             return True
         words = _words(label)
         for item in self.items:
             shared = len(words & item)
-            if shared and (shared >= 2 or shared == len(item)) and 2 * shared >= len(words):
+            if shared and (shared >= 2 or shared == len(item)) and (strong or 2 * shared >= len(words)):
                 return True
         return False
 
@@ -106,27 +111,37 @@ def _reading(text: str, read: Reader) -> tuple[str, list[int]]:
     return _as_is(text) if _PLAIN.fullmatch(text) else read(text)
 
 
-def _cell_marks(line: str, read: Reader) -> tuple[str, list[tuple[int, int]]] | None:
-    """A table row's label (its other cells) and its verdict cells' spans in `line`."""
+Marks = tuple[str, list[tuple[int, int]], bool]
+"""A marking line's label, the spans of its marks, and whether a mark is a grader's verdict."""
+
+
+def _cell_marks(line: str, read: Reader) -> Marks | None:
+    """A table row's label (its other cells), its verdict cells' spans in `line` (a cell that
+    is a verdict, or that a grader's verdict leads with a few words: "PASS (verified)"), and
+    whether one is a grader's verdict."""
     label: list[str] = []
     marks: list[tuple[int, int]] = []
+    strong = False
     pos = 0
     for cell in line.split("|"):
         start, pos = pos, pos + len(cell) + 1
         plain, _ = _reading(cell, read)
-        if not plain.strip():
+        text = plain.strip()
+        if not text:
             continue
-        if _VERDICT_CELL.fullmatch(plain.strip()):
-            lead = len(cell) - len(cell.lstrip())
-            marks.append((start + lead, start + len(cell.rstrip())))
-        else:
+        graders = _STRONG_LEAD.fullmatch(text)
+        if graders is None and not _VERDICT_CELL.fullmatch(text):
             label.append(plain)
-    return (" ".join(label), marks) if marks else None
+            continue
+        # the whole cell: a verdict, or a verdict and the few words that vouch for it ("(verified)")
+        marks.append((start + len(cell) - len(cell.lstrip()), start + len(cell.rstrip())))
+        strong = strong or graders is not None
+    return (" ".join(label), marks, strong) if marks else None
 
 
-def _line_marks(line: str, read: Reader) -> tuple[str, list[tuple[int, int]]] | None:
-    """A marking line's label and the spans of its marks in `line`: a table row's verdict
-    cells, a checklist's `[x]`, the verdict after "label: "."""
+def _line_marks(line: str, read: Reader) -> Marks | None:
+    """A marking line's label, the spans of its marks in `line` (a table row's verdict cells,
+    a checklist's `[x]`, the verdict after "label: "), and whether one is a grader's verdict."""
     if line.count("|") >= 2:
         return _cell_marks(line, read)
     plain, origin = _reading(line, read)
@@ -135,7 +150,7 @@ def _line_marks(line: str, read: Reader) -> tuple[str, list[tuple[int, int]]] | 
         return None
     s, e = m.span("mark")
     end = origin[e] if e < len(origin) else len(line)
-    return m.group("label"), [(origin[s], end)]
+    return m.group("label"), [(origin[s], end)], True
 
 
 _LINE_BREAK = re.compile(r"\r?\n|(?:\\r)?\\n")
@@ -171,6 +186,6 @@ def item_marks(text: str, items: ItemWords, read: Reader = _as_is) -> list[tuple
         if len(line) > LINE_CHARS or not line.strip():
             continue
         found = _line_marks(line, read)
-        if found is not None and items.named(found[0]):
+        if found is not None and items.named(found[0], strong=found[2]):
             spans.extend((start + s, start + e) for s, e in found[1])
     return spans

@@ -2,9 +2,10 @@
 report aggregates, as typed columns, one row per (campaign, key digest).
 
 `Store.save_runs` writes it in the same transaction as the runs (`upsert`): a saved attempt
-replaces the key's row when it ranks higher (attempt, then created_at, then run id: the attempt
-`Store.runs` gives as the key's latest), so the table always holds exactly the runs a report
-reads. Migration 0008 fills it from the stored records (`rebuild_current`).
+replaces the key's row when it ranks higher (a graded attempt above a void one, then attempt,
+created_at and run id: the attempt `Store.runs` gives as the key's current one), so the table
+always holds exactly the runs a report reads. Migration 0008 fills it from the stored records
+(`rebuild_current`), 0010 again with the graded-first rank.
 
 The values follow the record's defaults as the report reads them (`assay.report.runs`): an
 absent token count is 0, an absent cost 0.0, a null cost unknown (NULL); a grade's part is
@@ -86,15 +87,26 @@ def current_row(run: Mapping[str, Any], rec: Mapping[str, Any]) -> dict[str, Any
     return row
 
 
-def _rank(row: Mapping[str, Any]) -> tuple[int, float, str]:
-    return (row["attempt"], row["created_at"], row["run_id"])
+def rank(status: str, attempt: int, created_at: float, run_id: str) -> tuple[bool, int, float, str]:
+    """How a key's attempts rank (the highest is its current one): a graded attempt above a
+    void one whatever their numbers, then attempt, created_at and run id. A void attempt that
+    was re-run is replaced by its re-run; a void attempt never hides a graded one, as when a
+    worker whose lease lapsed stores its graded attempt after the one that took its key over
+    ended void (that key is finished: it would never be run again, its failure left out)."""
+    return (status != "void", attempt, created_at, run_id)
+
+
+def _rank(row: Mapping[str, Any]) -> tuple[bool, int, float, str]:
+    return rank(row["status"], row["attempt"], row["created_at"], row["run_id"])
 
 
 def _newer(new: Any, old: Any) -> Any:
-    """SQL: the attempt `new` ranks above `old` (attempt, created_at, run id)."""
-    return or_(new.attempt > old.attempt,
-               and_(new.attempt == old.attempt, or_(new.created_at > old.created_at,
-                                                    and_(new.created_at == old.created_at, new.run_id > old.run_id))))
+    """SQL: the attempt `new` ranks above `old` (`rank`)."""
+    new_graded, old_graded = new.status != "void", old.status != "void"
+    later = or_(new.attempt > old.attempt,
+                and_(new.attempt == old.attempt, or_(new.created_at > old.created_at,
+                                                     and_(new.created_at == old.created_at, new.run_id > old.run_id))))
+    return or_(and_(new_graded, ~old_graded), and_(new_graded == old_graded, later))
 
 
 @functools.cache
@@ -136,9 +148,9 @@ def upsert(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
         return
     c = current_t.c
     for row in ordered:
-        old = conn.execute(select(c.attempt, c.created_at, c.run_id).where(
+        old = conn.execute(select(c.status, c.attempt, c.created_at, c.run_id).where(
             c.campaign == row["campaign"], c.key_digest == row["key_digest"])).first()
-        if old is not None and tuple(old) >= _rank(row):
+        if old is not None and rank(*old) >= _rank(row):
             continue
         conn.execute(current_t.delete().where(c.campaign == row["campaign"], c.key_digest == row["key_digest"]))
         conn.execute(current_t.insert(), [dict(row)])

@@ -17,6 +17,7 @@ from sqlalchemy import Connection, case, func, literal, select
 
 from assay.errors import InputError
 from assay.record import Event, RunRecord, event_from_wire
+from assay.store.current import rank
 from assay.store.finished import finished
 from assay.store.models import REPORT_COLUMNS, campaigns_t, current_t, events_t, runs_t
 from assay.store.saves import FINAL_MESSAGE_REF, final_message_of
@@ -139,24 +140,26 @@ class Reads(StoreBase):
         return records
 
     def runs(self, campaign: str | None = None) -> list[RunRecord]:
-        """The latest attempt per key digest, ordered by task_id, agent, level, epoch (then
+        """The current attempt per key digest, ordered by task_id, agent, level, epoch (then
         campaign and key digest: `_report_order`).
 
-        "Latest" is the highest attempt number (then the most recently saved), so a void
-        attempt that was re-run is replaced by its re-run.
+        "Current" is the highest ranked (`current.rank`): a graded attempt above a void one,
+        then the highest attempt number (then the most recently saved), so a void attempt that
+        was re-run is replaced by its re-run and never hides a graded one.
         """
         stmt = select(
-            runs_t.c.key_digest, runs_t.c.attempt, runs_t.c.created_at, runs_t.c.run_id, runs_t.c.record
+            runs_t.c.key_digest, runs_t.c.status, runs_t.c.attempt, runs_t.c.created_at, runs_t.c.run_id,
+            runs_t.c.record
         )
         if campaign is not None:
             stmt = stmt.where(runs_t.c.campaign == campaign)
-        latest: dict[str, tuple[tuple[int, float, str], str]] = {}
+        latest: dict[str, tuple[tuple[bool, int, float, str], str]] = {}
         with self.engine.connect() as conn:
-            for digest, attempt, created, run_id, raw in conn.execute(stmt):
-                rank = (attempt, created, run_id)
+            for digest, status, attempt, created, run_id, raw in conn.execute(stmt):
+                ranked = rank(status, attempt, created, run_id)
                 cur = latest.get(digest)
-                if cur is None or rank > cur[0]:
-                    latest[digest] = (rank, raw)
+                if cur is None or ranked > cur[0]:
+                    latest[digest] = (ranked, raw)
         records = [(RunRecord.model_validate_json(raw), digest) for digest, (_rank, raw) in latest.items()]
         records.sort(key=lambda rd: (*_sort_key(rd[0])[:-1], rd[1]))  # `_report_order`
         return [r for r, _digest in records]
