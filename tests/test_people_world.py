@@ -481,6 +481,23 @@ def test_pilot_costs_and_exhaustion(tmp_path: Path) -> None:
     assert s.contact_cost == pytest.approx(0.17) and s.questions_asked == 0
 
 
+@pytest.mark.parametrize("extra", [-5, float("nan"), float("inf"), "cheap", {"usd": 1}])
+def test_a_trial_days_reported_cost_that_is_no_cost_counts_as_none_and_is_an_incident(tmp_path: Path,
+                                                                                     extra: Any) -> None:
+    """The trial module may pass on what the delivered system says a day cost (the agent's
+    number): a negative, non-finite or non-numeric cost is no credit (round 11: -5 took S to
+    6.0, NaN left a done run with no score); it counts as 0 and is an integrity incident."""
+    w = make(tmp_path, pilot_runner=lambda day: {"feedback": "ok", "extra_cost": extra})
+    w.pilot()
+    e = last(w)
+    assert e["cost"] == pytest.approx(0.05) and "extra_cost_refused" in e["pilot"]
+    assert w.summary().contact_cost == pytest.approx(0.05)
+    assert len(w.cost_refusals) == 1 and "trial day 1" in w.cost_refusals[0]
+    honest = make(tmp_path / "honest", pilot_runner=lambda day: {"feedback": "ok", "extra_cost": 0.01})
+    honest.pilot()
+    assert honest.cost_refusals == [] and last(honest)["cost"] == pytest.approx(0.06)
+
+
 def test_pilot_runner_argument_and_missing(tmp_path: Path) -> None:
     w = make(tmp_path)
     with pytest.raises(AskError, match="no trial environment"):

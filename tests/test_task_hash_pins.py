@@ -19,8 +19,8 @@ PINNED = {
         "text-mt-log-triage": "fbca9d2bd75d3517",  # native, multi-step-with-tools: all five
         "text-ss-invoice-total": "fbd5b910cbb1c949",  # native, single-step: no tools
         "en-law-flsa-overtime-backpay": "67b4f284477f5e22",  # rubric
-        "refund-desk/base": "3ec9222bd3f27af3",  # scenario
-        "refund-desk-native/wardrobing": "fba09843e1785e44",  # native scenario
+        "refund-desk/base": "8361a08ed66e08d0",  # scenario (Mei's evidence gate tightened: round 11)
+        "refund-desk-native/wardrobing": "bac26b44fac7ff83",  # native scenario (the same)
     },
     "tests/fixtures/darebench": {"task_finqa_00": "b604994a87bcf426", "task_logiqa_00": "97e322ddd0a91948"},
     "tests/fixtures/native-scenario": {"tiny-native/base": "6329940d24b2c0de"},

@@ -338,3 +338,23 @@ def test_run_through_the_scenario_session(tmp_path: Path) -> None:
         ws = run_dir / "workspace"
         assert (ws / "docs" / "notes.md").is_file() and (ws / "system" / "app.py").is_file()
         assert not any(p.name == "targets.json" for p in ws.rglob("*"))
+
+
+def test_a_worker_told_to_stop_is_killed_and_says_so() -> None:
+    """A trial day left running when its run ends (round 11: it kept `assay run` alive 150 s and
+    the delivered code running beside the grade): the worker's wait ends on the run's stop, its
+    process group is killed, and the answer says it was stopped."""
+    import subprocess
+    import threading
+    import time
+
+    from assay.scenario.grading import WorkerCall, _wait
+
+    stop = threading.Event()
+    p = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    threading.Timer(0.3, stop.set).start()
+    t0 = time.monotonic()
+    out = _wait(p, Path("/nonexistent"), Path("/nonexistent/result.json"),
+                WorkerCall(mode="pilot", day=1, timeout_s=60, stop=stop))
+    assert out["ok"] is False and out["stopped"] and "its run has ended" in out["error"]
+    assert time.monotonic() - t0 < 5 and p.returncode is not None

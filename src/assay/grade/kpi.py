@@ -93,6 +93,9 @@ def score_scenario(spec: ScenarioSpec, case: CaseGrade, *, framed: dict[str, boo
     u_adj = metrics.adjusted_uplift(u, bool(incidents))
     disc = case.discovery
     s = metrics.run_score(u_adj, disc.contact_cost)
+    if not math.isfinite(s):  # a contact cost past a float's range: no score, as a KPI that is none
+        raise GradingFault("kpi", f"score {s!r} of uplift {u_adj:g} less contact cost {disc.contact_cost!r} is not "
+                                  "a finite number")
     got = set(disc.facts_obtained)
     coverage = (sum(1 for f in spec.key_facts if f in got) / len(spec.key_facts)) if spec.key_facts else None
     return ScenarioGrade(

@@ -87,6 +87,23 @@ def _cjk(text: str) -> bool:
 # --------------------------------------------------------------------------- the world
 
 
+def _extra_cost(value: Any) -> tuple[float, str]:
+    """A trial day's extra cost as the trial module reports it (it may pass on what the
+    delivered system says it cost: the agent's numbers), and why it was refused: a cost that
+    is not a finite number of at least 0 counts as 0, never as a credit, and the refusal is an
+    integrity incident of the run (`StakeholderWorld.cost_refusals`): a system that misreports
+    what it cost gains nothing by it."""
+    if value is None:
+        return 0.0, ""
+    try:
+        cost = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return 0.0, f"{str(value)[:60]!r} is not a number"
+    if not math.isfinite(cost) or cost < 0:
+        return 0.0, f"{cost!r} is not a finite cost of at least 0"
+    return cost, ""
+
+
 class StakeholderWorld:
     """The scripted people of one run, their calendar, inbox and pilot, logging to a ledger.
 
@@ -120,6 +137,7 @@ class StakeholderWorld:
         self.total_left: int | None = spec.total_questions
         self.facts: set[str] = set()
         self.pilots = 0
+        self.cost_refusals: list[str] = []  # trial days whose reported extra cost was no cost (incidents)
         self._stalled: dict[str, int] = {}
         self._stalled_at: dict[str, float] = {}
         self._free_at: dict[str, dt.datetime] = {}
@@ -380,11 +398,16 @@ class StakeholderWorld:
             return self.pilot_spec.exhausted
         out = runner(n) or {}
         costs = self.pilot_spec.cost or [0.0]
-        cost = float(costs[min(n, len(costs)) - 1]) + float(out.get("extra_cost", 0.0) or 0.0)
+        extra, note = _extra_cost(out.get("extra_cost"))
+        cost = float(costs[min(n, len(costs)) - 1]) + extra
+        stats = out.get("stats")
+        if note:
+            stats = {**(stats if isinstance(stats, dict) else {"stats": stats}), "extra_cost_refused": note}
+            self.cost_refusals.append(f"trial day {n} reported an extra cost that is no cost ({note})")
         with self._lock:
             facts = [str(f) for f in out.get("facts", [])]
             self._log("pilot", f"trial day {n}", [str(t) for t in out.get("topics", [])], facts, n,
-                      round(cost, 4), pilot=out.get("stats"))
+                      round(cost, 4), pilot=stats)
             return str(out.get("feedback", "")) + self._mail_note()
 
     @property

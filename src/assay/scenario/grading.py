@@ -47,6 +47,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any, Literal
 
@@ -84,6 +85,7 @@ class WorkerCall(BaseModel):
     pairs: list[tuple[int, str]] = Field(default_factory=list)  # forwarder ports in front of it
     config: dict[str, Any] = Field(default_factory=dict)  # relpath -> JSON written into the copy (no sandbox)
     two_arg: bool = False
+    stop: threading.Event | None = None  # set: the worker is killed (a trial day whose run has ended)
 
 
 def socket_dir(longest_name: int) -> Path:
@@ -340,7 +342,11 @@ def _wait(p: subprocess.Popen[bytes], wdir: Path, out_file: Path, call: WorkerCa
           log: WorkerLog | None = None) -> dict[str, Any]:
     entry = lifeline.keep_group(p.pid)  # killed with its group if the harness dies while it runs
     try:
-        p.wait(timeout=call.timeout_s)
+        if not _waited(p, call):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+            return {"ok": False, "stopped": True, "error": f"{call.mode} stopped: its run has ended"}
     except subprocess.TimeoutExpired:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(p.pid, signal.SIGKILL)
@@ -363,6 +369,28 @@ def _wait(p: subprocess.Popen[bytes], wdir: Path, out_file: Path, call: WorkerCa
     if not isinstance(answer, dict):
         return {"ok": False, "error": f"{call.mode} worker's answer is not an object"}
     return answer
+
+
+STOP_POLL_S = 0.2
+
+
+def _waited(p: subprocess.Popen[bytes], call: WorkerCall) -> bool:
+    """Wait for the worker to end (TimeoutExpired past `call.timeout_s`); False when `call.stop`
+    was set first (a trial day left running when its run ended: it must not outlive the run)."""
+    if call.stop is None:
+        p.wait(timeout=call.timeout_s)
+        return True
+    deadline = time.monotonic() + call.timeout_s
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise subprocess.TimeoutExpired(p.args, call.timeout_s)
+        try:
+            p.wait(timeout=min(STOP_POLL_S, left))
+            return True
+        except subprocess.TimeoutExpired:
+            if call.stop.is_set():
+                return False
 
 
 ANSWER_BYTES = 64 * 1024**2

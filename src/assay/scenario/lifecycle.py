@@ -42,6 +42,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -133,6 +134,7 @@ class ScenarioRun:
         self.level = level or ("L3" if "L3" in task.briefs else (task.levels[-1] if task.levels else None))
         self.run_dir = Path(run_dir)
         self.workspace = Path(workspace)
+        self._pilots_stop = threading.Event()  # set when the run's trial days must end (`stop_pilots`)
         self.transcript = transcript
         self.options = options
         self.agent_spec = agent_spec
@@ -301,7 +303,10 @@ class ScenarioRun:
         return self.world.summary() if self.world is not None else Discovery()
 
     def integrity(self) -> list[str]:
-        return self.ledger.verify() if self.ledger is not None else []
+        """The run's integrity problems (each an incident): the ledger's, and the trial days
+        whose reported cost was refused."""
+        ledger = self.ledger.verify() if self.ledger is not None else []
+        return [*ledger, *(self.world.cost_refusals if self.world is not None else [])]
 
     # ------------------------------------------------------------------ pilot
 
@@ -310,7 +315,8 @@ class ScenarioRun:
         # Trial days use the dev gateway and the dev services, like the agent's own commands.
         pairs = self.pairs()
         call = WorkerCall(mode="pilot", day=day, timeout_s=PILOT_TIMEOUT_S,
-                          svc_dir=self.svc_dir if self.fwd and pairs else None, pairs=pairs if self.fwd else [])
+                          svc_dir=self.svc_dir if self.fwd and pairs else None, pairs=pairs if self.fwd else [],
+                          stop=self._pilots_stop)
         out = self.call_worker(call)
         if not out.get("ok"):
             return {"feedback": "The trial environment could not run today's batch.", "facts": [],
@@ -426,9 +432,16 @@ class ScenarioRun:
 
     # ------------------------------------------------------------------ teardown
 
+    def stop_pilots(self) -> None:
+        """End any trial day still running (the agent's turn is over: its delivered code must
+        not run on beside the grade, nor hold the harness when the campaign ends)."""
+        self._pilots_stop.set()
+
     async def close(self) -> None:
         """Tear everything down. A step that fails is logged and the others still run, so a
         broken relay never leaves a service or the gateway running."""
+        self.stop_pilots()
+
         async def people() -> None:
             if self.server is not None:
                 await self.server.stop()
@@ -480,6 +493,7 @@ class DeliveredCopy:
 
     async def grade_case(self) -> CaseGrade:
         run = self._run
+        run.stop_pilots()
         t0 = time.monotonic()
         integrity = await asyncio.to_thread(run.integrity)
         ctx = case_context(run.spec, run.level, run.run_dir, run.discovery().facts_obtained)

@@ -22,6 +22,7 @@ through the environment of processes outside the sandbox (`assay.scenario.sessio
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,16 @@ __all__ = ["REQUIRED_FILES", "read_case"]
 
 REQUIRED_FILES = ("engagement.json", "npcs.json", "build_world.py", "grader.py")
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
+
+
+def _check_kpi(path: Path, field: str, val: object) -> None:
+    """A variant's KPI override: none, or a finite number (InputError naming the file and field)."""
+    if val is None:
+        return
+    if isinstance(val, bool) or not isinstance(val, int | float):
+        raise InputError(path, field, "must be a number")
+    if not math.isfinite(val):
+        raise InputError(path, field, "not a finite number (NaN and infinities are refused)")
 
 
 def _variants(folder: Path) -> list[Variant]:
@@ -71,9 +82,7 @@ def _variants(folder: Path) -> list[Variant]:
         if not isinstance(params, dict):
             raise InputError(path, f"{where}.params", "params must be an object")
         for key in ("kpi_baseline", "kpi_oracle"):
-            val = v.get(key)
-            if val is not None and (isinstance(val, bool) or not isinstance(val, int | float)):
-                raise InputError(path, f"{where}.{key}", "must be a number")
+            _check_kpi(path, f"{where}.{key}", v.get(key))
         rh = v.get("right_here", False)
         if not isinstance(rh, bool):
             raise InputError(path, f"{where}.right_here", "must be true or false")

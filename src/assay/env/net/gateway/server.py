@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import os
 import time
 from collections.abc import Mapping
@@ -343,10 +344,12 @@ class LLMGateway(Ledger, RequestRules, UpstreamClient):
             body = jsonlimits.loads(req.body.decode("utf-8"))
         except (UnicodeDecodeError, jsonlimits.JSONLimitError) as e:
             raise Reject(400, f"request body is not valid JSON: {str(e)[:200]}") from None
-        try:  # "\ud800" parses, and then no UTF-8 can carry it upstream
-            json.dumps(body, ensure_ascii=False).encode("utf-8")
+        try:  # "\ud800" parses, and then no UTF-8 can carry it upstream; NaN and 1e999 parse, and no JSON holds them
+            json.dumps(body, ensure_ascii=False, allow_nan=False).encode("utf-8")
         except UnicodeEncodeError:
             raise Reject(400, "request body holds a lone surrogate escape (\\ud800-\\udfff): not valid Unicode") from None
+        except ValueError:
+            raise Reject(400, "request body holds a number that is not finite (NaN, Infinity, or past a float)") from None
         if not isinstance(body, dict):
             raise Reject(400, "request body must be a JSON object")
         return body
@@ -367,8 +370,10 @@ class LLMGateway(Ledger, RequestRules, UpstreamClient):
         try:
             out["max_tokens"] = int(body.get("max_tokens", 400))
             out["temperature"] = float(body.get("temperature", 0.0))
-        except (TypeError, ValueError):
-            raise Reject(400, "max_tokens and temperature must be numbers") from None
+        except (TypeError, ValueError, OverflowError):
+            raise Reject(400, "max_tokens and temperature must be finite numbers") from None
+        if not math.isfinite(out["temperature"]):
+            raise Reject(400, "max_tokens and temperature must be finite numbers")
         if body.get("json_mode"):
             out["response_format"] = {"type": "json_object"}
         status, payload = await self._forward(self._prepare(out, images), "/chat")

@@ -113,6 +113,11 @@ class UpstreamClient:
         """One upstream chat call, retried after faults that bill nothing."""
         assert self._http is not None, "gateway not started"
         url = self.upstream_url + "/chat/completions"
+        try:  # what httpx would fail to encode: nothing is sent, nothing billed
+            json.dumps(body, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            return Reply(400, error_body(f"the request cannot be sent as JSON: {exc}"[:300], "invalid_request_error"),
+                         "request not encodable", False)
         tokens = _tokens(body)
         attempt = 0
         while True:
