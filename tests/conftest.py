@@ -40,6 +40,19 @@ SLOW_MODULES = {
 }
 
 
+LONGEST_FIRST = (  # alternately to the two processes: the local model (a core of its own) not beside the workers' test
+    "tests/test_store_workers.py::test_four_real_workers_pay_each_call_once_and_end_with_the_last_save",
+    "tests/e2e/test_scenarios.py::test_anchors_pass_on_the_starter_scenarios",
+    "tests/test_campaign_ray.py::test_a_campaign_that_stops_on_evidence_decides_on_ray_as_locally",
+    "tests/e2e/test_local_model.py::test_the_local_model_judges_a_rubric_task_whose_items_need_a_judge",
+    "tests/test_campaign_ray.py::test_ray_campaign_into_a_postgresql_store",
+    "tests/security/test_round5_stalls.py::",
+)
+"""The slow tier's longest tests (40 s to 170 s each, from `scripts/run-tests`' list of the 25
+slowest), started first: pytest-xdist hands tests out in collection order, and one of these
+begun last leaves the other process idle for its length (the tier's wall time, not its work)."""
+
+
 def slow_reason(item: pytest.Item) -> str | None:
     """Why `item` belongs to the slow tier (None: it is fast)."""
     path = Path(str(item.fspath))
@@ -59,3 +72,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("slow") is None and slow_reason(item) is not None:
             item.add_marker(pytest.mark.slow)
+
+    def rank(item: pytest.Item) -> int:
+        return next((i for i, key in enumerate(LONGEST_FIRST) if key in item.nodeid), len(LONGEST_FIRST))
+
+    items.sort(key=rank)  # stable: the rest keep their order
