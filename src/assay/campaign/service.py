@@ -45,7 +45,7 @@ from assay.report.build import stored_report
 from assay.report.model import Adaptive, Power
 from assay.store import Store
 from assay.store.labels import stored_labels as labels_in_store
-from assay.store.models import campaigns_t, max_length, runs_t
+from assay.store.models import campaigns_t, runs_t, too_long
 from assay.task.discover import TaskIndex, find_tasks, select
 from assay.task.formats.values import apply_found_value_tables, apply_value_table
 from assay.task.manifest import read_manifest_tasks
@@ -189,10 +189,9 @@ def _check_lengths(plan: Plan, options: RunOptions) -> None:
     """Every string the store keeps fits its column (PostgreSQL would refuse it at save time,
     after the run's work): exit 2 naming the field, before anything runs."""
     def check(value: str | None, column: str, file: Path | str | None, field: str, table: Table = runs_t) -> None:
-        limit = max_length(table, column)
-        if value is not None and len(value) > limit:
-            shown = value[:60] + "..."
-            raise InputError(file, field, f"{shown!r} is {len(value)} characters; the store keeps at most {limit}")
+        reason = too_long(table, column, value)
+        if reason is not None:
+            raise InputError(file, field, reason)
 
     check(options.campaign, "name", None, "--campaign", campaigns_t)
     seen: set[tuple[str, str, str | None]] = set()

@@ -33,7 +33,8 @@ def machine_verdicts(task: Task, answer: str) -> dict[str, ItemVerdict]:
     reader, is still found; what a positive item requires is looked for in the text as written."""
     assert task.rubric is not None
     out: dict[str, ItemVerdict] = {}
-    read_as = skeleton(answer)[0] if any(it.check is not None for it in task.rubric.items) else answer
+    read_through = any(it.check is not None and (it.weight < 0 or it.check.not_regex) for it in task.rubric.items)
+    read_as = skeleton(answer)[0] if read_through else answer
     for item in task.rubric.items:
         if item.check is not None:
             met, reason = evaluate_check(item.check, answer, read_as if read_as != answer else None)

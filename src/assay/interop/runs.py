@@ -21,7 +21,7 @@ from assay.errors import InputError
 from assay.llm.prices import Price, lookup_price
 from assay.record import Event, RunRecord, Usage
 from assay.store import Store
-from assay.store.models import max_length, runs_t
+from assay.store.models import runs_t, too_long
 from assay.task.validation import check_identity
 
 __all__ = ["MAX_AMOUNT", "MAX_COUNT", "MAX_INTEGER", "Count", "ImportResult", "Imported", "bounded", "bounded_ints", "bounded_runs", "bounded_usage",
@@ -137,9 +137,9 @@ def bounded_runs(converted: list[Imported], paths: list[Path]) -> list[Imported]
                 continue
             if column in ("task_id", "agent"):
                 check_identity(file, f"{where}: {column}", name)
-            limit = max_length(runs_t, column)
-            if len(name) > limit:
-                raise InputError(file, f"{where}: {column}", f"{len(name)} characters; the store keeps at most {limit}")
+            reason = too_long(runs_t, column, name)
+            if reason is not None:
+                raise InputError(file, f"{where}: {column}", reason)
     return converted
 
 

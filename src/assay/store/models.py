@@ -222,6 +222,14 @@ def max_length(table: Table, column: str) -> int:
     return length
 
 
+def too_long(table: Table, column: str, value: str | None) -> str | None:
+    """Why `value` cannot be stored in `table.column` (an InputError's reason), or None."""
+    limit = max_length(table, column)
+    if value is None or len(value) <= limit:
+        return None
+    return f"{value[:60] + '...'!r} is {len(value)} characters; the store keeps at most {limit}"
+
+
 # A person who may use the web app (`assay users`): the token is stored as its SHA-256 only.
 users_t: Table = Table(
     "users",
